@@ -1,0 +1,163 @@
+"""Packed NVFP4 Linear: the frozen base weight stays 4-bit in memory; forward dequantizes on the fly.
+
+The module holds exactly the compressed-tensors tensors (``weight_packed``, ``weight_scale``,
+``weight_global_scale``) as buffers, so a checkpoint's state dict loads into it unchanged and no dense copy of the
+weight outlives a forward or backward call. On CUDA the fused Triton kernels (``qerl.kernels``) are used when
+present; elsewhere the torch reference from ``qerl.nvfp4``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from qerl import nvfp4
+
+FORMAT_BUFFERS = ("weight_packed", "weight_scale", "weight_global_scale")
+
+
+class _DequantMatmul(torch.autograd.Function):
+    """y = x @ W^T (+ b) with W rebuilt from its packed form in forward and again in backward.
+
+    Saving only the packed tensors (not the dense W that F.linear would save) keeps training memory at 4.5 bits
+    per base weight. The base is frozen, so only the input gets a gradient."""
+
+    @staticmethod
+    def forward(ctx, x, packed, scale, global_scale, bias):  # type: ignore[override]
+        w = nvfp4.dequantize(packed, scale, global_scale, dtype=x.dtype)
+        ctx.save_for_backward(packed, scale, global_scale)
+        return nn.functional.linear(x, w, None if bias is None else bias.to(x.dtype))
+
+    @staticmethod
+    def backward(ctx, grad_out):  # type: ignore[override]
+        packed, scale, global_scale = ctx.saved_tensors
+        w = nvfp4.dequantize(packed, scale, global_scale, dtype=grad_out.dtype)
+        return grad_out @ w, None, None, None, None
+
+
+def _kernel_matmul() -> Callable | None:
+    """The fused CUDA path if the kernels package is importable, else None."""
+    try:
+        from qerl.kernels import NVFP4MatmulFn  # noqa: PLC0415 (optional, CUDA-only dependency)
+    except Exception:  # triton missing or kernels not built for this platform
+        return None
+    return NVFP4MatmulFn.apply
+
+
+class NVFP4Linear(nn.Module):
+    """A Linear layer whose weight is stored as NVFP4 (see ``qerl.nvfp4``); frozen, gradients flow to the input."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = False,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.bfloat16,
+    ) -> None:
+        super().__init__()
+        nvfp4.check_quantizable((out_features, in_features))
+        self.in_features = in_features
+        self.out_features = out_features
+        self.register_buffer("weight_packed", torch.zeros(out_features, in_features // 2, dtype=torch.uint8, device=device))
+        self.register_buffer(
+            "weight_scale",
+            torch.zeros(out_features, in_features // nvfp4.GROUP_SIZE, dtype=torch.float8_e4m3fn, device=device),
+        )
+        self.register_buffer("weight_global_scale", torch.ones(1, dtype=torch.float32, device=device))
+        if bias:
+            self.bias = nn.Parameter(torch.zeros(out_features, dtype=dtype, device=device), requires_grad=False)
+        else:
+            self.register_parameter("bias", None)
+        # The dtype activations (and LoRA adapters, which peft creates in this dtype) are computed in.
+        self.compute_dtype = dtype
+        self.use_kernels = True
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, global_scale: torch.Tensor | None = None) -> NVFP4Linear:
+        """Quantize a dense Linear (round to nearest) into a packed module on the same device."""
+        q = nvfp4.quantize(linear.weight.detach(), global_scale)
+        module = cls(
+            linear.in_features, linear.out_features, linear.bias is not None, linear.weight.device, linear.weight.dtype
+        )
+        module.load_packed(q)
+        if linear.bias is not None:
+            module.bias.data.copy_(linear.bias.detach().to(module.bias.dtype))
+        return module
+
+    def load_packed(self, q: nvfp4.NVFP4Tensor) -> None:
+        if q.shape != (self.out_features, self.in_features):
+            raise ValueError(f"packed weight of shape {q.shape} does not fit {self}")
+        self.weight_packed.copy_(q.packed)
+        self.weight_scale.copy_(q.scale)
+        self.weight_global_scale.copy_(q.global_scale.reshape(1))
+
+    @property
+    def qweight(self) -> torch.Tensor:
+        """The packed codes. peft looks for a ``qweight`` tensor (as on GPTQ layers) to find a quantized layer's
+        device when it places LoRA adapters."""
+        return self.weight_packed
+
+    def packed(self) -> nvfp4.NVFP4Tensor:
+        return nvfp4.NVFP4Tensor(self.weight_packed, self.weight_scale, self.weight_global_scale)
+
+    def dequantized_weight(self, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+        """A dense copy of the weight (for tests and export; the forward pass never keeps one)."""
+        return self.packed().dequantize(dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.is_cuda and self.use_kernels:
+            fused = _kernel_matmul()
+            if fused is not None:
+                return fused(x, self.weight_packed, self.weight_scale, self.weight_global_scale, self.bias)
+        return _DequantMatmul.apply(x, self.weight_packed, self.weight_scale, self.weight_global_scale, self.bias)
+
+    def _apply(self, fn, recurse=True):  # type: ignore[override]
+        # Module.to(dtype) / .half() cast every floating tensor, and float8 counts as floating: that would turn
+        # the E4M3 scales and the fp32 global scale into bf16. The format must stay as stored, so these buffers
+        # follow device moves only.
+        held = {name: self._buffers[name] for name in FORMAT_BUFFERS}
+        for name in FORMAT_BUFFERS:
+            self._buffers[name] = None
+        try:
+            super()._apply(fn, recurse)
+        finally:
+            probe = fn(torch.zeros(1, dtype=self.compute_dtype, device=held["weight_packed"].device))
+            self.compute_dtype = probe.dtype
+            for name, tensor in held.items():
+                self._buffers[name] = tensor.to(probe.device)
+        return self
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, nvfp4"
+
+
+def quantize_(
+    model: nn.Module,
+    filter_fn: Callable[[str, nn.Linear], bool] | None = None,
+    fused_groups: tuple[tuple[str, ...], ...] = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")),
+) -> list[str]:
+    """Replace the model's Linear layers in place by NVFP4Linear (round to nearest), sharing one global scale within
+    each fused group of siblings (as llmcompressor does). Returns the names of the replaced modules.
+
+    Default filter: every Linear except ``lm_head`` whose input dim is a multiple of 16."""
+
+    def default_filter(name: str, module: nn.Linear) -> bool:
+        return not name.endswith("lm_head") and module.in_features % nvfp4.GROUP_SIZE == 0
+
+    keep = filter_fn or default_filter
+    targets = {n: m for n, m in model.named_modules() if type(m) is nn.Linear and keep(n, m)}
+    shared: dict[str, torch.Tensor] = {}
+    for group in fused_groups:
+        parents = {n.rsplit(".", 1)[0] for n in targets if n.rsplit(".", 1)[-1] in group}
+        for parent in parents:
+            members = [f"{parent}.{leaf}" for leaf in group if f"{parent}.{leaf}" in targets]
+            gs = nvfp4.global_scale_for([targets[m].weight for m in members])
+            shared.update(dict.fromkeys(members, gs))
+    for name, linear in targets.items():
+        parent_name, _, leaf = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, leaf, NVFP4Linear.from_linear(linear, shared.get(name)))
+    return list(targets)
