@@ -1,0 +1,78 @@
+"""Shared fixtures: offline models built once per test session (cached under .cache/ between runs)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("QERL_CACHE", str(ROOT / ".cache"))
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)  # measured several times faster than 2 threads for these small models on 2 cores
+
+QUANTIZE_PYTHON = ROOT / ".venv-quantize" / "bin" / "python"
+QUANTIZE_SCRIPT = ROOT / "llm-compressor" / "quantize_nvfp4.py"
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    skip_q = pytest.mark.skip(reason="needs the quantize env: bash setup_env.sh quantize")
+    for item in items:
+        if "gpu" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(skip_gpu)
+        if "quantize_env" in item.keywords and not QUANTIZE_PYTHON.exists():
+            item.add_marker(skip_q)
+
+
+def run_quantize(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run llm-compressor/quantize_nvfp4.py in the quantize env (llmcompressor cannot share the train env)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([str(QUANTIZE_PYTHON), str(QUANTIZE_SCRIPT), *args], capture_output=True, text=True,
+                          env=env, cwd=str(ROOT), timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"quantize failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    from qerl.fixtures import smollm2_checkpoint
+
+    return smollm2_checkpoint()
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_dir(tmp_path_factory, smollm2_dir) -> Path:
+    from qerl.fixtures import make_tiny_qwen2
+
+    return make_tiny_qwen2(tmp_path_factory.mktemp("tiny") / "qwen2", tokenizer_from=smollm2_dir)
+
+
+def _quantized(src: Path | str, out: Path) -> Path:
+    if not (out / "config.json").is_file():
+        if not QUANTIZE_PYTHON.exists():
+            pytest.skip("needs the quantize env: bash setup_env.sh quantize")
+        source = ["--gguf-file", src] if src == "smollm2" else ["--model", str(src)]
+        run_quantize(*source, "--output", str(out), "--overwrite")
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_nvfp4_dir(tiny_qwen2_dir, tmp_path_factory) -> Path:
+    return _quantized(tiny_qwen2_dir, tmp_path_factory.mktemp("tiny_nvfp4") / "qwen2-nvfp4")
+
+
+@pytest.fixture(scope="session")
+def smollm2_nvfp4_dir(smollm2_dir) -> Path:
+    from qerl.fixtures import cache_dir
+
+    # Straight from the GGUF file (the script's --gguf-file path), as the demo job does.
+    return _quantized("smollm2", cache_dir() / (smollm2_dir.name + "-nvfp4"))
