@@ -20,8 +20,8 @@ from qerl.errors import UserError
 log = logging.getLogger("qerl.train")
 
 
-def build_trainer(args: QeRLConfig):
-    """Everything the run needs, assembled from the config (also used by tests)."""
+def build_trainer(args: QeRLConfig, reward_funcs: list | None = None):
+    """Everything the run needs, assembled from the config. ``reward_funcs`` replaces the named ones (tests)."""
     from trl.rewards import get_soft_overlong_punishment
 
     from qerl import lora
@@ -32,6 +32,9 @@ def build_trainer(args: QeRLConfig):
     from qerl.rollout import default_backend_name, make_backend
     from qerl.trainer import QeRLTrainer
 
+    from transformers import set_seed
+
+    set_seed(args.seed)  # LoRA's random init happens before trl seeds anything
     if not args.model_name_or_path:
         raise UserError("no model given: pass --model_name_or_path PATH (an NVFP4 checkpoint for --load nvfp4)")
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -57,7 +60,7 @@ def build_trainer(args: QeRLConfig):
     dataset = load_task_dataset(args.dataset_name, args.dataset_split, data_file=args.dataset_file,
                                 limit=args.dataset_limit, seed=args.seed, **options)
 
-    reward_funcs = get_reward_funcs(args.reward_names)
+    reward_funcs = list(reward_funcs) if reward_funcs is not None else get_reward_funcs(args.reward_names)
     if args.overlong_buffer_len:
         overlong = get_soft_overlong_punishment(args.max_completion_length, args.overlong_buffer_len)
         reward_funcs.append(safe_reward(_scaled(overlong, args.overlong_penalty_factor), args.reward_timeout_s))
@@ -138,13 +141,16 @@ def run(args: QeRLConfig) -> Path:
 def main(argv: list[str] | None = None) -> int:
     from trl import TrlParser
 
+    from qerl.data import DatasetLoadError
+
     logging.basicConfig(level=logging.INFO, format="[%(name)s] %(message)s")
     if not torch.cuda.is_available():
         torch.set_num_threads(int(os.environ.get("QERL_CPU_THREADS", "1")))  # 1 thread: fastest on small CPUs
     try:
         (args,) = TrlParser((QeRLConfig,)).parse_args_and_config(argv)
         run(args)
-    except UserError as exc:
+    except (UserError, ValueError, FileNotFoundError, DatasetLoadError) as exc:
+        # Bad input (config, paths, data): one line naming the fix, no traceback.
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

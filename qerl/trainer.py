@@ -19,6 +19,7 @@ from trl import GRPOTrainer
 from qerl import lora, trl_compat
 from qerl.aqn import AQNController
 from qerl.config import QeRLConfig
+from qerl.rewards import reward_failure_counts
 from qerl.rollout.base import RolloutBackend, SamplingSettings
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,8 @@ class QeRLTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         out = super()._generate_and_score_completions(inputs)
         out = self._neutralise_is(out)
+        mode = "train" if self.model.training else "eval"
+        self._metrics[mode]["rewards/failures_total"].append(float(sum(reward_failure_counts().values())))
         if not self.args.dynamic_sampling or not self.model.training:
             return out
         g = self.num_generations
