@@ -22,6 +22,7 @@ log = logging.getLogger("qerl.train")
 
 def build_trainer(args: QeRLConfig, reward_funcs: list | None = None):
     """Everything the run needs, assembled from the config. ``reward_funcs`` replaces the named ones (tests)."""
+    from transformers import set_seed
     from trl.rewards import get_soft_overlong_punishment
 
     from qerl import lora
@@ -31,8 +32,6 @@ def build_trainer(args: QeRLConfig, reward_funcs: list | None = None):
     from qerl.rewards import get_reward_funcs, safe_reward
     from qerl.rollout import default_backend_name, make_backend
     from qerl.trainer import QeRLTrainer
-
-    from transformers import set_seed
 
     set_seed(args.seed)  # LoRA's random init happens before trl seeds anything
     if not args.model_name_or_path:

@@ -132,8 +132,8 @@ def test_zero_matched_modules_raise():
 def test_generating_model_is_the_noised_one(tiny_qwen2_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from qerl.rollout.hf import HFRolloutBackend
     from qerl.rollout.base import SamplingSettings
+    from qerl.rollout.hf import HFRolloutBackend
 
     model = AutoModelForCausalLM.from_pretrained(str(tiny_qwen2_dir), dtype=torch.float32)
     tok = AutoTokenizer.from_pretrained(str(tiny_qwen2_dir))
