@@ -8,7 +8,8 @@ present; elsewhere the torch reference from ``qerl.nvfp4``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -74,6 +75,8 @@ class NVFP4Linear(nn.Module):
         # The dtype activations (and LoRA adapters, which peft creates in this dtype) are computed in.
         self.compute_dtype = dtype
         self.use_kernels = True
+        self._dense_cache: torch.Tensor | None = None
+        self._cache_enabled = False
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, global_scale: torch.Tensor | None = None) -> NVFP4Linear:
@@ -108,6 +111,11 @@ class NVFP4Linear(nn.Module):
         return self.packed().dequantize(dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._cache_enabled and not torch.is_grad_enabled():
+            if self._dense_cache is None or self._dense_cache.dtype != x.dtype:
+                self._dense_cache = nvfp4.dequantize(self.weight_packed, self.weight_scale, self.weight_global_scale,
+                                                     dtype=x.dtype)
+            return nn.functional.linear(x, self._dense_cache, None if self.bias is None else self.bias.to(x.dtype))
         if x.is_cuda and self.use_kernels:
             fused = _kernel_matmul()
             if fused is not None:
@@ -132,6 +140,21 @@ class NVFP4Linear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, nvfp4"
+
+
+@contextmanager
+def dense_weight_cache(model: nn.Module) -> Iterator[None]:
+    """For the duration of a no-grad generation without fused kernels (CPU), dequantize each packed layer once
+    instead of once per decoded token. The dense copies are dropped on exit; training never uses them."""
+    layers = [m for m in model.modules() if isinstance(m, NVFP4Linear)]
+    for m in layers:
+        m._cache_enabled = True
+    try:
+        yield
+    finally:
+        for m in layers:
+            m._cache_enabled = False
+            m._dense_cache = None
 
 
 def quantize_(

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from qerl.aqn import keep_norms_fp32
+from qerl.modules import dense_weight_cache
 from qerl.rollout.base import RolloutBackend, RolloutResult, SamplingSettings
 
 
@@ -82,7 +83,12 @@ class HFRolloutBackend(RolloutBackend):
         was_training = self.model.training
         self.model.eval()
         try:
-            out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+            # Without the fused CUDA kernels, decode would dequantize every packed weight once per token.
+            if device.type == "cuda":
+                out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+            else:
+                with dense_weight_cache(self.model):
+                    out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
         finally:
             self.model.train(was_training)
         new = out.sequences[:, width:]

@@ -1,0 +1,53 @@
+"""Every shipped config parses with trl's TrlParser into QeRLConfig; the launch scripts point at real configs."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from trl import TrlParser
+
+from qerl.config import QeRLConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if not p.name.startswith("accelerate"))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
+def test_config_parses(config, tmp_path):
+    (args,) = TrlParser((QeRLConfig,)).parse_args_and_config(
+        ["--config", str(config), "--output_dir", str(tmp_path), "--model_name_or_path", "m", "--lora_r", "8"]
+    )
+    assert args.lora_r == 8  # CLI overrides YAML
+    assert args.loss_type in ("grpo", "dapo", "dr_grpo")
+
+
+def test_paper_presets(tmp_path):
+    def parse(name, *extra):
+        (a,) = TrlParser((QeRLConfig,)).parse_args_and_config(
+            ["--config", str(ROOT / "configs" / name), "--output_dir", str(tmp_path), *extra])
+        return a
+
+    g = parse("gsm8k_grpo.yaml", "--load", "bf16")
+    assert (g.loss_type, g.num_generations, g.max_completion_length, g.beta, g.lora_r) == ("grpo", 8, 4096, 0.0, 32)
+    assert g.learning_rate == 5e-6 and not g.rollout_is_correction
+    d = parse("bigmath_dapo.yaml")
+    assert (d.loss_type, d.epsilon, d.epsilon_high, d.num_generations) == ("dapo", 0.2, 0.28, 16)
+    assert d.dynamic_sampling and d.mask_truncated_completions and d.overlong_buffer_len == 2048
+    assert d.learning_rate == 1e-5 and d.max_completion_length == 8192
+    assert (d.aqn_sigma_start, d.aqn_sigma_end, d.aqn_num_stages) == (1e-2, 5e-4, 10)
+
+
+def test_launch_scripts_cover_the_grid():
+    scripts = {p.name for p in (ROOT / "training").glob("qwen2.5-*.sh")}
+    for size in ("3b", "7b", "14b", "32b"):
+        for task in ("gsm8k_grpo", "bigmath_dapo"):
+            for load in ("nvfp4", "bf16", "nf4"):
+                assert f"qwen2.5-{size}_{task}_{load}.sh" in scripts
+
+
+def test_launcher_rejects_bad_arguments():
+    proc = subprocess.run(["bash", str(ROOT / "training" / "_launch.sh"), "9B", "nvfp4", "gsm8k_grpo"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "unknown size 9B" in proc.stderr

@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# Qwen2.5-14B-Instruct, gsm8k_grpo, nvfp4 base. GPUS=N for N GPUs; extra args go to the trainer.
+exec bash "$(dirname "${BASH_SOURCE[0]}")/_launch.sh" 14B nvfp4 gsm8k_grpo "$@"
