@@ -87,7 +87,7 @@ def load_policy(
         if qc is None:
             raise NotNVFP4CheckpointError(
                 f"{path} is not an NVFP4 checkpoint (config.json has no compressed-tensors nvfp4-pack-quantized "
-                "quantization_config): quantize it with `python llm-compressor/quantize_nvfp4.py --model PATH` "
+                "quantization_config): quantize it with `.venv-quantize/bin/python llm-compressor/quantize_nvfp4.py --model PATH` "
                 "or use --load bf16"
             )
         model = _load_packed(path, torch.device(device), dtype)
