@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from qerl.errors import NotNVFP4CheckpointError, UserError
-from qerl.modules import NVFP4Linear
+from qerl.modules import NVFP4Linear, use_kernel_layout
 
 log = logging.getLogger(__name__)
 LOAD_MODES = ("nvfp4", "bf16", "nf4")
@@ -176,6 +176,8 @@ def _load_packed(path: Path, device: torch.device, dtype: torch.dtype) -> nn.Mod
     if still_meta:
         raise UserError(f"{path} is missing weights for {still_meta[:5]}{' ...' if len(still_meta) > 5 else ''}")
     model.to(device)
+    if device.type == "cuda":
+        use_kernel_layout(model)  # one 4-bit copy, in the layout the fused kernels read
     model.name_or_path = str(path)
     model.config._name_or_path = str(path)
     model.config.qerl_load = "nvfp4"

@@ -16,7 +16,7 @@ from torch import nn
 
 from qerl import nvfp4
 
-FORMAT_BUFFERS = ("weight_packed", "weight_scale", "weight_global_scale")
+FORMAT_BUFFERS = ("weight_packed", "weight_scale", "weight_global_scale")  # the codec layout (checkpoint format)
 
 
 class _DequantMatmul(torch.autograd.Function):
@@ -38,13 +38,15 @@ class _DequantMatmul(torch.autograd.Function):
         return grad_out @ w, None, None, None, None
 
 
-def _kernel_matmul() -> Callable | None:
-    """The fused CUDA path if the kernels package is importable, else None."""
+def kernels_available(device: torch.device) -> bool:
+    """True where the fused Triton kernels can run (a CUDA device with triton installed)."""
+    if device.type != "cuda":
+        return False
     try:
-        from qerl.kernels import NVFP4MatmulFn  # noqa: PLC0415 (optional, CUDA-only dependency)
-    except Exception:  # triton missing or kernels not built for this platform
-        return None
-    return NVFP4MatmulFn.apply
+        from qerl.kernels import triton_available
+    except Exception:  # triton missing
+        return False
+    return triton_available(device)
 
 
 class NVFP4Linear(nn.Module):
@@ -101,9 +103,37 @@ class NVFP4Linear(nn.Module):
     def qweight(self) -> torch.Tensor:
         """The packed codes. peft looks for a ``qweight`` tensor (as on GPTQ layers) to find a quantized layer's
         device when it places LoRA adapters."""
-        return self.weight_packed
+        return self.weight_global_scale if self.kernel_layout else self.weight_packed
+
+    @property
+    def kernel_layout(self) -> bool:
+        return self._buffers.get("weight_packed") is None
+
+    def to_kernel_layout(self) -> None:
+        """Replace the codec tensors by the fused kernels' layout (``qerl.kernels.prepare_weight``), once, on CUDA:
+        the module then holds one 4-bit copy in the form the kernels read, not two."""
+        if self.kernel_layout:
+            return
+        from qerl.kernels import prepare_weight
+
+        kw = prepare_weight(self.weight_packed, self.weight_scale, self.weight_global_scale)
+        self.register_buffer("kernel_codes", kw.codes)
+        self.register_buffer("kernel_scales", kw.scales)
+        self._buffers["weight_packed"] = None
+        self._buffers["weight_scale"] = None
+
+    def kernel_weight(self):
+        from qerl.kernels import KernelWeight
+
+        return KernelWeight(self.kernel_codes, self.kernel_scales, self.weight_global_scale, self.out_features,
+                            self.in_features)
 
     def packed(self) -> nvfp4.NVFP4Tensor:
+        if self.kernel_layout:
+            from qerl.kernels import codec_from_kernel_weight
+
+            packed, scale = codec_from_kernel_weight(self.kernel_weight())
+            return nvfp4.NVFP4Tensor(packed, scale, self.weight_global_scale)
         return nvfp4.NVFP4Tensor(self.weight_packed, self.weight_scale, self.weight_global_scale)
 
     def dequantized_weight(self, dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
@@ -111,28 +141,29 @@ class NVFP4Linear(nn.Module):
         return self.packed().dequantize(dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel_layout and x.is_cuda and self.use_kernels:
+            from qerl.kernels import NVFP4MatmulFn
+
+            y = NVFP4MatmulFn.apply(x.to(torch.bfloat16), self.kernel_weight(), self.bias)
+            return y.to(x.dtype)
         if self._cache_enabled and not torch.is_grad_enabled():
             if self._dense_cache is None or self._dense_cache.dtype != x.dtype:
-                self._dense_cache = nvfp4.dequantize(self.weight_packed, self.weight_scale, self.weight_global_scale,
-                                                     dtype=x.dtype)
+                self._dense_cache = self.packed().dequantize(x.dtype)
             return nn.functional.linear(x, self._dense_cache, None if self.bias is None else self.bias.to(x.dtype))
-        if x.is_cuda and self.use_kernels:
-            fused = _kernel_matmul()
-            if fused is not None:
-                return fused(x, self.weight_packed, self.weight_scale, self.weight_global_scale, self.bias)
-        return _DequantMatmul.apply(x, self.weight_packed, self.weight_scale, self.weight_global_scale, self.bias)
+        q = self.packed()
+        return _DequantMatmul.apply(x, q.packed, q.scale, q.global_scale, self.bias)
 
     def _apply(self, fn, recurse=True):  # type: ignore[override]
         # Module.to(dtype) / .half() cast every floating tensor, and float8 counts as floating: that would turn
         # the E4M3 scales and the fp32 global scale into bf16. The format must stay as stored, so these buffers
         # follow device moves only.
-        held = {name: self._buffers[name] for name in FORMAT_BUFFERS}
-        for name in FORMAT_BUFFERS:
+        held = {name: self._buffers[name] for name in FORMAT_BUFFERS if self._buffers.get(name) is not None}
+        for name in held:
             self._buffers[name] = None
         try:
             super()._apply(fn, recurse)
         finally:
-            probe = fn(torch.zeros(1, dtype=self.compute_dtype, device=held["weight_packed"].device))
+            probe = fn(torch.zeros(1, dtype=self.compute_dtype, device=held["weight_global_scale"].device))
             self.compute_dtype = probe.dtype
             for name, tensor in held.items():
                 self._buffers[name] = tensor.to(probe.device)
@@ -155,6 +186,16 @@ def dense_weight_cache(model: nn.Module) -> Iterator[None]:
         for m in layers:
             m._cache_enabled = False
             m._dense_cache = None
+
+
+def use_kernel_layout(model: nn.Module) -> int:
+    """Switch every packed layer on a kernel-capable CUDA device to the fused kernels' layout; returns how many."""
+    count = 0
+    for m in model.modules():
+        if isinstance(m, NVFP4Linear) and kernels_available(m.weight_global_scale.device):
+            m.to_kernel_layout()
+            count += 1
+    return count
 
 
 def quantize_(

@@ -136,3 +136,23 @@ def test_odd_input_dim_cannot_be_packed():
     with pytest.raises(ValueError, match="multiple of 16"):
         NVFP4Linear(40, 16)
     assert nvfp4.GROUP_SIZE == 16
+
+
+def test_kernel_layout_keeps_one_copy_and_the_same_function():
+    pytest.importorskip("triton")
+    torch.manual_seed(3)
+    lin = nn.Linear(576, 40, bias=True)  # K not a multiple of the kernels' 128-element chunk
+    packed = NVFP4Linear.from_linear(lin)
+    x = torch.randn(2, 576)
+    want = packed(x)
+    before = packed.packed()
+    packed.to_kernel_layout()
+    assert packed.kernel_layout and packed._buffers["weight_packed"] is None
+    assert "weight_packed" not in packed.state_dict() and "kernel_codes" in packed.state_dict()
+    after = packed.packed()  # reconstructed exactly from the kernel layout
+    assert torch.equal(after.packed, before.packed)
+    assert torch.equal(after.scale.view(torch.uint8), before.scale.view(torch.uint8))
+    assert torch.equal(packed(x), want)  # off CUDA it still computes through the codec
+    packed.to(torch.bfloat16)
+    assert packed.weight_global_scale.dtype == torch.float32 and packed.kernel_codes.dtype == torch.uint8
+

@@ -1,0 +1,376 @@
+"""NVFP4 x BF16 GEMM benchmark: qerl's Triton kernels vs cuBLAS BF16 (torch) and, if vLLM is importable, vLLM's
+Marlin NVFP4 GEMM, on Qwen2.5-7B / 32B linear-layer shapes. Forward (Y = X W^T) and input gradient (dX = dY W).
+
+Every number comes from this run on this device: CUDA-graph replays of one call per weight copy (enough copies
+that the weights are not served from L2), median over replays; the device copy bandwidth is measured in the same
+run. Each timed configuration is first checked against dequantize-then-matmul in fp32 (output poisoned with NaN).
+
+    python benchmarks/gemm_nvfp4.py                       # defaults, all shapes, M in 1..4096
+    python benchmarks/gemm_nvfp4.py --tune                # also search launch configs per shape and M
+    python benchmarks/gemm_nvfp4.py --models 7b --ms 1,16,128 --dirs fwd
+
+Writes gemm_nvfp4.json, gemm_nvfp4.md (and tuned_configs.json with --tune) under $OUT (or --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from qerl import nvfp4  # noqa: E402
+from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
+from qerl.kernels.nvfp4_gemm import BwdConfig, FwdConfig  # noqa: E402
+
+SHAPES = {
+    "7b": [("qkv", 4608, 3584), ("o", 3584, 3584), ("gate_up", 37888, 3584), ("down", 3584, 18944)],
+    "32b": [("qkv", 7168, 5120), ("o", 5120, 5120), ("gate_up", 55296, 5120), ("down", 5120, 27648)],
+}
+MS = [1, 4, 16, 64, 128, 256, 1024, 4096]
+
+
+# ----------------------------------------------------------------------------------------------- timing
+def bench(fns: list, min_ms: float = 25.0, max_replays: int = 200) -> float:
+    """Median seconds per call: a CUDA graph replays one call per weight copy (at least 8 calls); each replay is
+    timed with events; the median replay time is divided by the calls in it."""
+    calls = fns * max(1, math.ceil(8 / len(fns)))
+    for f in calls[: len(fns)]:
+        f()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for f in calls:
+            f()
+    graph.replay()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    graph.replay()
+    torch.cuda.synchronize()
+    est = time.perf_counter() - t0
+    replays = int(min(max_replays, max(5, min_ms / 1e3 / max(est, 1e-6))))
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    del graph
+    return statistics.median(times) / len(calls)
+
+
+def copy_bandwidth() -> float:
+    """Device-to-device copy bandwidth in bytes/s, counting bytes read plus written (1 GiB buffers)."""
+    n = 1 << 29
+    src = torch.randn(n // 2, device="cuda", dtype=torch.float32).view(torch.bfloat16)
+    dst = torch.empty_like(src)
+    t = bench([lambda: dst.copy_(src)], min_ms=200)
+    return 2 * src.numel() * src.element_size() / t
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((out.float() - ref).norm() / ref.norm())
+
+
+def fp32_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return a @ b
+
+
+# ----------------------------------------------------------------------------------------------- candidates
+def fwd_candidates(m: int) -> list[FwdConfig]:
+    if m <= 16:
+        c = [FwdConfig(1, 16, 64, 1, s) for s in (2, 4, 8)]
+        c += [FwdConfig(1, 16, 128, 1, s, 8) for s in (1, 2, 4)]
+        c += [FwdConfig(2, 16, 128, 1, 4)]
+        if m <= 4:
+            bm = 1 << max(0, (m - 1).bit_length())
+            c += [FwdConfig(0, bm, 64, 1, s) for s in (4, 8)]
+        if m == 16:
+            c += [FwdConfig(1, 16, 64, 1, 4, asm=False)]
+        return c
+    if m <= 128:
+        c = [FwdConfig(1, 64, 64, 1, s) for s in (1, 2)]
+        c += [FwdConfig(1, 64, 128, 1, s) for s in (1, 2)]
+        c += [FwdConfig(2, 64, 128, 1, 1), FwdConfig(1, 128, 128, 1, 1, 8)]
+        if m == 128:
+            c += [FwdConfig(1, 64, 128, 1, 1, asm=False)]
+        return c
+    c = [FwdConfig(1, 128, 128, 1, 1, 8, 3), FwdConfig(1, 128, 256, 1, 1, 8, 3), FwdConfig(2, 128, 128, 1, 1, 8, 3),
+         FwdConfig(1, 128, 128, 1, 1, 8, 4)]
+    if m == 1024:
+        c += [FwdConfig(1, 128, 128, 1, 1, 8, 3, asm=False)]
+    return c
+
+
+def bwd_candidates(m: int) -> list[BwdConfig]:
+    if m <= 16:
+        return [BwdConfig(1, 16, 64, s) for s in (4, 8, 16)] + [BwdConfig(2, 16, 64, 8), BwdConfig(1, 16, 128, 8)]
+    if m <= 128:
+        return [BwdConfig(1, 64, 64, s) for s in (1, 2, 4)] + [BwdConfig(1, 128, 64, 1, 8)]
+    c = [BwdConfig(1, 128, 64, 1, 8, 3), BwdConfig(1, 128, 64, 1, 8, 4), BwdConfig(2, 128, 64, 1, 8, 3),
+         BwdConfig(1, 64, 64, 1, 4, 4)]
+    if m == 1024:
+        c += [BwdConfig(1, 128, 64, 1, 8, 3, asm=False)]
+    return c
+
+
+def effective(cfg, m: int, n: int, k_pad: int):
+    """Configs that launch identically (splits snapped to divisors) are timed once."""
+    if isinstance(cfg, FwdConfig):
+        return cfg._replace(split_k=kern._even_split(k_pad // kern.CHUNK // cfg.ch, cfg.split_k))
+    return cfg._replace(split_n=kern._even_split(-(-n // cfg.bn), cfg.split_n))
+
+
+# ----------------------------------------------------------------------------------------------- marlin
+def marlin_factory():
+    """Returns (make(packed, scale, global_scale, n, k) -> callable(x), None) or (None, reason)."""
+    try:
+        from vllm.model_executor.layers.quantization.utils.marlin_utils_fp4 import (
+            apply_fp4_marlin_linear,
+            prepare_fp4_layer_for_marlin,
+        )
+    except Exception as e:  # vLLM missing or unusable: the comparison is skipped, and said so
+        return None, f"{type(e).__name__}: {e}"
+
+    def make(packed, scale, global_scale, n, k, inverse_gs: bool = True):
+        layer = torch.nn.Module()
+        layer.weight = torch.nn.Parameter(packed.clone(), requires_grad=False)
+        layer.weight_scale = torch.nn.Parameter(scale.clone(), requires_grad=False)
+        # Marlin multiplies by its global scale; compressed-tensors stores the divisor.
+        gs = (1.0 / global_scale) if inverse_gs else global_scale
+        layer.weight_global_scale = torch.nn.Parameter(gs.float().clone(), requires_grad=False)
+        layer.output_size_per_partition, layer.input_size_per_partition = n, k
+        layer.params_dtype = torch.bfloat16
+        prepare_fp4_layer_for_marlin(layer)
+
+        def run(x):
+            return apply_fp4_marlin_linear(x, layer.weight, layer.weight_scale, layer.weight_global_scale,
+                                           layer.workspace, n, k)
+        return run
+
+    return make, None
+
+
+# ----------------------------------------------------------------------------------------------- main
+def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, log):
+    rows = []
+    torch.manual_seed(hash((model, layer)) % 2**31)
+    w = torch.randn(n, k, device="cuda") * 0.02
+    q = nvfp4.quantize(w)
+    del w
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    kw0 = kern.prepare_weight(q.packed, q.scale, q.global_scale)
+    w_bf16 = ref_w.to(torch.bfloat16)
+    fp4_bytes = kw0.nbytes()
+    bf16_bytes = n * k * 2
+    n_fp4 = max(1, math.ceil(3 * l2_bytes / fp4_bytes))
+    n_bf16 = max(1, math.ceil(3 * l2_bytes / bf16_bytes))
+    kws = [kw0] + [kern.KernelWeight(kw0.codes.clone(), kw0.scales.clone(), kw0.global_scale.clone(), n, k)
+                   for _ in range(n_fp4 - 1)]
+    wbs = [w_bf16] + [w_bf16.clone() for _ in range(n_bf16 - 1)]
+    marlins = []
+    marlin_note = None
+    if marlin_make is not None and "fwd" in args.dirs:
+        try:
+            inv = True
+            m0 = marlin_make(q.packed, q.scale, q.global_scale, n, k)
+            xt = torch.randn(8, k, device="cuda").to(torch.bfloat16)
+            ref = fp32_matmul(xt.float(), ref_w.T)
+            e0 = rel_err(m0(xt), ref)
+            if e0 > 1e-2:  # try the other global-scale convention
+                m1 = marlin_make(q.packed, q.scale, q.global_scale, n, k, inverse_gs=False)
+                if rel_err(m1(xt), ref) < e0:
+                    m0, inv = m1, False
+            marlins = [m0] + [marlin_make(q.packed, q.scale, q.global_scale, n, k, inverse_gs=inv)
+                              for _ in range(n_fp4 - 1)]
+        except Exception as e:
+            marlin_note = f"{type(e).__name__}: {e}"
+            log(f"  marlin failed on {model} {layer}: {marlin_note}")
+            marlins = []
+
+    for direction in args.dirs:
+        for m in args.ms:
+            if direction == "fwd":
+                x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+                ref = fp32_matmul(x.float(), ref_w.T)
+                out_shape = (m, n)
+
+                def ours(kw, cfg, x=x):
+                    return kern.nvfp4_matmul(x, kw, cfg)
+
+                def base(wb, x=x):
+                    return torch.nn.functional.linear(x, wb)
+                candidates = fwd_candidates(m) if args.tune else [kern.fwd_config(m, n, kw0.k_pad, x.device)]
+                io_bytes = (m * k + m * n) * 2
+            else:
+                x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+                ref = fp32_matmul(x.float(), ref_w)
+                out_shape = (m, k)
+
+                def ours(kw, cfg, x=x):
+                    return kern.nvfp4_matmul_grad_input(x, kw, cfg)
+
+                def base(wb, x=x):
+                    return torch.matmul(x, wb)
+                candidates = bwd_candidates(m) if args.tune else [kern.bwd_config(m, n, kw0.k_pad, x.device)]
+                io_bytes = (m * k + m * n) * 2
+            # Candidates: check on poisoned output, then time; keep the fastest correct one.
+            seen, best, tried = set(), None, []
+            for cfg in candidates:
+                cfg = effective(cfg, m, n, kw0.k_pad)
+                if cfg in seen:
+                    continue
+                seen.add(cfg)
+                try:
+                    poison = torch.full(out_shape, float("nan"), device="cuda", dtype=torch.bfloat16)
+                    fn = kern.nvfp4_matmul if direction == "fwd" else kern.nvfp4_matmul_grad_input
+                    out = fn(x, kw0, cfg, out=poison)
+                    err = rel_err(out, ref)
+                    finite = bool(torch.isfinite(out).all())
+                    if not finite or err > 1e-2:
+                        tried.append({"config": cfg._asdict(), "error": f"rel {err:.3g} finite {finite}"})
+                        log(f"  WRONG {model} {layer} {direction} M={m} {cfg}: rel {err:.3g} finite {finite}")
+                        continue
+                    t = bench([lambda kw=kw, cfg=cfg: ours(kw, cfg) for kw in kws])
+                except Exception as e:  # e.g. a tile that needs more shared memory than the SM has
+                    tried.append({"config": cfg._asdict(), "error": f"{type(e).__name__}: {str(e)[:200]}"})
+                    log(f"  FAILED {model} {layer} {direction} M={m} {cfg}: {type(e).__name__}: {str(e)[:200]}")
+                    continue
+                tried.append({"config": cfg._asdict(), "us": t * 1e6, "rel": err})
+                if best is None or t < best[0]:
+                    best = (t, cfg, err)
+            t_bf16 = bench([lambda wb=wb: base(wb) for wb in wbs])
+            row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "dir": direction,
+                   "bf16_us": t_bf16 * 1e6, "bf16_gbps": (bf16_bytes + io_bytes) / t_bf16 / 1e9}
+            if best is not None:
+                t, cfg, err = best
+                row.update({"ours_us": t * 1e6, "speedup": t_bf16 / t, "rel_err": err, "config": cfg._asdict(),
+                            "ours_gbps": (fp4_bytes + io_bytes) / t / 1e9,
+                            "ours_pct_bw": 100 * (fp4_bytes + io_bytes) / t / bw,
+                            "ours_tflops": 2 * m * n * k / t / 1e12, "bf16_tflops": 2 * m * n * k / t_bf16 / 1e12})
+                if args.tune:
+                    tuned_out[f"{direction}|{kern._m_bucket(m)}|{n}|{kw0.k_pad}"] = cfg._asdict()
+                    row["candidates"] = tried
+            if direction == "fwd" and marlins:
+                mout = marlins[0](x)
+                row["marlin_rel_err"] = rel_err(mout, ref)
+                t_m = bench([lambda f=f, x=x: f(x) for f in marlins])
+                row["marlin_us"] = t_m * 1e6
+                row["bf16_over_marlin"] = t_bf16 / t_m
+                if best is not None:
+                    row["ours_over_marlin"] = t_m / best[0]
+            elif direction == "fwd" and marlin_note:
+                row["marlin_error"] = marlin_note
+            rows.append(row)
+            log(f"{model:4s} {layer:8s} {direction} M={m:5d} bf16 {row['bf16_us']:9.1f}us ours "
+                f"{row.get('ours_us', float('nan')):9.1f}us x{row.get('speedup', float('nan')):5.2f} "
+                f"marlin {row.get('marlin_us', float('nan')):9.1f}us rel {row.get('rel_err', float('nan')):.1e} "
+                f"{row.get('config')}")
+            del x, ref
+    del kws, wbs, marlins, ref_w, kw0, w_bf16
+    torch.cuda.empty_cache()
+    return rows
+
+
+def markdown(rows, meta) -> str:
+    lines = [f"# NVFP4 GEMM benchmark ({meta['device']}, {meta['date']})", "",
+             f"torch {meta['torch']}, triton {meta['triton']}, vLLM {meta.get('vllm') or 'not available'}; "
+             f"copy bandwidth {meta['copy_gbps']:.0f} GB/s (read + write); command: `{meta['command']}`", "",
+             "| model | layer | N | K | dir | M | BF16 us | ours us | speedup | ours GB/s | % copy BW | Marlin us "
+             "| ours vs Marlin | rel err |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        def f(key, fmt, r=r):
+            return format(r[key], fmt) if key in r else "-"
+        lines.append(f"| {r['model']} | {r['layer']} | {r['n']} | {r['k']} | {r['dir']} | {r['m']} | "
+                     f"{f('bf16_us', '.1f')} | {f('ours_us', '.1f')} | {f('speedup', '.2f')} | "
+                     f"{f('ours_gbps', '.0f')} | {f('ours_pct_bw', '.0f')} | {f('marlin_us', '.1f')} | "
+                     f"{f('ours_over_marlin', '.2f')} | {f('rel_err', '.1e')} |")
+    return "\n".join(lines) + "\n"
+
+
+def summary(rows) -> str:
+    out = ["", "speedup over BF16 (geomean / min over the shapes), and over Marlin (fwd):",
+           f"{'dir':4s} {'M':>5s} {'geomean':>8s} {'min':>6s} {'vsMarlin_geo':>12s} {'vsMarlin_min':>12s}"]
+    for d in ("fwd", "bwd"):
+        for m in sorted({r["m"] for r in rows}):
+            sel = [r for r in rows if r["dir"] == d and r["m"] == m and "speedup" in r]
+            if not sel:
+                continue
+            sp = [r["speedup"] for r in sel]
+            vm = [r["ours_over_marlin"] for r in sel if "ours_over_marlin" in r]
+            geo = math.exp(sum(map(math.log, sp)) / len(sp))
+            vgeo = f"{math.exp(sum(map(math.log, vm)) / len(vm)):12.2f}" if vm else f"{'-':>12s}"
+            vmin = f"{min(vm):12.2f}" if vm else f"{'-':>12s}"
+            out.append(f"{d:4s} {m:5d} {geo:8.2f} {min(sp):6.2f} {vgeo} {vmin}")
+    return "\n".join(out)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="7b,32b")
+    p.add_argument("--ms", default=",".join(map(str, MS)))
+    p.add_argument("--dirs", default="fwd,bwd")
+    p.add_argument("--layers", default="", help="comma list to restrict layers (qkv,o,gate_up,down)")
+    p.add_argument("--tune", action="store_true", help="search launch configs (checked and timed) per shape and M")
+    p.add_argument("--configs", default="", help="tuned_configs.json from an earlier --tune run to use")
+    p.add_argument("--no-marlin", action="store_true")
+    p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    args = p.parse_args()
+    args.ms = [int(v) for v in args.ms.split(",")]
+    args.dirs = args.dirs.split(",")
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_file = open(out_dir / "gemm_nvfp4.log", "a")
+
+    def log(msg):
+        print(msg, flush=True)
+        log_file.write(msg + "\n")
+        log_file.flush()
+
+    if args.configs and Path(args.configs).is_file():
+        count = kern.load_tuned_configs(json.loads(Path(args.configs).read_text()))
+        log(f"loaded {count} tuned configs from {args.configs}")
+
+    props = torch.cuda.get_device_properties(0)
+    bw = copy_bandwidth()
+    marlin_make, why = (None, "disabled by --no-marlin") if args.no_marlin else marlin_factory()
+    vllm_version = None
+    if marlin_make is not None:
+        import vllm
+        vllm_version = vllm.__version__
+    else:
+        log(f"vLLM Marlin comparison skipped: {why}")
+    import triton
+    meta = {"device": props.name, "sms": props.multi_processor_count, "l2_bytes": props.L2_cache_size,
+            "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "triton": triton.__version__,
+            "vllm": vllm_version, "copy_gbps": bw / 1e9, "command": " ".join(["python"] + sys.argv)}
+    log(f"{props.name}: {props.multi_processor_count} SMs, L2 {props.L2_cache_size >> 20} MiB, "
+        f"copy bandwidth {bw / 1e9:.0f} GB/s")
+    layers = set(args.layers.split(",")) if args.layers else None
+    rows, tuned = [], {}
+    for model in args.models.split(","):
+        for layer, n, k in SHAPES[model]:
+            if layers and layer not in layers:
+                continue
+            rows += run_shape(model, layer, n, k, args, bw, props.L2_cache_size, marlin_make, tuned, log)
+            (out_dir / "gemm_nvfp4.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+            if args.tune:
+                (out_dir / "tuned_configs.json").write_text(json.dumps(tuned, indent=1))
+    (out_dir / "gemm_nvfp4.md").write_text(markdown(rows, meta) + "\n```" + summary(rows) + "\n```\n")
+    log(summary(rows))
+
+
+if __name__ == "__main__":
+    main()

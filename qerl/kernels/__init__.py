@@ -1,0 +1,25 @@
+"""Fast NVFP4 x BF16 kernels (Triton). See ``nvfp4_gemm`` for the layout and the kernels."""
+
+from qerl.kernels.nvfp4_gemm import (
+    BwdConfig,
+    FwdConfig,
+    KernelWeight,
+    NVFP4MatmulFn,
+    codec_from_kernel_weight,
+    nvfp4_matmul,
+    nvfp4_matmul_grad_input,
+    prepare_weight,
+    triton_available,
+)
+
+__all__ = [
+    "BwdConfig",
+    "FwdConfig",
+    "KernelWeight",
+    "NVFP4MatmulFn",
+    "codec_from_kernel_weight",
+    "nvfp4_matmul",
+    "nvfp4_matmul_grad_input",
+    "prepare_weight",
+    "triton_available",
+]

@@ -1,0 +1,718 @@
+"""NVFP4 (E2M1 codes + E4M3 group scales) x BF16 matmul kernels in Triton.
+
+The codec (``qerl.nvfp4``) stores W [N, K] as ``packed`` uint8 [N, K // 2] with elements 2j / 2j+1 in the low /
+high nibble of byte j. ``prepare_weight`` turns that, once at load time, into the kernel layout below; the
+checkpoint format does not change.
+
+Kernel layout (``KernelWeight``):
+  * K is padded with zero codes to ``K_pad``, a multiple of ``CHUNK`` = 128.
+  * ``codes`` uint8 [N, K_pad // 2], row-major. Each row is a run of 128-element chunks of 64 bytes; byte j of
+    chunk c holds element ``128c + j`` in its low nibble and element ``128c + 64 + j`` in its high nibble.
+    So the low nibbles of a chunk are 64 consecutive elements (groups 8c..8c+3) and the high nibbles the next
+    64 (groups 8c+4..8c+7): a kernel turns one coalesced byte tile into two dense [rows, 64] weight tiles and
+    feeds each straight to ``tl.dot`` against a contiguous slice of X, with no interleaving shuffle.
+  * ``scales`` uint8 [N, K_pad // 16]: the group scales re-encoded exactly as unsigned E5M3 (``encode_e5m3``), so
+    a kernel gets ``scale * 2**112`` as bf16 bits with one shift-add (E4M3 subnormals need no special case).
+    Padding groups get scale 1; a group whose scale is 0 gets scale 1 and all-zero codes (same weights).
+  * ``global_scale`` float32 [1] on the weight's device (read by the kernels, so no host sync).
+
+Decoding in registers (``_dequant``): the tile fed to the tensor cores is ``e2m1 * scale * 2**-14`` in bf16, which
+is exact (at most 6 significant bits, well inside bf16's range), so dequantization adds no rounding error;
+``2**14 / global_scale`` multiplies the fp32 accumulator once per output element at the end. On the GPU this is
+inline PTX (``_DQ_ASM``, ~2.25 instructions a weight); the plain-Triton path (same values; used by the CPU
+interpreter, or with ``asm=False``) places a code at bits 15 and 11..9 of an fp16, which is exactly
+``e2m1 * 2**-14`` (e1 e0 = 0 lands in fp16's subnormal range, matching E2M1's own subnormal 0.5).
+
+Kernels:
+  * ``_fwd_kernel``: Y = X @ W^T. ``MODE`` 1 is a ``tl.dot`` tile loop (BM = 16 for decode: the tensor cores'
+    padding is free, the loop is bound by dequantization and bytes), 2 the same with the product transposed
+    (Y^T = W @ X^T) so the dequantized weight is the left operand, 0 a CUDA-core GEMV with FMAs (an option for
+    M <= 4; slightly slower than MODE 1 on H100). ``SPLIT_K`` > 1 writes fp32 partials that ``_reduce_kernel``
+    sums (decode shapes have too few N tiles to fill the GPU).
+  * ``_bwd_kernel``: dX = dY @ W (reduction over N; the same byte tiles, now the right operand), with split-N.
+
+Launch configs: ``TUNED`` (measured on H100 for the Qwen2.5-7B shapes) or the ``default_*_config`` heuristics;
+benchmarks/gemm_nvfp4.py --tune searches more and ``load_tuned_configs`` adds the result. Measured speed and the
+targets it misses: benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import NamedTuple
+
+import torch
+
+from qerl.nvfp4 import GROUP_SIZE, unpack
+
+try:  # Triton is optional: CPU-only installs use the torch reference in qerl.modules.
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - exercised only where triton is missing
+    triton = None
+    tl = None
+
+CHUNK = 128  # elements of K per layout chunk (64 bytes of codes, 8 scale groups)
+_HALF = CHUNK // 2
+_GROUPS_PER_HALF = _HALF // GROUP_SIZE  # 4
+
+
+class KernelWeight(NamedTuple):
+    """A frozen NVFP4 weight in the kernel layout (see the module docstring)."""
+
+    codes: torch.Tensor  # uint8 [N, K_pad // 2]
+    scales: torch.Tensor  # uint8 [N, K_pad // 16] (E5M3, see encode_e5m3)
+    global_scale: torch.Tensor  # float32 [1]
+    n: int
+    k: int
+
+    @property
+    def k_pad(self) -> int:
+        return self.codes.shape[1] * 2
+
+    def nbytes(self) -> int:
+        return self.codes.numel() + self.scales.numel() + 4
+
+
+def prepare_weight(packed: torch.Tensor, scale: torch.Tensor, global_scale: torch.Tensor) -> KernelWeight:
+    """Relayout a codec-format NVFP4 weight (``qerl.nvfp4``) into the kernel layout, once at load time.
+
+    Runs on the tensors' device; needs N * K_pad bytes of temporary memory.
+    """
+    if packed.dtype != torch.uint8 or packed.dim() != 2:
+        raise ValueError(f"packed must be uint8 [N, K // 2], got {packed.dtype} {tuple(packed.shape)}")
+    n, k = packed.shape[0], packed.shape[1] * 2
+    if scale.shape != (n, k // GROUP_SIZE):
+        raise ValueError(f"scale must be [{n}, {k // GROUP_SIZE}], got {tuple(scale.shape)}")
+    k_pad = -(-k // CHUNK) * CHUNK
+    codes = unpack(packed)  # [N, K] codes 0..15
+    if k_pad != k:
+        codes = torch.nn.functional.pad(codes, (0, k_pad - k))  # code 0 is +0.0
+    scale_f = scale.to(torch.float32)
+    if k_pad != k:
+        scale_f = torch.nn.functional.pad(scale_f, (0, (k_pad - k) // GROUP_SIZE), value=1.0)
+    # A zero scale zeroes its group whatever the codes: make the codes zero so any stored scale is exact.
+    zero = scale_f == 0
+    if zero.any():
+        codes = codes.masked_fill(zero.repeat_interleave(GROUP_SIZE, dim=1), 0)
+    codes = codes.reshape(n, k_pad // CHUNK, 2, _HALF)
+    relaid = (codes[:, :, 0, :] | (codes[:, :, 1, :] << 4)).reshape(n, k_pad // 2).contiguous()
+    sbits = encode_e5m3(scale_f.masked_fill(zero, 1.0))
+    gs = global_scale.to(device=packed.device, dtype=torch.float32).reshape(1).contiguous()
+    return KernelWeight(relaid, sbits, gs, n, k)
+
+
+def codec_from_kernel_weight(w: KernelWeight) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inverse of ``prepare_weight``: the codec's ``(packed, scale)`` from the kernel layout (exact for every
+    group whose stored scale was not 0)."""
+    n, k_pad = w.n, w.k_pad
+    halves = w.codes.reshape(n, k_pad // CHUNK, _HALF)
+    codes = torch.stack((halves & 0x0F, halves >> 4), dim=2).reshape(n, k_pad)[:, : w.k]
+    packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).contiguous()
+    scale = decode_e5m3(w.scales[:, : w.k // GROUP_SIZE]).to(torch.float8_e4m3fn).contiguous()
+    return packed, scale
+
+
+_E5M3_BIAS = 9  # E4M3's smallest subnormal is 2**-9
+
+
+def encode_e5m3(v: torch.Tensor) -> torch.Tensor:
+    """Positive E4M3 values (as fp32) -> their unsigned E5M3 byte: ``(e + 9) << 3 | m`` for ``v = 2**e * (1 + m/8)``.
+
+    Every positive E4M3 value, subnormals included, has at most 3 fraction bits and an exponent in [-9, 8], so the
+    re-encoding is exact. Kernels turn a byte into the bf16 bits of ``v * 2**112`` with one shift-add
+    (``(u << 4) + (230 << 7)``), where E4M3 subnormals would need a branch or a float conversion.
+    """
+    if (v <= 0).any() or not torch.isfinite(v).all():
+        raise ValueError("group scales must be positive and finite")
+    e = torch.floor(torch.log2(v)).to(torch.int32)
+    frac = v / torch.pow(2.0, e.to(torch.float32)) - 1.0
+    m = torch.round(frac * 8).to(torch.int32)
+    e = torch.where(m == 8, e + 1, e)  # log2 rounding at an exact power of two
+    m = torch.where(m == 8, torch.zeros_like(m), m)
+    if (e < -_E5M3_BIAS).any() or (e > 31 - _E5M3_BIAS).any():
+        raise ValueError("group scale outside the E4M3 range")
+    return (((e + _E5M3_BIAS) << 3) | m).to(torch.uint8).contiguous()
+
+
+def decode_e5m3(u: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``encode_e5m3`` (fp32)."""
+    u = u.to(torch.int32)
+    return torch.pow(2.0, ((u >> 3) - _E5M3_BIAS).to(torch.float32)) * (1.0 + (u & 7).to(torch.float32) / 8)
+
+
+@functools.cache
+def _device_ok(index: int) -> bool:
+    return torch.cuda.get_device_capability(index) >= (8, 0)  # bf16 tensor-core dot
+
+
+def triton_available(device: torch.device | str | None = None) -> bool:
+    """True when the Triton kernels can run on ``device`` (a CUDA device of compute capability >= 8.0)."""
+    if triton is None or not torch.cuda.is_available():
+        return False
+    device = torch.device("cuda" if device is None else device)
+    if device.type != "cuda":
+        return False
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _device_ok(index)
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _patch_interpreter() -> None:
+    """Two fixes for Triton 3.6's CPU interpreter, applied only when TRITON_INTERPRET=1:
+    * a scalar (held as a 1-element array) used as a loop bound goes through ``int(array)``, which numpy >= 2.4
+      rejects for arrays of ndim > 0: take the element instead;
+    * ``tl.dot`` on bf16 operands multiplies their raw uint16 storage: widen them to fp32 first (exact)."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    if getattr(interpreter, "_qerl_patched", False):
+        return
+    original_patch = interpreter._patch_lang_tensor
+
+    def patch_lang_tensor(tensor, scope):
+        original_patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    original_dot = interpreter.InterpreterBuilder.create_dot
+
+    def widen(h):
+        if h.dtype.scalar == tl.bfloat16:
+            return interpreter.TensorHandle((h.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
+        return h
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        return original_dot(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    interpreter._patch_lang_tensor = patch_lang_tensor
+    interpreter.InterpreterBuilder.create_dot = create_dot
+    interpreter._qerl_patched = True
+
+
+if triton is not None and _interpreting():
+    _patch_interpreter()
+
+
+if triton is not None:
+
+    @triton.jit
+    def _e2m1_x2pow14(nib):
+        """E2M1 codes (int16, 0..15) -> fp32 values * 2**-14 (exact)."""
+        bits = ((nib & 7) << 9) | ((nib & 8) << 12)
+        return bits.to(tl.float16, bitcast=True).to(tl.float32)
+
+    @triton.jit
+    def _scale_x2pow112(u):
+        """E5M3 scale bytes -> bf16 scale * 2**112 (exact): exponent field e + 9 + 230, fraction m << 4."""
+        return ((u.to(tl.int16) << 4) + 29440).to(tl.bfloat16, bitcast=True)
+
+    @triton.jit
+    def _group_scales(s_row_ptrs, c, HALF_IDX: tl.constexpr, CH: tl.constexpr):
+        """E5M3 scale bytes of the low (HALF_IDX 0) or high (1) halves of CH chunks from chunk c: [rows, CH*4]."""
+        q = tl.arange(0, CH * 4)
+        s_off = (c + q // 4) * 8 + HALF_IDX * 4 + q % 4
+        return tl.load(s_row_ptrs + s_off[None, :])
+
+    @triton.jit
+    def _expand(s, BN: tl.constexpr, CH: tl.constexpr):
+        """[BN, CH*4] per-group values -> [BN, CH*64] per-element values (each repeated over its 16 elements)."""
+        return tl.reshape(tl.broadcast_to(s[:, :, None], [BN, CH * 4, 16]), [BN, CH * 64])
+
+    # Inline PTX for 4 code bytes (8 weights) at a time: $4 holds the bytes, $5/$6 the bf16 pairs of
+    # scale * 2**112 for their low nibbles, $7/$8 for their high nibbles; $0/$1 get the low-nibble weights,
+    # $2/$3 the high-nibble ones. prmt spreads bytes 0,1 (2,3) into the two 16-bit lanes; in each lane the code
+    # ``s e1 e0 m`` is copied to bits 6..9 and 12..15 by one multiply (a << 6 | a << 12 for the low nibble,
+    # a << 2 | a << 8 for the high one; disjoint bits, so no carries) and masked to bits 8..6 and 15: a bf16
+    # whose value is exactly E2M1 * 2**-126 (e1 e0 = 0 is bf16's subnormal range, matching E2M1's subnormal
+    # 0.5). A bf16x2 FMA with the scales and -0 gives E2M1 * scale * 2**-14 exactly (at most 6 significant bits,
+    # inside bf16's normal range). About 2.25 instructions per weight instead of ~6 in plain Triton.
+    _DQ_ASM = tl.constexpr("""
+    {
+    .reg .b32 t0, t1, a, nz;
+    mov.b32 nz, 0x80008000;
+    prmt.b32 t0, $4, 0, 0x4140;
+    prmt.b32 t1, $4, 0, 0x4342;
+    and.b32 a, t0, 0x000F000F;
+    mul.lo.u32 a, a, 0x1040;
+    and.b32 a, a, 0x81C081C0;
+    fma.rn.bf16x2 $0, a, $5, nz;
+    and.b32 a, t1, 0x000F000F;
+    mul.lo.u32 a, a, 0x1040;
+    and.b32 a, a, 0x81C081C0;
+    fma.rn.bf16x2 $1, a, $6, nz;
+    and.b32 a, t0, 0x00F000F0;
+    mul.lo.u32 a, a, 0x104;
+    and.b32 a, a, 0x81C081C0;
+    fma.rn.bf16x2 $2, a, $7, nz;
+    and.b32 a, t1, 0x00F000F0;
+    mul.lo.u32 a, a, 0x104;
+    and.b32 a, a, 0x81C081C0;
+    fma.rn.bf16x2 $3, a, $8, nz;
+    }
+    """)
+
+    @triton.jit
+    def _dequant(wb, s_rows, c, BN: tl.constexpr, CH: tl.constexpr, ASM: tl.constexpr):
+        """Code bytes [BN, CH*64] of chunks c.. -> bf16 (w_lo, w_hi) = E2M1 * scale * 2**-14, exact."""
+        sb_lo = _group_scales(s_rows, c, 0, CH)
+        sb_hi = _group_scales(s_rows, c, 1, CH)
+        if ASM:
+            p_lo = _expand(_scale_x2pow112(sb_lo), BN, CH)
+            p_hi = _expand(_scale_x2pow112(sb_hi), BN, CH)
+            w_lo, w_hi = tl.inline_asm_elementwise(
+                _DQ_ASM, "=r,=r,=r,=r,r,r,r,r,r", [wb, p_lo, p_hi],
+                dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4,
+            )
+        else:
+            w16 = wb.to(tl.int16)
+            s_lo = _expand(_scale_x2pow112(sb_lo).to(tl.float32) * 1.925929944387236e-34, BN, CH)  # * 2**-112
+            s_hi = _expand(_scale_x2pow112(sb_hi).to(tl.float32) * 1.925929944387236e-34, BN, CH)
+            w_lo = (_e2m1_x2pow14(w16 & 15) * s_lo).to(tl.bfloat16)
+            w_hi = (_e2m1_x2pow14(w16 >> 4) * s_hi).to(tl.bfloat16)
+        return w_lo, w_hi
+
+    # M and the per-split step counts change from call to call: not specializing them (on == 1 or % 16) avoids
+    # recompiling the same kernel for every new batch size.
+    @triton.jit(do_not_specialize=["M", "chunks_per_split"])
+    def _fwd_kernel(
+        x_ptr, w_ptr, s_ptr, gs_ptr, y_ptr,
+        M, N, K, chunks_per_split,
+        stride_xm, stride_wn, stride_sn, stride_ym, stride_ysplit,
+        BM: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, MODE: tl.constexpr, ASM: tl.constexpr,
+        GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, OUT_F32: tl.constexpr,
+    ):
+        pid = tl.program_id(0)
+        pid_k = tl.program_id(1)
+        num_m = tl.cdiv(M, BM)
+        num_n = tl.cdiv(N, BN)
+        # Grouped ordering: GROUP_M row tiles sweep the N tiles together so X and W tiles are reused in L2.
+        width = GROUP_M * num_n
+        group = pid // width
+        first_m = group * GROUP_M
+        size_m = tl.minimum(num_m - first_m, GROUP_M)
+        pid_m = first_m + (pid % width) % size_m
+        pid_n = (pid % width) // size_m
+
+        offs_m = pid_m * BM + tl.arange(0, BM)
+        offs_n = pid_n * BN + tl.arange(0, BN)
+        # Out-of-range rows are clamped (not masked): they compute duplicates that are never stored, which keeps
+        # every load unmasked along its contiguous dimension and therefore vectorized.
+        rows_m = tl.minimum(offs_m, M - 1)
+        rows_n = tl.minimum(offs_n, N - 1)
+        offs_b = tl.arange(0, CH * 64)  # byte index inside CH chunks
+        # Element index (relative to chunk c) of the low nibble of byte b; the high nibble is +64.
+        k_lo = (offs_b // 64) * 128 + offs_b % 64
+
+        w_rows = w_ptr + rows_n[:, None].to(tl.int64) * stride_wn
+        s_rows = s_ptr + rows_n[:, None].to(tl.int64) * stride_sn
+        x_rows = x_ptr + rows_m[:, None].to(tl.int64) * stride_xm
+
+        c_begin = pid_k * chunks_per_split  # the launcher makes chunks_per_split divide the chunk count
+        if MODE == 0:
+            acc3 = tl.zeros([BM, BN, CH * 64], dtype=tl.float32)
+        elif MODE == 1:
+            acc = tl.zeros([BM, BN], dtype=tl.float32)
+        else:
+            acc = tl.zeros([BN, BM], dtype=tl.float32)
+        for i in range(0, chunks_per_split, CH):
+            c = c_begin + i
+            wb = tl.load(w_rows + (c * 64 + offs_b)[None, :])  # uint8 [BN, CH*64]
+            k0 = c * 128 + k_lo
+            if EVEN_K:
+                x_lo = tl.load(x_rows + k0[None, :])
+                x_hi = tl.load(x_rows + (k0 + 64)[None, :])
+            else:
+                x_lo = tl.load(x_rows + k0[None, :], mask=(k0 < K)[None, :], other=0.0)
+                x_hi = tl.load(x_rows + (k0 + 64)[None, :], mask=(k0 + 64 < K)[None, :], other=0.0)
+            w_lo, w_hi = _dequant(wb, s_rows, c, BN, CH, ASM)
+            if MODE == 0:
+                # CUDA-core GEMV: elementwise FMAs into [BM, BN, CH*64]; one cross-thread reduction at the end.
+                acc3 += x_lo.to(tl.float32)[:, None, :] * w_lo.to(tl.float32)[None, :, :]
+                acc3 += x_hi.to(tl.float32)[:, None, :] * w_hi.to(tl.float32)[None, :, :]
+            elif MODE == 1:
+                acc = tl.dot(x_lo, tl.trans(w_lo), acc)
+                acc = tl.dot(x_hi, tl.trans(w_hi), acc)
+            else:
+                acc = tl.dot(w_lo, tl.trans(x_lo), acc)
+                acc = tl.dot(w_hi, tl.trans(x_hi), acc)
+        if MODE == 0:
+            acc = tl.sum(acc3, axis=2)
+
+        out = acc * (16384.0 / tl.load(gs_ptr))  # the dequantized tiles carry 2**-14 and no 1 / global_scale
+        mask_m = offs_m < M
+        mask_n = offs_n < N
+        y_base = y_ptr + pid_k.to(tl.int64) * stride_ysplit
+        if MODE == 2:
+            y_ptrs = y_base + offs_m[None, :].to(tl.int64) * stride_ym + offs_n[:, None]
+            y_mask = mask_n[:, None] & mask_m[None, :]
+        else:
+            y_ptrs = y_base + offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
+            y_mask = mask_m[:, None] & mask_n[None, :]
+        if OUT_F32:
+            tl.store(y_ptrs, out, mask=y_mask)
+        else:
+            tl.store(y_ptrs, out.to(tl.bfloat16), mask=y_mask)
+
+    @triton.jit(do_not_specialize=["M", "n_per_split"])
+    def _bwd_kernel(
+        dy_ptr, w_ptr, s_ptr, gs_ptr, dx_ptr,
+        M, N, K, n_per_split,
+        stride_dym, stride_wn, stride_sn, stride_dxm, stride_dxsplit,
+        BM: tl.constexpr, BN: tl.constexpr, MODE: tl.constexpr, ASM: tl.constexpr, GROUP_M: tl.constexpr,
+        EVEN_N: tl.constexpr, OUT_F32: tl.constexpr,
+    ):
+        # One program: BM rows of dX times one 128-element chunk of K (its low and high 64-column halves).
+        pid = tl.program_id(0)
+        pid_s = tl.program_id(1)
+        num_m = tl.cdiv(M, BM)
+        num_c = tl.cdiv(K, 128)
+        width = GROUP_M * num_c
+        group = pid // width
+        first_m = group * GROUP_M
+        size_m = tl.minimum(num_m - first_m, GROUP_M)
+        pid_m = first_m + (pid % width) % size_m
+        c = (pid % width) // size_m
+
+        offs_m = pid_m * BM + tl.arange(0, BM)
+        rows_m = tl.minimum(offs_m, M - 1)
+        offs_h = tl.arange(0, 64)
+        dy_rows = dy_ptr + rows_m[:, None].to(tl.int64) * stride_dym
+
+        n_begin = pid_s * n_per_split
+        if MODE == 1:
+            acc_lo = tl.zeros([BM, 64], dtype=tl.float32)
+            acc_hi = tl.zeros([BM, 64], dtype=tl.float32)
+        else:
+            acc_lo = tl.zeros([64, BM], dtype=tl.float32)
+            acc_hi = tl.zeros([64, BM], dtype=tl.float32)
+        for i in range(0, n_per_split, BN):
+            offs_n = n_begin + i + tl.arange(0, BN)
+            rows_n = tl.minimum(offs_n, N - 1)
+            wb = tl.load(w_ptr + rows_n[:, None].to(tl.int64) * stride_wn + (c * 64 + offs_h)[None, :])
+            w_lo, w_hi = _dequant(wb, s_ptr + rows_n[:, None].to(tl.int64) * stride_sn, c, BN, 1, ASM)
+            # dY columns past N must be zero: the clamped W rows there are real rows.
+            if EVEN_N:
+                dy = tl.load(dy_rows + offs_n[None, :])
+            else:
+                dy = tl.load(dy_rows + offs_n[None, :], mask=(offs_n < N)[None, :], other=0.0)
+            if MODE == 1:
+                acc_lo = tl.dot(dy, w_lo, acc_lo)
+                acc_hi = tl.dot(dy, w_hi, acc_hi)
+            else:
+                acc_lo = tl.dot(tl.trans(w_lo), tl.trans(dy), acc_lo)
+                acc_hi = tl.dot(tl.trans(w_hi), tl.trans(dy), acc_hi)
+
+        factor = 16384.0 / tl.load(gs_ptr)
+        acc_lo = acc_lo * factor
+        acc_hi = acc_hi * factor
+        mask_m = offs_m < M
+        k_lo = c * 128 + offs_h
+        base = dx_ptr + pid_s.to(tl.int64) * stride_dxsplit
+        if MODE == 1:
+            p_lo = base + offs_m[:, None].to(tl.int64) * stride_dxm + k_lo[None, :]
+            m_lo = mask_m[:, None] & (k_lo < K)[None, :]
+            m_hi = mask_m[:, None] & (k_lo + 64 < K)[None, :]
+        else:
+            p_lo = base + offs_m[None, :].to(tl.int64) * stride_dxm + k_lo[:, None]
+            m_lo = mask_m[None, :] & (k_lo < K)[:, None]
+            m_hi = mask_m[None, :] & (k_lo + 64 < K)[:, None]
+        if OUT_F32:
+            tl.store(p_lo, acc_lo, mask=m_lo)
+            tl.store(p_lo + 64, acc_hi, mask=m_hi)
+        else:
+            tl.store(p_lo, acc_lo.to(tl.bfloat16), mask=m_lo)
+            tl.store(p_lo + 64, acc_hi.to(tl.bfloat16), mask=m_hi)
+
+    @triton.jit
+    def _reduce_kernel(ws_ptr, out_ptr, numel, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+        """out[i] = bf16(sum_s ws[s, i]) over a contiguous [SPLIT, numel] fp32 workspace."""
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < numel
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for s in tl.static_range(SPLIT):
+            acc += tl.load(ws_ptr + s * numel + offs, mask=mask, other=0.0)
+        tl.store(out_ptr + offs, acc.to(tl.bfloat16), mask=mask)
+
+
+class FwdConfig(NamedTuple):
+    """Launch parameters of ``_fwd_kernel`` (see its docstring for MODE)."""
+
+    mode: int
+    bm: int
+    bn: int
+    ch: int = 1
+    split_k: int = 1
+    num_warps: int = 4
+    num_stages: int = 3
+    group_m: int = 8
+    asm: bool = True
+
+
+class BwdConfig(NamedTuple):
+    """Launch parameters of ``_bwd_kernel``; ``split_n`` splits the reduction over N."""
+
+    mode: int
+    bm: int
+    bn: int
+    split_n: int = 1
+    num_warps: int = 4
+    num_stages: int = 3
+    group_m: int = 8
+    asm: bool = True
+
+
+@functools.cache
+def _num_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 132
+    return _num_sms(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def _pick_split(tiles: int, steps: int, target: int, min_steps: int) -> int:
+    """Split a reduction of ``steps`` steps until ``tiles * split`` reaches about ``2 * target`` programs, keeping
+    at least ``min_steps`` steps per split (the launcher then snaps it to a divisor of ``steps``)."""
+    if tiles >= target:
+        return 1
+    return max(1, min(math.ceil(2 * target / tiles), steps // max(min_steps, 1)))
+
+
+def default_fwd_config(m: int, n: int, k_pad: int, sms: int = 132) -> FwdConfig:
+    """Heuristic forward launch configuration, following what the H100 search picked (benchmarks/RESULTS.md):
+    tensor-core tiles with BM = 16 and split-K to about 4 programs per SM while M is small, 128 x 256 tiles for
+    large M."""
+    kc = k_pad // CHUNK
+    if m <= 16:
+        split = _pick_split(-(-n // 64), kc, 2 * sms, 4)
+        return FwdConfig(1, 16, 64, 1, split, 4, 3)
+    if m <= 64:
+        bm = 32 if m <= 32 else 64
+        split = _pick_split(-(-m // bm) * -(-n // 64), kc, 2 * sms, 4)
+        return FwdConfig(1, bm, 64, 1, split, 4, 3)
+    if m <= 256:
+        split = _pick_split(-(-m // 64) * -(-n // 128), kc, sms, 8)
+        return FwdConfig(1, 64, 128, 1, split, 4, 3)
+    return FwdConfig(1, 128, 256, 1, 1, 8, 3)
+
+
+def default_bwd_config(m: int, n: int, k_pad: int, sms: int = 132) -> BwdConfig:
+    """Heuristic input-gradient launch configuration (split over N to about 3 programs per SM at small M)."""
+    kc = k_pad // CHUNK
+    if m <= 64:
+        bm = 16 if m <= 16 else 64
+        split = _pick_split(-(-m // bm) * kc, -(-n // 64), 3 * sms // 2, 2)
+        return BwdConfig(1, bm, 64, split, 4, 3)
+    if m <= 256:
+        split = _pick_split(-(-m // 128) * kc, -(-n // 64), sms, 4)
+        return BwdConfig(1, 128, 64, split, 8, 3)
+    return BwdConfig(1, 128, 64, 1, 8, 3)
+
+
+# Launch configs chosen by `benchmarks/gemm_nvfp4.py --tune` on an H100 80GB for the Qwen2.5-7B layer shapes at
+# M = 1, 16, 1024 (the measured rows of benchmarks/RESULTS.md); a bucket also serves M up to 4x smaller.
+# {("fwd"|"bwd", m_bucket, n, k_pad): config}; add more with ``load_tuned_configs``.
+TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
+    ("fwd", 1, 4608, 3584): FwdConfig(1, 16, 64, 1, 7, 4, 3),
+    ("fwd", 16, 4608, 3584): FwdConfig(1, 16, 64, 1, 7, 4, 3),
+    ("fwd", 1024, 4608, 3584): FwdConfig(1, 128, 256, 1, 1, 8, 3),
+    ("bwd", 1, 4608, 3584): BwdConfig(1, 16, 128, 9, 4, 3),
+    ("bwd", 16, 4608, 3584): BwdConfig(1, 16, 128, 9, 4, 3),
+    ("bwd", 1024, 4608, 3584): BwdConfig(1, 128, 64, 1, 8, 3),
+    ("fwd", 1, 3584, 3584): FwdConfig(1, 16, 64, 1, 7, 4, 3),
+    ("fwd", 16, 3584, 3584): FwdConfig(1, 16, 64, 1, 7, 4, 3),
+    ("fwd", 1024, 3584, 3584): FwdConfig(1, 128, 256, 1, 1, 8, 3),
+    ("bwd", 1, 3584, 3584): BwdConfig(1, 16, 64, 14, 4, 3),
+    ("bwd", 16, 3584, 3584): BwdConfig(1, 16, 64, 14, 4, 3),
+    ("bwd", 1024, 3584, 3584): BwdConfig(1, 128, 64, 1, 8, 3),
+    ("fwd", 1, 37888, 3584): FwdConfig(2, 16, 128, 1, 4, 4, 3),
+    ("fwd", 16, 37888, 3584): FwdConfig(1, 16, 64, 1, 2, 4, 3),
+    ("fwd", 1024, 37888, 3584): FwdConfig(1, 128, 256, 1, 1, 8, 3),
+    ("bwd", 1, 37888, 3584): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 16, 37888, 3584): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 1024, 37888, 3584): BwdConfig(1, 128, 64, 1, 8, 4),
+    ("fwd", 1, 3584, 18944): FwdConfig(2, 16, 128, 1, 4, 4, 3),
+    ("fwd", 16, 3584, 18944): FwdConfig(2, 16, 128, 1, 4, 4, 3),
+    ("fwd", 1024, 3584, 18944): FwdConfig(1, 128, 256, 1, 1, 8, 3),
+    ("bwd", 1, 3584, 18944): BwdConfig(1, 16, 64, 8, 4, 3),
+    ("bwd", 16, 3584, 18944): BwdConfig(1, 16, 64, 4, 4, 3),
+    ("bwd", 1024, 3584, 18944): BwdConfig(1, 128, 64, 1, 8, 3),
+}
+
+
+def _m_bucket(m: int) -> int:
+    return 1 << max(0, (m - 1).bit_length())
+
+
+def _tuned(direction: str, m: int, n: int, k_pad: int):
+    # A config tuned for a larger M bucket is valid for any M; take the nearest one up to 4x larger.
+    b = _m_bucket(m)
+    for bucket in (b, 2 * b, 4 * b):
+        cfg = TUNED.get((direction, bucket, n, k_pad))
+        if cfg is not None:
+            return cfg
+    return None
+
+
+def fwd_config(m: int, n: int, k_pad: int, device: torch.device) -> FwdConfig:
+    """The forward configuration ``nvfp4_matmul`` uses: a ``TUNED`` entry if present, else the heuristic."""
+    return _tuned("fwd", m, n, k_pad) or default_fwd_config(m, n, k_pad, _sms(device))
+
+
+def bwd_config(m: int, n: int, k_pad: int, device: torch.device) -> BwdConfig:
+    """The input-gradient configuration ``nvfp4_matmul_grad_input`` uses."""
+    return _tuned("bwd", m, n, k_pad) or default_bwd_config(m, n, k_pad, _sms(device))
+
+
+def load_tuned_configs(table: dict[str, dict]) -> int:
+    """Add ``{"fwd|m_bucket|n|k_pad": {config fields}}`` entries (as written by benchmarks/gemm_nvfp4.py --tune)
+    to ``TUNED``; returns how many were added."""
+    for key, fields in table.items():
+        direction, bucket, n, k_pad = key.split("|")
+        cls = FwdConfig if direction == "fwd" else BwdConfig
+        TUNED[(direction, int(bucket), int(n), int(k_pad))] = cls(**fields)
+    return len(table)
+
+
+def _use_asm(want: bool) -> bool:
+    # Inline PTX cannot run under the interpreter; there the plain-Triton dequantization (same values) is used.
+    return bool(want) and not _interpreting()
+
+
+def _as_2d(t: torch.Tensor, last: int, name: str) -> torch.Tensor:
+    if t.shape[-1] != last:
+        raise ValueError(f"{name} last dim must be {last}, got {tuple(t.shape)}")
+    t2 = t.reshape(-1, last)
+    if t2.stride(-1) != 1:
+        t2 = t2.contiguous()
+    if t2.dtype != torch.bfloat16:
+        t2 = t2.to(torch.bfloat16)
+    return t2
+
+
+def _out(out: torch.Tensor | None, m: int, n: int, like: torch.Tensor) -> torch.Tensor:
+    if out is None:
+        return torch.empty((m, n), dtype=torch.bfloat16, device=like.device)
+    if out.shape != (m, n) or out.dtype != torch.bfloat16 or not out.is_contiguous():
+        raise ValueError(f"out must be a contiguous bf16 [{m}, {n}] tensor")
+    return out
+
+
+def nvfp4_matmul(
+    x: torch.Tensor, w: KernelWeight, config: FwdConfig | None = None, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``x @ W^T`` for ``x`` [..., K] (bf16; other float dtypes are cast) and an NVFP4 ``w`` [N, K]: bf16 [..., N],
+    fp32 accumulation.
+
+    Picks the kernel and its tiling by M = prod(x.shape[:-1]) (``config`` overrides); ``out`` ([M, N] bf16,
+    contiguous) receives the result if given.
+    """
+    x2 = _as_2d(x, w.k, "x")
+    m = x2.shape[0]
+    y = _out(out, m, w.n, x2)
+    if m == 0:
+        return y.reshape(*x.shape[:-1], w.n)
+    kc = w.k_pad // CHUNK
+    if config is None:
+        config = fwd_config(m, w.n, w.k_pad, x.device)
+    cfg = config
+    if kc % cfg.ch:
+        raise ValueError(f"ch={cfg.ch} must divide the {kc} chunks of K")
+    split = _even_split(kc // cfg.ch, cfg.split_k)
+    cps = kc // split
+    grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
+    if split > 1:
+        ws = torch.empty((split, m, w.n), dtype=torch.float32, device=x.device)
+        out, stride_ym, stride_split, out_f32 = ws, w.n, m * w.n, True
+    else:
+        out, stride_ym, stride_split, out_f32 = y, w.n, 0, False
+    _fwd_kernel[grid](
+        x2, w.codes, w.scales, w.global_scale, out,
+        m, w.n, w.k, cps,
+        x2.stride(0), w.codes.stride(0), w.scales.stride(0), stride_ym, stride_split,
+        BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m,
+        EVEN_K=(w.k % CHUNK == 0), OUT_F32=out_f32,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    if split > 1:
+        _reduce(ws, y, split)
+    return y.reshape(*x.shape[:-1], w.n)
+
+
+def nvfp4_matmul_grad_input(
+    dy: torch.Tensor, w: KernelWeight, config: BwdConfig | None = None, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Input gradient ``dy @ W`` for ``dy`` [..., N] (bf16) and an NVFP4 ``w`` [N, K]: bf16 [..., K]."""
+    dy2 = _as_2d(dy, w.n, "dy")
+    m = dy2.shape[0]
+    dx = _out(out, m, w.k, dy2)
+    if m == 0:
+        return dx.reshape(*dy.shape[:-1], w.k)
+    kc = w.k_pad // CHUNK
+    if config is None:
+        config = bwd_config(m, w.n, w.k_pad, dy.device)
+    cfg = config
+    n_steps = -(-w.n // cfg.bn)
+    split = _even_split(n_steps, cfg.split_n)
+    per = n_steps // split * cfg.bn  # rows of N per split, a multiple of BN
+    grid = (-(-m // cfg.bm) * kc, split)
+    if split > 1:
+        ws = torch.empty((split, m, w.k), dtype=torch.float32, device=dy.device)
+        out, stride_split, out_f32 = ws, m * w.k, True
+    else:
+        out, stride_split, out_f32 = dx, 0, False
+    _bwd_kernel[grid](
+        dy2, w.codes, w.scales, w.global_scale, out,
+        m, w.n, w.k, per,
+        dy2.stride(0), w.codes.stride(0), w.scales.stride(0), w.k, stride_split,
+        BM=cfg.bm, BN=cfg.bn, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m,
+        EVEN_N=(w.n % cfg.bn == 0), OUT_F32=out_f32,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    if split > 1:
+        _reduce(ws, dx, split)
+    return dx.reshape(*dy.shape[:-1], w.k)
+
+
+def _even_split(steps: int, want: int) -> int:
+    """The divisor of ``steps`` closest to ``want`` (in log scale): every split gets the same number of steps, so
+    kernels loop a host-known count with no tail (and no data-dependent loop bounds)."""
+    if want <= 1:
+        return 1
+    divisors = [d for d in range(1, steps + 1) if steps % d == 0]
+    return min(divisors, key=lambda d: (abs(math.log(d / want)), -d))
+
+
+def _reduce(ws: torch.Tensor, out: torch.Tensor, split: int) -> None:
+    numel = out.numel()
+    block = 1024
+    _reduce_kernel[(-(-numel // block),)](ws, out, numel, SPLIT=split, BLOCK=block, num_warps=4)
+
+
+class NVFP4MatmulFn(torch.autograd.Function):
+    """y = x @ W^T + bias with a frozen NVFP4 W: gradients for x and bias only."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: KernelWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
+        y = nvfp4_matmul(x, weight)
+        if bias is not None:
+            y = y + bias.to(y.dtype)
+        ctx.weight = weight
+        ctx.bias_dtype = None if bias is None else bias.dtype
+        return y
+
+    @staticmethod
+    def backward(ctx, dy: torch.Tensor):
+        dx = db = None
+        if ctx.needs_input_grad[0]:
+            dx = nvfp4_matmul_grad_input(dy, ctx.weight)
+        if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
+            db = dy.reshape(-1, dy.shape[-1]).float().sum(0).to(ctx.bias_dtype)
+        return dx, None, db

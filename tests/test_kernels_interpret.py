@@ -1,0 +1,135 @@
+"""The NVFP4 Triton kernels under Triton's CPU interpreter (TRITON_INTERPRET=1), on small odd shapes.
+
+The interpreter must be switched on before triton is imported, so the kernel checks run in a fresh subprocess.
+They use the plain-Triton dequantization path (inline PTX cannot be interpreted); the PTX path has the same
+contract and is checked on the GPU (tests/test_kernels_gpu.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from qerl import nvfp4  # noqa: E402
+from qerl.kernels.nvfp4_gemm import CHUNK, decode_e5m3, encode_e5m3, prepare_weight  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Runs inside the subprocess: every launcher mode on odd shapes, against dequantize + matmul in fp32.
+_SCRIPT = r"""
+import json, os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+import torch
+from qerl import nvfp4
+from qerl.kernels import NVFP4MatmulFn, nvfp4_matmul, nvfp4_matmul_grad_input, prepare_weight
+from qerl.kernels.nvfp4_gemm import BwdConfig, FwdConfig
+
+seed = int.from_bytes(os.urandom(4), "little")
+gen = torch.Generator().manual_seed(seed)
+results = []
+
+def rel(out, ref):
+    return float((out.detach().float() - ref).norm() / ref.norm())
+
+def weight(n, k, zero_group=False):
+    w = torch.randn(n, k, generator=gen) * 0.05
+    if zero_group:
+        w[1, 16:32] = 0.0  # an all-zero group (scale 0.125, codes 0)
+    q = nvfp4.quantize(w)
+    if zero_group:
+        q.scale[2, 0] = torch.tensor(0.0).to(torch.float8_e4m3fn)  # a zero scale must zero its group
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    return prepare_weight(q.packed, q.scale, q.global_scale), ref_w
+
+def check(name, out, ref):
+    results.append({"name": name, "rel": rel(out, ref), "finite": bool(torch.isfinite(out).all()),
+                    "shape": list(out.shape), "want": list(ref.shape)})
+
+fwd = [None, FwdConfig(0, 4, 16, 1, 2), FwdConfig(0, 1, 32, 1, 1), FwdConfig(1, 16, 16, 1, 3),
+       FwdConfig(1, 16, 32, 1, 1, group_m=2), FwdConfig(2, 16, 32, 1, 2)]
+bwd = [None, BwdConfig(1, 16, 16, 3), BwdConfig(1, 16, 32, 1, group_m=2), BwdConfig(2, 16, 16, 2)]
+for m, n, k in [(3, 48, 80), (1, 40, 144), (20, 36, 384)]:
+    kw, ref_w = weight(n, k, zero_group=(m == 3))
+    for cfg in fwd:
+        if cfg is not None and cfg.mode == 0 and cfg.bm < m:
+            continue
+        x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+        y = nvfp4_matmul(x, kw, cfg, out=out)
+        assert y.data_ptr() == out.data_ptr()
+        check(f"fwd {m}x{n}x{k} {cfg}", y, x.float() @ ref_w.T)
+    for cfg in bwd:
+        dy = torch.randn(m, n, generator=gen).to(torch.bfloat16)
+        out = torch.full((m, k), float("nan"), dtype=torch.bfloat16)
+        dx = nvfp4_matmul_grad_input(dy, kw, cfg, out=out)
+        check(f"bwd {m}x{n}x{k} {cfg}", dx, dy.float() @ ref_w)
+
+# Leading dims and a strided (non-contiguous rows) input.
+kw, ref_w = weight(24, 96)
+base = torch.randn(2, 3, 200, generator=gen).to(torch.bfloat16)
+x = base[..., 7:103]  # row stride 200, not contiguous
+y = nvfp4_matmul(x, kw)
+check("fwd strided 2x3", y, x.float() @ ref_w.T)
+
+# The autograd function: y = x W^T + b; grads for x and b, none for the frozen weight.
+x = torch.randn(5, 96, generator=gen).to(torch.bfloat16).requires_grad_(True)
+b = torch.randn(24, generator=gen).to(torch.bfloat16).requires_grad_(True)
+y = NVFP4MatmulFn.apply(x, kw, b)
+g = torch.randn(5, 24, generator=gen).to(torch.bfloat16)
+y.backward(g)
+check("autograd y", y, x.detach().float() @ ref_w.T + b.detach().float())
+check("autograd dx", x.grad, g.float() @ ref_w)
+check("autograd db", b.grad, g.float().sum(0))
+print(json.dumps({"seed": seed, "results": results}))
+"""
+
+
+def test_kernels_match_reference_under_interpreter():
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, cwd=str(ROOT),
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    results = report["results"]
+    assert len(results) >= 30
+    for r in results:
+        where = f"{r['name']} (seed {report['seed']})"
+        assert r["shape"] == r["want"], where
+        assert r["finite"], f"NaN/inf left in the output: {where}"
+        # bf16 output rounding only: the dequantized tiles are exact.
+        assert r["rel"] < 1e-2, f"rel error {r['rel']:.3g}: {where}"
+
+
+def test_e5m3_reencodes_every_e4m3_scale_exactly():
+    v = torch.arange(1, 127, dtype=torch.uint8).view(torch.float8_e4m3fn).float()  # all positive finite E4M3
+    u = encode_e5m3(v)
+    assert torch.equal(decode_e5m3(u), v)
+    # The kernels read u as the bf16 bits of v * 2**112 after one shift-add.
+    bits = ((u.to(torch.int32) << 4) + (230 << 7)).to(torch.int16).view(torch.bfloat16).float()
+    assert torch.equal(bits, v * 2.0**112)
+
+
+def test_prepare_weight_layout():
+    n, k = 5, 144  # K padded to 256
+    w = torch.randn(n, k)
+    q = nvfp4.quantize(w)
+    kw = prepare_weight(q.packed, q.scale, q.global_scale)
+    assert (kw.n, kw.k, kw.k_pad) == (n, k, 2 * CHUNK)
+    assert kw.codes.shape == (n, CHUNK) and kw.scales.shape == (n, 16)
+    codes = nvfp4.unpack(q.packed)
+    # Byte j of chunk c: element 128c + j in the low nibble, 128c + 64 + j in the high nibble; padding is 0.
+    padded = torch.nn.functional.pad(codes, (0, 2 * CHUNK - k))
+    for c in range(2):
+        chunk = kw.codes[:, c * 64:(c + 1) * 64]
+        assert torch.equal(chunk & 15, padded[:, c * CHUNK:c * CHUNK + 64])
+        assert torch.equal(chunk >> 4, padded[:, c * CHUNK + 64:(c + 1) * CHUNK])
+    assert torch.equal(decode_e5m3(kw.scales[:, :9]), q.scale.float())
+    assert torch.equal(decode_e5m3(kw.scales[:, 9:]), torch.ones(n, 7))  # padding groups: scale 1, codes 0
