@@ -29,7 +29,7 @@ class NVFP4LoraLinear(LoraLinear):
 
     def _get_base_layer_device_and_dtype(self, base_layer: nn.Module):
         if isinstance(base_layer, NVFP4Linear):
-            return base_layer.weight_packed.device, base_layer.compute_dtype
+            return base_layer.weight_global_scale.device, base_layer.compute_dtype
         return super()._get_base_layer_device_and_dtype(base_layer)
 
     def merge(self, *args, **kwargs) -> None:

@@ -161,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         for k in layers.values():
             key = f"{k['quant_method']}/{k['scheme'] or '-'}/{k['kernel'] or '-'}"
             combos[key] = combos.get(key, 0) + 1
-        quantized = {n: k for n, k in layers.items() if not k["quant_method"].startswith("Unquantized")}
+        # Linear layers only: attention modules carry a KV-cache quant method, embeddings an unquantized one.
+        quantized = {n: k for n, k in layers.items() if not k["quant_method"].startswith("Unquantized")
+                     and "KVCache" not in k["quant_method"]}
         want = EXPECTED_KERNEL[args.load]
         if args.load == "nvfp4":
             bad = [n for n, k in quantized.items() if not all(w in k["kernel"].lower() for w in want)]

@@ -622,6 +622,8 @@ def nvfp4_matmul(
     kc = w.k_pad // CHUNK
     if config is None:
         config = fwd_config(m, w.n, w.k_pad, x.device)
+        if kc % config.ch:  # heuristics pick 2-chunk steps; an odd chunk count needs single-chunk steps
+            config = config._replace(ch=1)
     cfg = config
     if kc % cfg.ch:
         raise ValueError(f"ch={cfg.ch} must divide the {kc} chunks of K")
