@@ -18,8 +18,20 @@ case "$phase" in
     timeout 200 python3 benchmarks/gemm_nvfp4.py --models 32b --ms 1,16,64,128,1024,4096 --no-marlin \
       --out "$out/gemm32" 2>&1 | tail -45
     ;;
+  1q)  # part 1 of the bundle + the GPU tests only
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    python3 -m pip install -q --no-index --no-deps --target /tmp/pt .whl/*.whl
+    PYTHONPATH=/tmp/pt:. timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py \
+      tests/test_kernels_gpu.py 2>&1 | tail -15 | tee "$out/gpu_tests.txt"
+    ;;
   2)
     bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    ;;
+  3c)  # the vLLM NVFP4/Marlin + LoRA + AQN check only
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    timeout 150 python3 benchmarks/rollout_vllm.py checkpoint --shape 7b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -3
+    timeout 300 python3 scripts/device_vllm_check.py --model /tmp/qb/qwen2.5-7b-nvfp4-random --load nvfp4 \
+      --rank 16 --json "$out/vllm_check.json" 2>&1 | tail -40
     ;;
   3)
     source .device/vllm/c3/vllm_unpack.sh .device/vllm
