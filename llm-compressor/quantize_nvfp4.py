@@ -192,6 +192,9 @@ def quantize_to(src_dir: Path, source: str, output: Path, args: argparse.Namespa
     from llmcompressor import oneshot
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if args.method == "awq" and not torch.cuda.is_available():
+        # llmcompressor 0.14's AWQ pins its activation cache in page-locked memory, which needs a GPU.
+        raise QuantizeError("--method awq needs a CUDA GPU with llmcompressor 0.14; on CPU use --method gptq or rtn")
     dtype = getattr(torch, args.dtype)
     tokenizer = AutoTokenizer.from_pretrained(str(src_dir))
     model = AutoModelForCausalLM.from_pretrained(str(src_dir), dtype=dtype)

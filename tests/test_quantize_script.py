@@ -87,3 +87,32 @@ def test_gguf_source(tmp_path):
     missing = _err(run_quantize("--gguf-file", str(tmp_path / "x.gguf"), "--output", str(tmp_path / "o"),
                                 check=False))
     assert "does not exist" in missing
+
+
+def test_gptq_calibrated_checkpoint_loads_and_differs_from_rtn(tmp_path, tiny_qwen2_dir, tiny_qwen2_nvfp4_dir):
+    import json as _json
+
+    from qerl.loading import load_policy
+
+    calib = tmp_path / "calib.jsonl"
+    calib.write_text("\n".join(_json.dumps({"question": f"What is {a} + {b}?", "answer": str(a + b)})
+                               for a in range(4) for b in range(4)))
+    out = tmp_path / "gptq"
+    run_quantize("--model", str(tiny_qwen2_dir), "--output", str(out), "--method", "gptq",
+                 "--calib-dataset", str(calib), "--num-calib-samples", "8", "--max-seq-len", "64")
+    manifest = json.loads((out / "qerl_quantize.json").read_text())
+    assert manifest["method"] == "gptq" and manifest["calibration"]["num_samples"] == 8
+    gptq, tok = load_policy(out, load="nvfp4", dtype=torch.float32)
+    rtn, _ = load_policy(tiny_qwen2_nvfp4_dir, load="nvfp4", dtype=torch.float32)
+    name = "model.layers.0.mlp.down_proj"
+    assert not torch.equal(gptq.get_submodule(name).weight_packed, rtn.get_submodule(name).weight_packed)
+    ids = tok("What is 2 + 2?", return_tensors="pt").input_ids
+    assert torch.isfinite(gptq(ids).logits).all()
+
+
+def test_awq_without_gpu_is_refused(tmp_path, tiny_qwen2_dir):
+    if torch.cuda.is_available():
+        pytest.skip("AWQ runs on GPU machines")
+    msg = _err(run_quantize("--model", str(tiny_qwen2_dir), "--output", str(tmp_path / "awq"), "--method", "awq",
+                            check=False))
+    assert "needs a CUDA GPU" in msg and not (tmp_path / "awq").exists()

@@ -238,3 +238,15 @@ def test_crashing_reward_gives_zero_not_a_crash(tmp_path, tiny_qwen2_nvfp4_dir):
     logs = trainer.state.log_history[0]
     assert logs["rewards/broken/mean"] == 0.0
     assert logs["rewards/failures_total"] >= 1
+
+
+def test_trained_norms_move_and_are_checkpointed(tmp_path, tiny_qwen2_nvfp4_dir):
+    args = make_args(tmp_path, tiny_qwen2_nvfp4_dir, max_steps=1, train_norms=True, save_steps=1)
+    trainer = build_trainer(args, reward_funcs=[token_sum_reward])
+    norm = trainer.model.base_model.model.model.layers[0].input_layernorm.weight
+    before = norm.detach().clone()
+    assert norm.requires_grad and len(trainer.norm_param_names) == 2 * 2 + 1  # 2 per layer + the final norm
+    trainer.train()
+    assert not torch.equal(norm.detach(), before)  # trained (and AQN restored the clean, trained value)
+    saved = load_file(str(tmp_path / "run" / "checkpoint-1" / "norms.safetensors"))
+    assert torch.equal(saved["model.layers.0.input_layernorm.weight"], norm.detach().cpu())
