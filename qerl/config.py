@@ -59,6 +59,7 @@ class QeRLConfig(GRPOConfig):
     log_logprob_mismatch: bool = field(default=True, metadata={"help": "score rollouts with the training model to "
                                                                        "log the mismatch even without correction"})
     vllm_max_lora_rank: int | None = None  # default: lora_r
+    vllm_enforce_eager: bool = field(default=False, metadata={"help": "no CUDA graphs in the rollout engine"})
     # --- AQN --------------------------------------------------------------------------------------------------
     aqn_mode: str = field(default="exponential", metadata={"help": "exponential | constant | off"})
     aqn_sigma_start: float = 1e-2

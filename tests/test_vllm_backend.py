@@ -386,3 +386,42 @@ def test_bf16_engine_effective_sigma(engines):
     # 5e-4 is below it: most channels stay clean, a few jump by a whole bf16 step (the RMS stays near sigma, the
     # noise becomes sparse). Larger norm scales (e.g. Qwen2.5's) have coarser spacing and keep even less.
     assert 0.5 < stats[5e-4][0] < 1.5 and stats[5e-4][1] < 0.5
+
+
+def test_trainer_runs_rl_steps_with_the_vllm_backend(engines, ckpt, tmp_path):
+    """End to end: trl's GRPO step through QeRLTrainer with rollouts from a colocated vLLM engine (adapter pushed
+    every step, AQN in the engine's norms, sampling logprobs feeding the mismatch metric)."""
+    from qerl.config import QeRLConfig
+    from qerl.train import build_trainer
+
+    engines.close()  # one engine at a time on this machine
+
+    def token_sum_reward(completions, completion_ids, **kwargs):
+        return [float(sum(ids) % 11) for ids in completion_ids]
+
+    args = QeRLConfig(
+        output_dir=str(tmp_path / "run"), model_name_or_path=str(ckpt), load="bf16", model_dtype="float32",
+        rollout_backend="vllm", vllm_max_model_length=256, vllm_enforce_eager=True, lora_r=RANK, lora_alpha=ALPHA,
+        max_steps=2, per_device_train_batch_size=4, num_generations=4, max_completion_length=8, logging_steps=1,
+        report_to="none", save_strategy="no", dataset_name="arith", dataset_limit=16, aqn_mode="constant",
+        aqn_sigma_start=1e-2, learning_rate=1e-2, disable_tqdm=True,
+    )
+    trainer = build_trainer(args, reward_funcs=[token_sum_reward])
+    try:
+        assert trainer.backend.name == "vllm"
+        trainer.train()
+        logs = trainer.state.log_history[1]
+        assert logs["aqn/modules"] == 2 * 2 and logs["aqn/sigma"] == pytest.approx(1e-2)
+        assert logs["aqn/effective_sigma"] == pytest.approx(1e-2, rel=0.5)
+        assert logs["rollout/tokens_per_second"] > 0
+        assert "sampling/sampling_logp_difference/mean" in logs
+        # After the updates, the next sync puts exactly the trainer's trained adapter into the engine.
+        trainer.backend.sync_policy(trainer.model)
+        expected = trainer_adapter(trainer.model)
+        assert any(b.abs().sum() > 0 for _, b in expected.values())  # B left zero-init: training happened
+        engine = vllm_internals.active_lora_weights(trainer.backend.llm, trainer.backend.lora_request.lora_int_id)
+        for name, (a, b) in expected.items():  # the engine may hold them in bf16: one rounding allowed
+            torch.testing.assert_close(engine[name][0][:RANK].float(), a.float(), rtol=2**-8, atol=1e-7)
+            torch.testing.assert_close(engine[name][1][:, :RANK].float(), b.float(), rtol=2**-8, atol=1e-7)
+    finally:
+        trainer.backend.close()
