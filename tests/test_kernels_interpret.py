@@ -72,6 +72,17 @@ for m, n, k in [(3, 48, 80), (1, 40, 144), (20, 36, 384)]:
         dx = nvfp4_matmul_grad_input(dy, kw, cfg, out=out)
         check(f"bwd {m}x{n}x{k} {cfg}", dx, dy.float() @ ref_w)
 
+# Large M: slabs of W dequantized into a re-used bf16 buffer, then matmul (several slabs, a ragged last one).
+from qerl.kernels import nvfp4_gemm
+nvfp4_gemm.SCRATCH_ELEMENTS = 128 * 208
+kw, ref_w = weight(300, 208)
+m = nvfp4_gemm.LARGE_M + 3
+x = torch.randn(m, 208, generator=gen).to(torch.bfloat16)
+check("fwd large-M slabs", nvfp4_matmul(x, kw), x.float() @ ref_w.T)
+dy = torch.randn(m, 300, generator=gen).to(torch.bfloat16)
+check("bwd large-M slabs", nvfp4_matmul_grad_input(dy, kw), dy.float() @ ref_w)
+check("dequantize rows", nvfp4_gemm.dequantize_rows(kw, 100, 150, asm=False), ref_w[100:250])
+
 # Leading dims and a strided (non-contiguous rows) input.
 kw, ref_w = weight(24, 96)
 base = torch.randn(2, 3, 200, generator=gen).to(torch.bfloat16)

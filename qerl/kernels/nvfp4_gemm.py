@@ -429,6 +429,26 @@ if triton is not None:
             tl.store(p_lo + 64, acc_hi.to(tl.bfloat16), mask=m_hi)
 
     @triton.jit
+    def _dequant_rows_kernel(codes_ptr, scales_ptr, gs_ptr, out_ptr, n_rows, k, row0, stride_c, stride_s, stride_o,
+                             BN: tl.constexpr, ASM: tl.constexpr):
+        """Rows [row0, row0 + n_rows) of W as bf16 into ``out`` ([n_rows, K]); one program per (row block, chunk)."""
+        pid_n = tl.program_id(0)
+        c = tl.program_id(1)
+        local = pid_n * BN + tl.arange(0, BN)
+        valid = local < n_rows
+        rows = row0 + tl.minimum(local, n_rows - 1)  # clamped loads; stores are masked
+        j = tl.arange(0, 64)
+        wb = tl.load(codes_ptr + rows[:, None] * stride_c + c * 64 + j[None, :])
+        w_lo, w_hi = _dequant(wb, scales_ptr + rows[:, None] * stride_s, c, BN, 1, ASM)
+        inv = 16384.0 / tl.load(gs_ptr)  # undo the kernels' 2**-14 and apply 1 / global_scale
+        k_lo = c * 128 + j
+        o_rows = out_ptr + local[:, None] * stride_o
+        tl.store(o_rows + k_lo[None, :], (w_lo.to(tl.float32) * inv).to(tl.bfloat16),
+                 mask=valid[:, None] & (k_lo[None, :] < k))
+        tl.store(o_rows + (k_lo + 64)[None, :], (w_hi.to(tl.float32) * inv).to(tl.bfloat16),
+                 mask=valid[:, None] & ((k_lo + 64)[None, :] < k))
+
+    @triton.jit
     def _reduce_kernel(ws_ptr, out_ptr, numel, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
         """out[i] = bf16(sum_s ws[s, i]) over a contiguous [SPLIT, numel] fp32 workspace."""
         offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -605,6 +625,52 @@ def _out(out: torch.Tensor | None, m: int, n: int, like: torch.Tensor) -> torch.
     return out
 
 
+# From this many rows of X on, the fused tile loop loses to "dequantize a slab of W into a bounded bf16 scratch
+# buffer, then cuBLAS" (benchmarks/RESULTS.md); the slab is re-used, so no full BF16 copy of W ever exists.
+LARGE_M = 512
+SCRATCH_ELEMENTS = 16 * 2**20  # 32 MiB of bf16 per slab
+
+
+def dequantize_rows(w: KernelWeight, row0: int, rows: int, out: torch.Tensor | None = None,
+                    asm: bool = True) -> torch.Tensor:
+    """Rows ``[row0, row0 + rows)`` of W as a bf16 [rows, K] tensor (``out``: a contiguous buffer to fill)."""
+    if out is None:
+        out = torch.empty((rows, w.k), dtype=torch.bfloat16, device=w.codes.device)
+    bn = 32
+    grid = (-(-rows // bn), w.k_pad // CHUNK)
+    _dequant_rows_kernel[grid](w.codes, w.scales, w.global_scale, out, rows, w.k, row0,
+                               w.codes.stride(0), w.scales.stride(0), out.stride(0), BN=bn, ASM=_use_asm(asm),
+                               num_warps=4)
+    return out
+
+
+def _slab_rows(w: KernelWeight) -> int:
+    return max(CHUNK, SCRATCH_ELEMENTS // w.k // CHUNK * CHUNK)
+
+
+def _matmul_large_m(x2: torch.Tensor, w: KernelWeight, y: torch.Tensor) -> torch.Tensor:
+    slab = _slab_rows(w)
+    scratch = torch.empty((min(slab, w.n), w.k), dtype=torch.bfloat16, device=x2.device)
+    for n0 in range(0, w.n, slab):
+        r = min(slab, w.n - n0)
+        ws = dequantize_rows(w, n0, r, scratch[:r])
+        torch.mm(x2, ws.t(), out=y[:, n0 : n0 + r])
+    return y
+
+
+def _grad_input_large_m(dy2: torch.Tensor, w: KernelWeight, dx: torch.Tensor) -> torch.Tensor:
+    slab = _slab_rows(w)
+    scratch = torch.empty((min(slab, w.n), w.k), dtype=torch.bfloat16, device=dy2.device)
+    for n0 in range(0, w.n, slab):
+        r = min(slab, w.n - n0)
+        ws = dequantize_rows(w, n0, r, scratch[:r])
+        if n0 == 0:
+            torch.mm(dy2[:, :r], ws, out=dx)
+        else:
+            dx.addmm_(dy2[:, n0 : n0 + r], ws)
+    return dx
+
+
 def nvfp4_matmul(
     x: torch.Tensor, w: KernelWeight, config: FwdConfig | None = None, out: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -620,6 +686,8 @@ def nvfp4_matmul(
     if m == 0:
         return y.reshape(*x.shape[:-1], w.n)
     kc = w.k_pad // CHUNK
+    if config is None and m >= LARGE_M:
+        return _matmul_large_m(x2, w, y).reshape(*x.shape[:-1], w.n)
     if config is None:
         config = fwd_config(m, w.n, w.k_pad, x.device)
         if kc % config.ch:  # heuristics pick 2-chunk steps; an odd chunk count needs single-chunk steps
@@ -658,6 +726,8 @@ def nvfp4_matmul_grad_input(
     if m == 0:
         return dx.reshape(*dy.shape[:-1], w.k)
     kc = w.k_pad // CHUNK
+    if config is None and m >= LARGE_M:
+        return _grad_input_large_m(dy2, w, dx).reshape(*dy.shape[:-1], w.k)
     if config is None:
         config = bwd_config(m, w.n, w.k_pad, dy.device)
     cfg = config
