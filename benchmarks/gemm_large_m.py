@@ -1,4 +1,4 @@
-"""Training-shaped NVFP4 GEMMs (large M): the kernels' default dispatch (from ``LARGE_M`` rows on: slabs of W
+"""Training-shaped NVFP4 GEMMs (large M): the kernels' default dispatch (from ``LARGE_M_FWD`` / ``_BWD`` rows on: slabs of W
 dequantized into a re-used bf16 buffer, then cuBLAS) and the fused tile loop, against BF16 ``torch.mm``, forward
 and input gradient, on the Qwen2.5-7B / -32B layer shapes.
 
@@ -47,7 +47,7 @@ def main() -> None:
     dev = torch.device("cuda")
     rows = []
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
-          f"LARGE_M {kern.LARGE_M}, slab {kern.SCRATCH_ELEMENTS * 2 / 2**20:.0f} MiB")
+          f"LARGE_M fwd {kern.LARGE_M_FWD} bwd {kern.LARGE_M_BWD}, slab {kern.SCRATCH_ELEMENTS * 2 / 2**20:.0f} MiB")
     for model in args.models.split(","):
         for layer, (n, k) in SHAPES[model].items():
             dense = [torch.randn(n, k, device=dev) * 0.02 for _ in range(3)]
@@ -93,7 +93,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "gemm_large_m.json").write_text(json.dumps({
         "device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
-        "triton": triton.__version__, "large_m": kern.LARGE_M, "rows": rows}, indent=1))
+        "triton": triton.__version__, "large_m": [kern.LARGE_M_FWD, kern.LARGE_M_BWD], "rows": rows}, indent=1))
     for direction in ("fwd", "bwd"):
         for m in sorted({r["m"] for r in rows}):
             sel = [r for r in rows if r["dir"] == direction and r["m"] == m]

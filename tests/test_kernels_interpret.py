@@ -76,7 +76,7 @@ for m, n, k in [(3, 48, 80), (1, 40, 144), (20, 36, 384)]:
 from qerl.kernels import nvfp4_gemm
 nvfp4_gemm.SCRATCH_ELEMENTS = 128 * 208
 kw, ref_w = weight(300, 208)
-m = nvfp4_gemm.LARGE_M + 3
+m = max(nvfp4_gemm.LARGE_M_FWD, nvfp4_gemm.LARGE_M_BWD) + 3
 x = torch.randn(m, 208, generator=gen).to(torch.bfloat16)
 check("fwd large-M slabs", nvfp4_matmul(x, kw), x.float() @ ref_w.T)
 dy = torch.randn(m, 300, generator=gen).to(torch.bfloat16)

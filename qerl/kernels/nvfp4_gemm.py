@@ -626,8 +626,10 @@ def _out(out: torch.Tensor | None, m: int, n: int, like: torch.Tensor) -> torch.
 
 
 # From this many rows of X on, the fused tile loop loses to "dequantize a slab of W into a bounded bf16 scratch
-# buffer, then cuBLAS" (benchmarks/RESULTS.md); the slab is re-used, so no full BF16 copy of W ever exists.
-LARGE_M = 512
+# buffer, then cuBLAS" (measured on H100, benchmarks/RESULTS.md: forward geomean 0.59x vs 0.48x of BF16 at
+# M = 1024, input gradient ahead at every shape from M = 512); the slab is re-used, so no full BF16 copy of W exists.
+LARGE_M_FWD = 1024
+LARGE_M_BWD = 512
 SCRATCH_ELEMENTS = 16 * 2**20  # 32 MiB of bf16 per slab
 
 
@@ -686,7 +688,7 @@ def nvfp4_matmul(
     if m == 0:
         return y.reshape(*x.shape[:-1], w.n)
     kc = w.k_pad // CHUNK
-    if config is None and m >= LARGE_M:
+    if config is None and m >= LARGE_M_FWD:
         return _matmul_large_m(x2, w, y).reshape(*x.shape[:-1], w.n)
     if config is None:
         config = fwd_config(m, w.n, w.k_pad, x.device)
@@ -726,7 +728,7 @@ def nvfp4_matmul_grad_input(
     if m == 0:
         return dx.reshape(*dy.shape[:-1], w.k)
     kc = w.k_pad // CHUNK
-    if config is None and m >= LARGE_M:
+    if config is None and m >= LARGE_M_BWD:
         return _grad_input_large_m(dy2, w, dx).reshape(*dy.shape[:-1], w.k)
     if config is None:
         config = bwd_config(m, w.n, w.k_pad, dy.device)
