@@ -18,7 +18,7 @@ import logging
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -182,7 +182,7 @@ class AQNController:
     config: AQNConfig
     total_steps: int = 1
     step: int = 0
-    history: list[NoiseStats] = field(default_factory=list)
+    last: NoiseStats | None = None  # what the latest generation round applied
 
     @property
     def sigma(self) -> float:
@@ -203,9 +203,10 @@ class AQNCallback(TrainerCallback):
         self.controller.step = state.global_step
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs is None or not self.controller.history:
+        last = self.controller.last
+        if logs is None or last is None:
             return
-        last = self.controller.history[-1]
-        logs["aqn/sigma"] = last.sigma
-        logs["aqn/modules"] = last.num_modules
-        logs["aqn/effective_sigma"] = last.effective_sigma
+        # A trainer that averages these per logging window (QeRLTrainer) has already set them.
+        logs.setdefault("aqn/sigma", last.sigma)
+        logs.setdefault("aqn/modules", last.num_modules)
+        logs.setdefault("aqn/effective_sigma", last.effective_sigma)

@@ -308,7 +308,7 @@ def test_engine_norms_carry_scheduled_noise_during_generation(fp32, policy_and_t
         for n in names:
             assert torch.equal(dict(model.named_modules())[n].weight.float(), clean[n])
     assert not torch.equal(rounds[0], rounds[1]), "the noise was not drawn afresh"
-    assert controller.history[-1].sigma == sigma
+    assert controller.last.sigma == sigma
 
 
 def test_zero_sigma_leaves_engine_norms_clean(fp32, policy_and_tok):

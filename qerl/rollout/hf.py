@@ -44,7 +44,7 @@ class HFRolloutBackend(RolloutBackend):
         noise = None
         if self.injector is not None and self.aqn is not None:
             noise = self.injector.perturb(self.aqn.sigma)
-            self.aqn.history.append(noise)
+            self.aqn.last = noise
         start = time.perf_counter()
         try:
             step = self.batch_size or len(prompt_ids)

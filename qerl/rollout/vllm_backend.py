@@ -265,7 +265,7 @@ class VLLMRolloutBackend(RolloutBackend):
         noise = None
         if self.injector is not None and self.aqn is not None:
             noise = self.injector.perturb(self.aqn.sigma)
-            self.aqn.history.append(noise)
+            self.aqn.last = noise
         try:
             # Cached prefixes were computed under the previous round's adapter/noise/norms.
             if self.llm.reset_prefix_cache() is False:
