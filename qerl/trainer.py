@@ -86,7 +86,7 @@ class QeRLTrainer(GRPOTrainer):
         keep = informative_groups(out["advantages"], g)
         kept = [(out, group_rows(keep, g))]
         have, rounds = int(keep.sum()) * g, 0
-        while have < n_rows and rounds < self.args.dynamic_sampling_max_rounds:
+        while not self._all_processes_full(have >= n_rows) and rounds < self.args.dynamic_sampling_max_rounds:
             rounds += 1
             more = self._neutralise_is(super()._generate_and_score_completions(self._draw_groups(n_rows // g)))
             rows = group_rows(informative_groups(more["advantages"], g), g)
@@ -108,6 +108,11 @@ class QeRLTrainer(GRPOTrainer):
         loss_mask = merged["completion_mask"] * merged.get("tool_mask", 1)
         merged["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
         return merged
+
+    def _all_processes_full(self, full: bool) -> bool:
+        # Every process must take the same number of extra rounds: scoring gathers rewards across processes.
+        flag = torch.tensor([float(full)], device=self.accelerator.device)
+        return bool(self.accelerator.gather(flag).min() > 0)
 
     def _neutralise_is(self, out: dict[str, Any]) -> dict[str, Any]:
         # The mismatch is always measured when log_logprob_mismatch is on; the loss is reweighted only when the
