@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# GPU-machine session used to produce benchmarks/RESULTS.md and the vLLM checks (run from the repository root on
-# the GPU machine, one phase per call; the vLLM 0.26 bundle arrives in three parts, see benchmarks/README.md).
+# The GPU runs behind benchmarks/RESULTS.md and the vLLM checks, in phases (run from the repository root on a GPU
+# machine without network access; vLLM 0.26 and its dependencies come as an archive in three parts under
+# .device/vllm/c1..c3, unpacked to /tmp/site by the first three phases).
 #   phase 1: GPU tests + Triton GEMM benchmark (no vLLM yet)     phase 2: vLLM bundle part 2 only
 #   phase 3: vLLM: NVFP4/Marlin + LoRA + AQN check, GEMM with Marlin in the same run
 #   phase 4: vLLM rollout throughput NVFP4 vs BF16 with LoRA
