@@ -250,3 +250,12 @@ def test_trained_norms_move_and_are_checkpointed(tmp_path, tiny_qwen2_nvfp4_dir)
     assert not torch.equal(norm.detach(), before)  # trained (and AQN restored the clean, trained value)
     saved = load_file(str(tmp_path / "run" / "checkpoint-1" / "norms.safetensors"))
     assert torch.equal(saved["model.layers.0.input_layernorm.weight"], norm.detach().cpu())
+
+
+def test_gradient_checkpointing_trains_adapters(tmp_path, tiny_qwen2_nvfp4_dir):
+    args = make_args(tmp_path, tiny_qwen2_nvfp4_dir, max_steps=1, save_strategy="no", gradient_checkpointing=True)
+    trainer = build_trainer(args, reward_funcs=[token_sum_reward])
+    b = trainer.model.base_model.model.model.layers[0].mlp.down_proj.lora_B["default"].weight
+    before = b.detach().clone()
+    trainer.train()
+    assert not torch.equal(b.detach(), before)
