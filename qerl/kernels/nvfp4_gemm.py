@@ -650,22 +650,23 @@ def _slab_rows(w: KernelWeight) -> int:
     return max(CHUNK, SCRATCH_ELEMENTS // w.k // CHUNK * CHUNK)
 
 
-def _matmul_large_m(x2: torch.Tensor, w: KernelWeight, y: torch.Tensor) -> torch.Tensor:
+def _slabs(w: KernelWeight, device: torch.device):
+    """Yield ``(n0, rows, W[n0 : n0 + rows] as bf16)``, every slab dequantized into the same scratch buffer."""
     slab = _slab_rows(w)
-    scratch = torch.empty((min(slab, w.n), w.k), dtype=torch.bfloat16, device=x2.device)
+    scratch = torch.empty((min(slab, w.n), w.k), dtype=torch.bfloat16, device=device)
     for n0 in range(0, w.n, slab):
         r = min(slab, w.n - n0)
-        ws = dequantize_rows(w, n0, r, scratch[:r])
+        yield n0, r, dequantize_rows(w, n0, r, scratch[:r])
+
+
+def _matmul_large_m(x2: torch.Tensor, w: KernelWeight, y: torch.Tensor) -> torch.Tensor:
+    for n0, r, ws in _slabs(w, x2.device):
         torch.mm(x2, ws.t(), out=y[:, n0 : n0 + r])
     return y
 
 
 def _grad_input_large_m(dy2: torch.Tensor, w: KernelWeight, dx: torch.Tensor) -> torch.Tensor:
-    slab = _slab_rows(w)
-    scratch = torch.empty((min(slab, w.n), w.k), dtype=torch.bfloat16, device=dy2.device)
-    for n0 in range(0, w.n, slab):
-        r = min(slab, w.n - n0)
-        ws = dequantize_rows(w, n0, r, scratch[:r])
+    for n0, r, ws in _slabs(w, dy2.device):
         if n0 == 0:
             torch.mm(dy2[:, :r], ws, out=dx)
         else:
