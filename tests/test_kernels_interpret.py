@@ -144,3 +144,20 @@ def test_prepare_weight_layout():
         assert torch.equal(chunk >> 4, padded[:, c * CHUNK + 64:(c + 1) * CHUNK])
     assert torch.equal(decode_e5m3(kw.scales[:, :9]), q.scale.float())
     assert torch.equal(decode_e5m3(kw.scales[:, 9:]), torch.ones(n, 7))  # padding groups: scale 1, codes 0
+
+
+def test_large_m_slabs_are_even_and_bounded():
+    """Slabs split W into the fewest pieces under the scratch budget, of (nearly) equal height, whole chunks."""
+    from types import SimpleNamespace
+
+    from qerl.kernels import nvfp4_gemm as kern
+
+    budget = kern.SCRATCH_ELEMENTS
+    for n, k in ((4608, 3584), (3584, 18944), (37888, 3584), (55296, 5120), (5120, 27648), (300, 208)):
+        rows = kern._slab_rows(SimpleNamespace(n=n, k=k))
+        count = -(-n // rows)
+        assert rows % kern.CHUNK == 0 and rows * k <= max(budget, kern.CHUNK * k)
+        assert count == -(-n // max(kern.CHUNK, budget // k // kern.CHUNK * kern.CHUNK))  # fewest slabs
+        assert n - (count - 1) * rows > rows - kern.CHUNK * count  # the last slab is not a thin remainder
+    # 7B down projection: two slabs of 1792 rows, not four of 885 and a remainder.
+    assert kern._slab_rows(SimpleNamespace(n=3584, k=18944)) == 1792

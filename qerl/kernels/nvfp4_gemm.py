@@ -630,7 +630,10 @@ def _out(out: torch.Tensor | None, m: int, n: int, like: torch.Tensor) -> torch.
 # M = 1024, input gradient ahead at every shape from M = 512); the slab is re-used, so no full BF16 copy of W exists.
 LARGE_M_FWD = 1024
 LARGE_M_BWD = 512
-SCRATCH_ELEMENTS = 16 * 2**20  # 32 MiB of bf16 per slab
+# At most 128 MiB of bf16 per slab, and slabs of equal height: with 32 MiB slabs a 7B down projection (K = 18944) was
+# cut into 885-row pieces whose M = 1024 products filled under half of the SMs (0.34x of BF16). A transient
+# 128 MiB buffer is small next to the activations of an M >= 1024 pass.
+SCRATCH_ELEMENTS = 64 * 2**20
 
 
 def dequantize_rows(w: KernelWeight, row0: int, rows: int, out: torch.Tensor | None = None,
@@ -647,7 +650,11 @@ def dequantize_rows(w: KernelWeight, row0: int, rows: int, out: torch.Tensor | N
 
 
 def _slab_rows(w: KernelWeight) -> int:
-    return max(CHUNK, SCRATCH_ELEMENTS // w.k // CHUNK * CHUNK)
+    """Rows per slab: the fewest slabs that fit the scratch budget, split evenly (rounded up to whole chunks), so no
+    slab is a thin remainder that leaves the GPU half idle."""
+    most = max(CHUNK, SCRATCH_ELEMENTS // w.k // CHUNK * CHUNK)
+    count = math.ceil(w.n / most)
+    return min(most, math.ceil(math.ceil(w.n / count) / CHUNK) * CHUNK)
 
 
 def _slabs(w: KernelWeight, device: torch.device):
