@@ -352,6 +352,43 @@ def derive(shape: str, results: list[dict], info: dict) -> dict:
 # -- one RL step -----------------------------------------------------------------------------------------------------
 
 
+class DevicePeak:
+    """Highest device memory in use (cudaMemGetInfo: every process and allocator, the engine's included) between
+    ``start()`` and ``stop()``, sampled by a background thread every ``interval`` seconds. None without CUDA."""
+
+    def __init__(self, interval: float = 0.01) -> None:
+        import torch
+
+        self.interval, self.cuda = interval, torch.cuda.is_available()
+        self.peak_gib: float | None = None
+
+    def _used(self) -> float:
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+        return (total - free) / 2**30
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak_gib = max(self.peak_gib, self._used())
+
+    def start(self) -> None:
+        import threading
+
+        if self.cuda:
+            self.peak_gib = self._used()
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._poll, daemon=True)
+            self._thread.start()
+
+    def stop(self) -> float | None:
+        if self.cuda:
+            self._stop.set()
+            self._thread.join()
+            self.peak_gib = max(self.peak_gib, self._used())
+        return self.peak_gib
+
+
 def rl_step(args: argparse.Namespace) -> dict:
     import torch
 
@@ -393,6 +430,7 @@ def rl_step(args: argparse.Namespace) -> dict:
     opt = torch.optim.AdamW(params, lr=1e-5)
     trainer_load_s = time.perf_counter() - t
     mem["after_trainer_gib"] = used_gib()
+    mem["trainer_allocated_gib"] = torch.cuda.memory_allocated() / 2**30 if cuda else None
     vocab = SHAPES[args.shape]["vocab_size"]
     g = torch.Generator().manual_seed(0)
     steps = []
@@ -401,6 +439,8 @@ def rl_step(args: argparse.Namespace) -> dict:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         phase = {}
+        peak = DevicePeak()
+        peak.start()
         t0 = time.perf_counter()
         backend.sync_policy(policy)
         phase["sync_s"] = time.perf_counter() - t0
@@ -444,10 +484,12 @@ def rl_step(args: argparse.Namespace) -> dict:
             torch.cuda.synchronize()
         phase["backward_opt_s"] = time.perf_counter() - t
         phase["step_s"] = time.perf_counter() - t0
+        phase["peak_device_used_gib"] = peak.stop()
         diff = ((logp.detach() - old).abs() * comp_mask).sum() / comp_mask.sum()
         phase["mean_abs_logprob_mismatch"] = float(diff)
         phase["rollout_device_used_gib"] = mem_rollout
         phase["peak_allocated_gib"] = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
+        phase["peak_reserved_gib"] = torch.cuda.max_memory_reserved() / 2**30 if cuda else None
         phase["device_used_after_step_gib"] = used_gib()
         policy.eval()
         steps.append(phase)
@@ -458,8 +500,9 @@ def rl_step(args: argparse.Namespace) -> dict:
             "prompt_len": args.prompt_len, "gen_len": args.gen_len, "sleep_mode": args.sleep_mode,
             "gradient_checkpointing": True, "engine_start_s": engine_s, "trainer_load_s": trainer_load_s,
             "memory": mem, **info, "steps": steps,
-            "note": "step 0 includes warm-up; peak_allocated covers this process's torch allocator (trainer and "
-                    "the in-process engine), device_used covers everything on the GPU"}
+            "note": "step 0 includes warm-up; peak_allocated / peak_reserved cover this process's torch allocator "
+                    "(trainer and the in-process engine); device_used and peak_device_used (sampled every 10 ms "
+                    "during the step) cover everything on the GPU"}
 
 
 # -- command line ----------------------------------------------------------------------------------------------------

@@ -178,6 +178,9 @@ def _load_packed(path: Path, device: torch.device, dtype: torch.dtype) -> nn.Mod
     model.to(device)
     if device.type == "cuda":
         use_kernel_layout(model)  # one 4-bit copy, in the layout the fused kernels read
+        # Hand the replaced codec-layout blocks back to the device: a colocated engine started after this sizes its
+        # KV cache from the free memory it sees.
+        torch.cuda.empty_cache()
     model.name_or_path = str(path)
     model.config._name_or_path = str(path)
     model.config.qerl_load = "nvfp4"

@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--json", help="also write the summary here")
     p.add_argument("--output-dir", help="run directory (default: a fresh one under /tmp); the adapter goes to final/")
+    p.add_argument("--token-reward", action="store_true",
+                   help="add a reward that varies with the sampled tokens (share of even token ids): on a random-"
+                        "weights checkpoint every task reward is 0, GRPO's advantages vanish and nothing would train")
     args, rest = p.parse_known_args(argv)
 
     import torch
@@ -76,7 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     trainer = None
     try:
         t = time.perf_counter()
-        trainer = build_trainer(cfg)
+        reward_funcs = None
+        if args.token_reward:
+            from qerl.rewards import get_reward_funcs
+
+            def even_token_share(completions, completion_ids=None, **kwargs):
+                return [sum(1 for t in ids if t % 2 == 0) / max(len(ids), 1) for ids in completion_ids]
+
+            reward_funcs = [*get_reward_funcs(cfg.reward_names), even_token_share]
+        trainer = build_trainer(cfg, reward_funcs=reward_funcs)
         summary["build_s"] = round(time.perf_counter() - t, 1)
         summary["backend"] = trainer.backend.name
         summary["vllm_version"] = getattr(trainer.backend, "vllm_version", None)

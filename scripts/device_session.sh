@@ -5,9 +5,8 @@
 #   phase 1: GPU tests + Triton GEMM benchmark (no vLLM yet)     phase 2: vLLM bundle part 2 only
 #   phase 3: vLLM: NVFP4/Marlin + LoRA + AQN check, GEMM with Marlin in the same run
 #   phase 4: vLLM rollout throughput NVFP4 vs BF16 with LoRA
-# Phases 5a-5h are one back-to-back chain (run 3): 5a-5c ferry the vLLM bundle (5a also the extra wheels in .whl:
-# trl, datasets, math-verify; 5c-5e also the NVFP4 SmolLM2 checkpoint in three parts under .device/smol/a|b|c, and
-# 5d the tokenizer files in .device/tok), then the checks and benchmarks below.
+# Phases 5a-5i and 6a-6e are two back-to-back chains (run 3, one machine each: a machine is held 30 minutes at most);
+# their payloads come from scripts/device_payload.sh (see the comments at 5a and 6a).
 set -uo pipefail
 phase=${1:?phase}
 out=${OUT:-/tmp/qerl-out}; mkdir -p "$out"
@@ -55,77 +54,106 @@ case "$phase" in
     timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 7b --formats nvfp4,bf16 --ranks 16 \
       --batches 1,8,64 --workdir /tmp/qb --json "$out/rollout_7b.json" 2>&1 | tail -30
     ;;
-  5a)  # bundle part 1, extra wheels, GPU tests, large-M GEMMs
+  # Run 3 (a back-to-back chain on one machine; payloads from scripts/device_payload.sh). 5a-5c ferry the vLLM
+  # bundle (5a also .whl, 5c also .device/smol/a); 5d carries .device/smol/b and .device/tok.
+  5a)  # bundle part 1, extra wheels, GPU tests, the random 7B NVFP4 checkpoint
     bash .device/vllm/c1/vllm_unpack.sh .device/vllm
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/extra .whl/*.whl
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
-    python3 -m pip list 2>/dev/null | grep -i -E "^(pyarrow|pandas|huggingface.hub|fsspec|xxhash|peft|accelerate) " \
+    python3 -m pip list 2>/dev/null | grep -i -E "^(torch|triton|transformers|peft|accelerate|pyarrow|huggingface.hub) " \
       | tee -a "$out/device.txt"
     PYTHONPATH=/tmp/extra:. timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py \
       tests/test_kernels_gpu.py 2>&1 | tail -15 | tee "$out/gpu_tests.txt"
-    PYTHONPATH=. timeout 240 python3 benchmarks/gemm_large_m.py --ms 512,1024,4096 --out "$out" 2>&1 | tail -60
+    timeout 150 python3 benchmarks/rollout_vllm.py checkpoint --shape 7b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -2
     ;;
-  5b)  # bundle part 2; the random NVFP4 checkpoints used by 5c-5h
+  5b)  # bundle part 2, the random 32B NVFP4 checkpoint, large-M GEMMs (training shapes) on the current slabs
     bash .device/vllm/c2/vllm_unpack.sh .device/vllm
-    for shape in 7b 14b 32b; do
-      timeout 150 python3 benchmarks/rollout_vllm.py checkpoint --shape $shape --format nvfp4 --workdir /tmp/qb 2>&1 | tail -2
-    done
+    timeout 240 python3 benchmarks/rollout_vllm.py checkpoint --shape 32b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -2
+    PYTHONPATH=. timeout 200 python3 benchmarks/gemm_large_m.py --ms 1024,4096 --out "$out" 2>&1 | tail -40
     df -h /tmp | tail -1
     ;;
   5c)  # bundle part 3; vLLM NVFP4/Marlin + LoRA + AQN + sleep-mode check on the 7B shape
     source .device/vllm/c3/vllm_unpack.sh .device/vllm
     mkdir -p /tmp/smolparts && cp .device/smol/a/* /tmp/smolparts/
     PYTHONPATH=/tmp/extra:$PYTHONPATH python3 -c "import trl, datasets, math_verify, vllm; print('trl', trl.__version__, \
-      'datasets', datasets.__version__, 'vllm', vllm.__version__)" 2>&1 | tail -1
-    timeout 400 python3 scripts/device_vllm_check.py --model /tmp/qb/qwen2.5-7b-nvfp4-random --load nvfp4 \
+      'datasets', datasets.__version__, 'vllm', vllm.__version__)" 2>&1 | tail -1 | tee -a "$out/versions.txt"
+    timeout 420 python3 scripts/device_vllm_check.py --model /tmp/qb/qwen2.5-7b-nvfp4-random --load nvfp4 \
       --rank 16 --sleep-mode --json "$out/vllm_check.json" 2>&1 | grep -v "^ " | tail -25
     ;;
-  5d)  # RL steps with trl + vLLM on the 7B shape (SmolLM2 tokenizer); 14B rollouts, NVFP4
+  5d)  # RL steps with trl + vLLM on the real SmolLM2 (NVFP4) and vLLM evaluation of the base and the trained adapter
     vllm_env
     cp .device/smol/b/* /tmp/smolparts/
-    cp .device/tok/* /tmp/qb/qwen2.5-7b-nvfp4-random/
-    PYTHONPATH=/tmp/extra:$PYTHONPATH timeout 270 python3 scripts/device_rl_e2e.py --config configs/smollm2_arith_nvfp4.yaml \
-      --model /tmp/qb/qwen2.5-7b-nvfp4-random --steps 4 --json "$out/rl_e2e_7b.json" --output-dir /tmp/e2e7b \
-      --max_completion_length 32 --gradient_checkpointing true --vllm_max_model_length 512 \
-      --vllm_gpu_memory_utilization 0.35 --disable_tqdm true 2>&1 | grep "check\]\|Error\|error" | tail -12
-    timeout 300 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4 --ranks 16 \
-      --batches 1,8,64 --workdir /tmp/qb --json "$out/rollout_14b_nvfp4.json" 2>&1 | grep "\[bench\]" | tail -8
-    ;;
-  5e)  # RL steps with trl + vLLM on the real SmolLM2 (NVFP4), vLLM eval of its adapter; 14B rollouts, BF16
-    vllm_env
-    cp .device/smol/c/* /tmp/smolparts/
     if [ "$(cat /tmp/smolparts/part_0* | sha256sum | cut -c1-64)" = "$(cat /tmp/smolparts/smol.sha256)" ]; then
-      cat /tmp/smolparts/part_0* | tar -x -C /tmp; else echo "smol checkpoint sha256 mismatch"; fi
-    smol=/tmp/smollm2-135m-instruct-0963b49521-nvfp4
-    PYTHONPATH=/tmp/extra:$PYTHONPATH timeout 200 python3 scripts/device_rl_e2e.py --config configs/smollm2_arith_nvfp4.yaml \
+      cat /tmp/smolparts/part_0* | xz -d | tar -x -C /tmp; else echo "smol checkpoint sha256 mismatch"; fi
+    mkdir -p /tmp/tok && cp .device/tok/* /tmp/tok/
+    smol=/tmp/smollm2-135m-instruct-nvfp4
+    PYTHONPATH=/tmp/extra:$PYTHONPATH timeout 240 python3 scripts/device_rl_e2e.py --config configs/smollm2_arith_nvfp4.yaml \
       --model $smol --steps 8 --json "$out/rl_e2e_smollm2.json" --output-dir /tmp/e2esmol \
-      --vllm_max_model_length 512 --vllm_gpu_memory_utilization 0.3 --disable_tqdm true 2>&1 \
+      --vllm_max_model_length 512 --vllm_gpu_memory_utilization 0.15 --disable_tqdm true 2>&1 \
       | grep "check\]\|Error\|error" | tail -12
     for a in base trained; do
       extra=(); [ $a = trained ] && extra=(--adapter /tmp/e2esmol/final)
-      PYTHONPATH=/tmp/extra:$PYTHONPATH timeout 120 python3 -m eval.arith --model $smol --load nvfp4 --backend vllm \
+      PYTHONPATH=/tmp/extra:$PYTHONPATH timeout 150 python3 -m eval.arith --model $smol --load nvfp4 --backend vllm \
         --difficulty 0 --limit 64 --n-samples 2 --temperature 1.0 --top-p 1.0 --max-tokens 48 --enforce-eager \
-        --gpu-memory-utilization 0.3 --max-model-len 1024 --output "$out/eval_smollm2_vllm_$a.json" --overwrite \
+        --gpu-memory-utilization 0.15 --max-model-len 1024 --output "$out/eval_smollm2_vllm_$a.json" --overwrite \
         --no-progress "${extra[@]}" 2>&1 | tail -2
     done
-    timeout 300 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats bf16 --ranks 16 \
-      --batches 1,8,64 --workdir /tmp/qb --json "$out/rollout_14b_bf16.json" 2>&1 | grep "\[bench\]" | tail -8
+    ;;
+  5e)  # RL steps with trl + vLLM on the 7B-shaped NVFP4 checkpoint (SmolLM2 tokenizer; a token-dependent reward, so
+       # GRPO has signal on random weights)
+    vllm_env
+    cp /tmp/tok/* /tmp/qb/qwen2.5-7b-nvfp4-random/
+    PYTHONPATH=/tmp/extra:$PYTHONPATH timeout 420 python3 scripts/device_rl_e2e.py --config configs/smollm2_arith_nvfp4.yaml \
+      --model /tmp/qb/qwen2.5-7b-nvfp4-random --steps 4 --token-reward --json "$out/rl_e2e_7b.json" \
+      --output-dir /tmp/e2e7b --max_completion_length 32 --gradient_checkpointing true --vllm_max_model_length 512 \
+      --vllm_gpu_memory_utilization 0.25 --disable_tqdm true 2>&1 | grep "check\]\|Error\|error" | tail -12
     ;;
   5f)  # 32B rollouts with a rank-32 adapter, NVFP4 and BF16
     vllm_env
-    timeout 560 python3 benchmarks/rollout_vllm.py rollout --shape 32b --formats nvfp4,bf16 --ranks 32 \
-      --batches 1,8,64 --gpu-memory-utilization 0.92 --workdir /tmp/qb --json "$out/rollout_32b.json" 2>&1 \
-      | grep "\[bench\]\|failed\|Error" | tail -12
+    timeout 570 python3 benchmarks/rollout_vllm.py rollout --shape 32b --formats nvfp4,bf16 --ranks 32 \
+      --batches 1,8,64 --gpu-memory-utilization 0.9 --workdir /tmp/qb --json "$out/rollout_32b.json" 2>&1 | tail -3
     ;;
-  5g)  # one RL step on the 32B-shaped NVFP4 model: rank 32, 16 x 256 = 4096 completion tokens
+  5g|5h)  # one RL step on the 32B-shaped NVFP4 model: rank 32, 16 x 256 = 4096 completion tokens; 5g without,
+          # 5h with sleep mode. The engine gets 0.2 of an H200 (28 GiB), what the configs' 0.35 gives it on 80 GB.
     vllm_env
+    sleep=(); name=rl_step_32b_no_sleep; [ "$phase" = 5h ] && { sleep=(--sleep-mode); name=rl_step_32b_sleep; }
     timeout 560 python3 benchmarks/rollout_vllm.py rl-step --shape 32b --rank 32 --batch 16 --prompt-len 256 \
-      --gen-len 256 --steps 2 --gpu-memory-utilization 0.35 --workdir /tmp/qb --json "$out/rl_step_32b.json" 2>&1 \
-      | grep "\[bench\]\|Error\|error" | tail -12
+      --gen-len 256 --steps 2 --gpu-memory-utilization 0.2 "${sleep[@]}" --workdir /tmp/qb --json "$out/$name.json" \
+      2>&1 | grep "\[bench\]\|Error\|error" | tail -12
     ;;
-  5h)  # adapter cost: 14B without LoRA and with rank 64
+  5i)  # 14B: NVFP4 vs BF16, without an adapter and with rank 32
     vllm_env
-    timeout 560 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 0,64 \
-      --batches 1,8,64 --workdir /tmp/qb --json "$out/rollout_14b_ranks.json" 2>&1 | grep "\[bench\]\|failed" | tail -12
+    timeout 570 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 0,32 \
+      --batches 1,8,64 --workdir /tmp/qb --json "$out/rollout_14b.json" 2>&1 | tail -3
+    ;;
+  # Second machine (what did not fit in the first one's 30 minutes): the bundle again (6a-6c; 6a also .whl, 6c also
+  # .device/bnb), the NF4 (QLoRA) engine check, the 14B rank sweep, 7B rollouts.
+  6a)
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/extra .whl/*.whl
+    for shape in 14b 7b; do
+      timeout 200 python3 benchmarks/rollout_vllm.py checkpoint --shape $shape --format nvfp4 --workdir /tmp/qb 2>&1 | tail -2
+    done
+    timeout 60 python3 benchmarks/rollout_vllm.py checkpoint --shape tiny --format bf16 --weights random --workdir /tmp/qb \
+      2>&1 | tail -2
+    ;;
+  6b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    ;;
+  6c)  # the NF4 (bitsandbytes) engine + trainer check on a tiny random BF16 checkpoint
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/extra .device/bnb/*.whl
+    PYTHONPATH=/tmp/extra:$PYTHONPATH timeout 250 python3 scripts/device_vllm_check.py --model /tmp/qb/qwen2.5-tiny-bf16-random \
+      --load nf4 --rank 16 --json "$out/vllm_check_nf4.json" 2>&1 | grep "check\]\|Error\|error" | tail -12
+    ;;
+  6d)  # 14B rank sweep: 16 and 64, NVFP4 and BF16
+    vllm_env
+    timeout 580 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 16,64 \
+      --batches 1,8,64 --workdir /tmp/qb --json "$out/rollout_14b_ranks.json" 2>&1 | tail -3
+    ;;
+  6e)  # 7B: NVFP4 vs BF16, without an adapter and with rank 16
+    vllm_env
+    timeout 560 python3 benchmarks/rollout_vllm.py rollout --shape 7b --formats nvfp4,bf16 --ranks 0,16 \
+      --batches 1,8,64 --workdir /tmp/qb --json "$out/rollout_7b.json" 2>&1 | tail -3
     ;;
 esac

@@ -425,3 +425,53 @@ def test_trainer_runs_rl_steps_with_the_vllm_backend(engines, ckpt, tmp_path):
             torch.testing.assert_close(engine[name][1][:, :RANK].float(), b.float(), rtol=2**-8, atol=1e-7)
     finally:
         trainer.backend.close()
+
+
+def _script(relative: str):
+    """Import one of the repository's scripts (they are not a package) as a module."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_device_rl_e2e_script_passes_its_checks(engines, ckpt, tmp_path):
+    """scripts/device_rl_e2e.py (the GPU end-to-end check) on a CPU engine: trl steps through the project's trainer
+    with the vLLM backend, then its own checks (steps, AQN schedule, engine adapter == trained adapter, trained,
+    saved). ``--token-reward`` gives GRPO signal on a random model, whose task rewards are all 0."""
+    import json
+
+    engines.close()
+    summary_file = tmp_path / "summary.json"
+    rc = _script("scripts/device_rl_e2e.py").main([
+        "--config", str(Path(__file__).resolve().parents[1] / "configs" / "smollm2_arith_nvfp4.yaml"), "--model", str(ckpt), "--steps", "2", "--token-reward",
+        "--json", str(summary_file), "--output-dir", str(tmp_path / "run"),
+        "--load", "bf16", "--model_dtype", "float32", "--vllm_enforce_eager", "true", "--vllm_max_model_length", "256",
+        "--max_completion_length", "8", "--per_device_train_batch_size", "4", "--num_generations", "4",
+        "--lora_r", str(RANK), "--lora_alpha", str(ALPHA), "--learning_rate", "1e-2", "--dataset_limit", "16",
+        "--disable_tqdm", "true",
+    ])
+    summary = json.loads(summary_file.read_text())
+    assert set(summary["checks"]) == {"steps", "aqn", "adapter", "trained", "saved"}
+    assert rc == 0 and summary["ok"], summary["checks"]
+    assert summary["backend"] == "vllm" and len(summary["log"]) == 2
+    assert (tmp_path / "run" / "final" / "adapter_model.safetensors").is_file()
+
+
+def test_rollout_benchmark_rl_step_runs_on_a_tiny_shape(engines, tmp_path):
+    """benchmarks/rollout_vllm.py rl-step (the 32B single-GPU step measurement) on its CPU-sized shape: sync,
+    rollout, trainer log-probs, backward and optimizer step run and report per-phase numbers (no CUDA: no memory)."""
+    engines.close()
+    bench = _script("benchmarks/rollout_vllm.py")
+    args = bench.parse_args(["rl-step", "--shape", "tiny", "--format", "bf16", "--rank", "8", "--batch", "2",
+                             "--prompt-len", "8", "--gen-len", "4", "--steps", "1", "--eager",
+                             "--workdir", str(tmp_path)])
+    result = bench.rl_step(args)
+    (step,) = result["steps"]
+    assert step["rollout_tokens"] == 2 * 4
+    assert all(step[k] > 0 for k in ("sync_s", "rollout_s", "forward_s", "backward_opt_s", "step_s"))
+    assert math.isfinite(step["mean_abs_logprob_mismatch"])
+    assert step["peak_device_used_gib"] is None and step["peak_allocated_gib"] is None

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds, on a machine with network access, what scripts/device_session.sh carries to a GPU machine that has none
+# (each transfer is limited to 64 MiB, so large payloads travel in parts over consecutive calls):
+#   .whl/            Python 3.12 wheels the GPU image lacks: trl, datasets, math-verify and their missing deps
+#   .device/smol/a|b the NVFP4 SmolLM2-135M-Instruct checkpoint (from training/smollm2_arith_nvfp4.sh's quantize
+#                    step), as an xz tar in two parts, with its sha256
+#   .device/tok/     its tokenizer files, for random Qwen2.5-shaped checkpoints that have none
+# The vLLM bundle itself (.device/vllm/c1..c3) comes from the shared recipe (vllm_bundle.sh). Both folders must be
+# git-ignored (.git/info/exclude). Usage: bash scripts/device_payload.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+model=outputs/smollm2-135m-instruct-nvfp4
+if [ ! -f "$model/config.json" ]; then
+  bash setup_env.sh quantize
+  QERL_CACHE=${QERL_CACHE:-$PWD/.cache} HF_HUB_OFFLINE=1 .venv-quantize/bin/python llm-compressor/quantize_nvfp4.py \
+    --gguf-file smollm2 --output "$model"
+fi
+
+plat="--only-binary=:all: --python-version 3.12 --implementation cp"
+for p in manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 any; do plat="$plat --platform $p"; done
+rm -rf .whl && mkdir -p .whl
+# Pins as in requirements/train-cuda.txt; the deps are the ones the GPU image does not have.
+python3 -m pip download -q --no-deps $plat -d .whl trl==1.16.0 datasets==5.2.0 math-verify==0.9.0 \
+  "dill<0.4.2" "multiprocess<0.70.20" latex2sympy2_extended==1.11.0 antlr4-python3-runtime==4.13.2
+
+rm -rf .device/smol .device/tok && mkdir -p .device/smol/a .device/smol/b .device/tok
+work=$(mktemp -d)
+tar -C "$(dirname "$model")" -cf - "$(basename "$model")" | xz -6 -T0 > "$work/smol.tar.xz"
+# Part a travels beside the vLLM bundle's last part (~20 MB), part b on its own.
+(cd "$work" && split -b 40000000 -d smol.tar.xz part_)
+mv "$work/part_00" .device/smol/a/; mv "$work"/part_0* .device/smol/b/
+sha256sum < "$work/smol.tar.xz" | cut -c1-64 > .device/smol/b/smol.sha256
+cp "$model"/tokenizer.json "$model"/tokenizer_config.json "$model"/chat_template.jinja .device/tok/
+rm -rf "$work"
+du -sh .whl .device/smol/a .device/smol/b .device/tok
