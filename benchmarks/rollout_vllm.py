@@ -14,6 +14,8 @@ Subcommands (each prints a JSON summary; --json also writes it):
               bandwidth), NVFP4/BF16 speedup, and the per-step cost of the active adapter (vs. rank 0 = no LoRA).
       python3 benchmarks/rollout_vllm.py rollout --shape 7b --formats nvfp4,bf16 --ranks 0,16,32,64 \\
           --batches 1,8,64 --prompt-len 128 --gen-len 256 --workdir /tmp/qerl-bench
+      --lora-dual-stream starts the engines with vLLM's VLLM_LORA_ENABLE_DUAL_STREAM=1 (adapter kernels on a second
+      CUDA stream, overlapping the base GEMM), to measure what that does to the adapter's per-step cost.
       BF16 uses load_format=dummy by default (--bf16-weights random writes a real checkpoint: 2 bytes/weight on
       disk); NVFP4 uses a real random checkpoint (dummy init leaves packed codes uninitialised).
       Budget: ~1-1.5 min per (format, rank) on a cold process (import + engine start + CUDA graphs), so split
@@ -292,6 +294,7 @@ def run_one(args: argparse.Namespace) -> dict:
               f"{step * 1e3:.2f} ms/step", flush=True)
     backend.close()
     return {"format": fmt, "rank": rank, "weights": weights, "engine_start_s": start_s,
+            "lora_dual_stream": os.environ.get("VLLM_LORA_ENABLE_DUAL_STREAM", "0") == "1",
             "vllm_version": backend.vllm_version, "rows": rows}
 
 
@@ -307,8 +310,11 @@ def rollout(args: argparse.Namespace) -> dict:
                    "--gen-len", str(args.gen_len), "--workdir", args.workdir, "--repeats", str(args.repeats),
                    "--gpu-memory-utilization", str(args.gpu_memory_utilization),
                    "--bf16-weights", args.bf16_weights] + (["--eager"] if args.eager else [])
+            env = dict(os.environ)
+            if args.lora_dual_stream:  # read by vLLM when its LoRA layers are imported: set before the child starts
+                env["VLLM_LORA_ENABLE_DUAL_STREAM"] = "1"
             t = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
             sys.stderr.write(proc.stderr[-3000:] if proc.returncode else "")
             line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")), None)
             if proc.returncode or line is None:
@@ -319,7 +325,8 @@ def rollout(args: argparse.Namespace) -> dict:
             res = json.loads(line)
             res["process_s"] = time.perf_counter() - t
             results.append(res)
-    return {"shape": args.shape, "prompt_len": args.prompt_len, "gen_len": args.gen_len, **info,
+    return {"shape": args.shape, "prompt_len": args.prompt_len, "gen_len": args.gen_len,
+            "lora_dual_stream": args.lora_dual_stream, **info,
             "runs": results, "derived": derive(args.shape, results, info)}
 
 
@@ -531,6 +538,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         common(r)
         if name == "rollout":
             r.add_argument("--formats", type=lambda s: s.split(","), default=["nvfp4", "bf16"])
+            r.add_argument("--lora-dual-stream", action="store_true",
+                           help="run each engine with VLLM_LORA_ENABLE_DUAL_STREAM=1 (vLLM overlaps the LoRA kernels "
+                                "with the base layer's GEMM on a second CUDA stream)")
         else:
             r.add_argument("--format", choices=("nvfp4", "bf16"), required=True)
             r.add_argument("--rank", type=int, required=True)

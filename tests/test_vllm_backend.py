@@ -475,3 +475,26 @@ def test_rollout_benchmark_rl_step_runs_on_a_tiny_shape(engines, tmp_path):
     assert all(step[k] > 0 for k in ("sync_s", "rollout_s", "forward_s", "backward_opt_s", "step_s"))
     assert math.isfinite(step["mean_abs_logprob_mismatch"])
     assert step["peak_device_used_gib"] is None and step["peak_allocated_gib"] is None
+
+
+def test_rollout_benchmark_sweep_and_dual_stream_setting_reach_the_engines(engines, tmp_path, monkeypatch):
+    """benchmarks/rollout_vllm.py rollout on its CPU-sized shape: one engine process per LoRA rank, decode rows for
+    every batch, the adapter's per-step cost derived against rank 0. With --lora-dual-stream the child engines get
+    VLLM_LORA_ENABLE_DUAL_STREAM=1, which vLLM itself reads and (on CPU) refuses with its own message."""
+    engines.close()
+    monkeypatch.delenv("VLLM_LORA_ENABLE_DUAL_STREAM", raising=False)
+    bench = _script("benchmarks/rollout_vllm.py")
+    common = ["rollout", "--shape", "tiny", "--formats", "bf16", "--batches", "1,2", "--gen-len", "6",
+              "--prompt-len", "8", "--repeats", "1", "--eager", "--workdir", str(tmp_path)]
+    result = bench.rollout(bench.parse_args([*common, "--ranks", "0,8"]))
+    assert [r["rank"] for r in result["runs"]] == [0, 8] and not result["lora_dual_stream"]
+    for run in result["runs"]:
+        assert "error" not in run, run.get("tail")
+        assert [row["batch"] for row in run["rows"]] == [1, 2] and not run["lora_dual_stream"]
+        assert all(row["decode_tokens_per_s"] > 0 for row in run["rows"])
+    assert [(c["rank"], c["batch"]) for c in result["derived"]["adapter_cost"]] == [(8, 1), (8, 2)]
+
+    dual = bench.rollout(bench.parse_args([*common, "--ranks", "8", "--lora-dual-stream"]))
+    (run,) = dual["runs"]
+    assert dual["lora_dual_stream"] and run["error"].startswith("exit")
+    assert "Dual CUDA streams are only supported on CUDA" in run["tail"]
