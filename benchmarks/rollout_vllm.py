@@ -359,6 +359,16 @@ def derive(shape: str, results: list[dict], info: dict) -> dict:
 # -- one RL step -----------------------------------------------------------------------------------------------------
 
 
+def used_gib() -> float | None:
+    """Device memory in use, GiB (cudaMemGetInfo: every process and allocator); None without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    free, total = torch.cuda.mem_get_info()
+    return (total - free) / 2**30
+
+
 class DevicePeak:
     """Highest device memory in use (cudaMemGetInfo: every process and allocator, the engine's included) between
     ``start()`` and ``stop()``, sampled by a background thread every ``interval`` seconds. None without CUDA."""
@@ -369,21 +379,15 @@ class DevicePeak:
         self.interval, self.cuda = interval, torch.cuda.is_available()
         self.peak_gib: float | None = None
 
-    def _used(self) -> float:
-        import torch
-
-        free, total = torch.cuda.mem_get_info()
-        return (total - free) / 2**30
-
     def _poll(self) -> None:
         while not self._stop.wait(self.interval):
-            self.peak_gib = max(self.peak_gib, self._used())
+            self.peak_gib = max(self.peak_gib, used_gib())
 
     def start(self) -> None:
         import threading
 
         if self.cuda:
-            self.peak_gib = self._used()
+            self.peak_gib = used_gib()
             self._stop = threading.Event()
             self._thread = threading.Thread(target=self._poll, daemon=True)
             self._thread.start()
@@ -392,7 +396,7 @@ class DevicePeak:
         if self.cuda:
             self._stop.set()
             self._thread.join()
-            self.peak_gib = max(self.peak_gib, self._used())
+            self.peak_gib = max(self.peak_gib, used_gib())
         return self.peak_gib
 
 
@@ -407,12 +411,6 @@ def rl_step(args: argparse.Namespace) -> dict:
     cuda = torch.cuda.is_available()
     info = device_info()
     path = write_checkpoint(Path(args.workdir), args.shape, args.format, "random")
-
-    def used_gib() -> float | None:
-        if not cuda:
-            return None
-        free, total = torch.cuda.mem_get_info()
-        return (total - free) / 2**30
 
     t = time.perf_counter()
     # The engine first: vLLM sizes its KV cache from the memory free at start-up.
