@@ -60,6 +60,9 @@ class QeRLConfig(GRPOConfig):
                                                                        "log the mismatch even without correction"})
     vllm_max_lora_rank: int | None = None  # default: lora_r
     vllm_enforce_eager: bool = field(default=False, metadata={"help": "no CUDA graphs in the rollout engine"})
+    vllm_lora_dual_stream: bool = field(default=False, metadata={"help": "run the engine's LoRA kernels on a second "
+                                                                         "CUDA stream beside the base GEMMs (vLLM's "
+                                                                         "VLLM_LORA_ENABLE_DUAL_STREAM; CUDA only)"})
     # --- AQN --------------------------------------------------------------------------------------------------
     aqn_mode: str = field(default="exponential", metadata={"help": "exponential | constant | off"})
     aqn_sigma_start: float = 1e-2

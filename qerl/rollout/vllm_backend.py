@@ -169,6 +169,7 @@ class VLLMRolloutBackend(RolloutBackend):
         dtype: str = "auto",
         seed: int = 0,
         enforce_eager: bool = False,
+        lora_dual_stream: bool = False,
         adapter_root: str | Path | None = None,
         eos_token_ids: list[int] | None = None,
         engine_kwargs: dict[str, Any] | None = None,
@@ -178,6 +179,7 @@ class VLLMRolloutBackend(RolloutBackend):
             raise UserError(f"unknown load mode {load!r}: use one of {', '.join(LOAD_MODES)}")
         # Before vllm is imported: some of its settings are read once at import or engine start.
         vllm_internals.require_inprocess_engine()
+        vllm_internals.set_lora_dual_stream(lora_dual_stream)
         try:
             import vllm
         except ImportError as exc:

@@ -11,6 +11,7 @@ trainer's). Those paths move between vLLM releases; each function here checks th
 from __future__ import annotations
 
 import os
+import sys
 import typing
 from typing import Any
 
@@ -59,6 +60,24 @@ def require_inprocess_engine() -> None:
             f"VLLM_ENABLE_V1_MULTIPROCESSING={value}: the qerl vLLM backend edits the engine's weights in place "
             "(AQN, trained norms) and needs the in-process engine; unset it or set it to 0"
         )
+
+
+DUAL_STREAM_ENV = "VLLM_LORA_ENABLE_DUAL_STREAM"
+_DUAL_STREAM_MODULE = "vllm.lora.layers.base_linear"
+
+
+def set_lora_dual_stream(enabled: bool) -> None:
+    """Run the engine's LoRA kernels on a second CUDA stream beside the base GEMM (vLLM's
+    ``VLLM_LORA_ENABLE_DUAL_STREAM``; left as the environment has it when not enabled here). vLLM reads it when its
+    LoRA linear layers are first imported (only then does it register the op for the second stream), so it is set
+    before that and cannot be switched on afterwards."""
+    if not enabled:
+        return
+    if _DUAL_STREAM_MODULE in sys.modules and os.environ.get(DUAL_STREAM_ENV, "0").strip() in ("", "0"):
+        raise VLLMInternalsError(
+            f"{DUAL_STREAM_ENV} was already read as off by vLLM (its LoRA layers are imported in this process): "
+            "enable vllm_lora_dual_stream before the first vLLM engine of the process starts")
+    os.environ[DUAL_STREAM_ENV] = "1"
 
 
 def _single(results: list, what: str) -> Any:
