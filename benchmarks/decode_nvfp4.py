@@ -6,7 +6,12 @@ position buffers, so 256 replays are 256 decode steps with no host work in betwe
 128-token prompt. The BF16 model's weights are the dequantized NVFP4 weights, so both models compute the same
 function up to rounding (checked: first-step logits and greedy tokens).
 
+The work between the projections (residual add + RMSNorm, bias + RoPE, SiLU x up) is written as three small
+functions; ``--compile`` hands each to ``torch.compile`` so it becomes one fused kernel, as in a serving engine,
+for both models alike (the projections and attention stay the same calls).
+
     python benchmarks/decode_nvfp4.py                       # batch 1, 8, 64; 256 new tokens
+    python benchmarks/decode_nvfp4.py --compile             # fused elementwise work between the projections
     python benchmarks/decode_nvfp4.py --batches 8 --layers 4
 
 Writes decode_nvfp4.json under $OUT (or --out) and prints a table last.
@@ -57,13 +62,49 @@ class Linear:
         self.b = (torch.randn(n, device="cuda") * 0.02).to(torch.bfloat16) if bias else None
 
     def __call__(self, x: torch.Tensor, fp4: bool) -> torch.Tensor:
-        y = nvfp4_matmul(x, self.kw) if fp4 else F.linear(x, self.w)
-        return y if self.b is None else y + self.b
+        """x @ W^T without the bias (the caller fuses it into the next elementwise step)."""
+        return nvfp4_matmul(x, self.kw) if fp4 else F.linear(x, self.w)
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     xf = x.float()
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
+
+
+def add_rms_norm(h: torch.Tensor, delta: torch.Tensor, w: torch.Tensor, eps: float):
+    """Residual add, then RMSNorm of the sum: (h + delta, norm(h + delta))."""
+    h = h + delta
+    return h, rms_norm(h, w, eps)
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rot = torch.cat([-x[..., half:], x[..., :half]], -1)
+    return x * cos + rot * sin
+
+
+def bias_rope(qkv: torch.Tensor, bias: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, heads: int,
+              kv_heads: int, head_dim: int):
+    """QKV bias, split into heads, RoPE on q and k: (q [B, H, D], k [B, KV, D], v [B, KV, D])."""
+    b = qkv.shape[0]
+    q, k, v = (qkv + bias).split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], -1)
+    q = _rope(q.view(b, heads, head_dim), cos, sin)
+    k = _rope(k.view(b, kv_heads, head_dim), cos, sin)
+    return q, k, v.view(b, kv_heads, head_dim)
+
+
+def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    gate, up = gate_up.chunk(2, -1)
+    return F.silu(gate) * up
+
+
+FUSED = {"add_rms_norm": add_rms_norm, "bias_rope": bias_rope, "silu_mul": silu_mul, "rms_norm": rms_norm}
+
+
+def compile_elementwise() -> None:
+    """Replace the elementwise steps with torch.compile'd versions (one fused kernel each)."""
+    for name, fn in list(FUSED.items()):
+        FUSED[name] = torch.compile(fn, fullgraph=True, dynamic=False)
 
 
 class Decoder:
@@ -102,12 +143,6 @@ class Decoder:
             caches.append((k, v))
         return caches
 
-    @staticmethod
-    def _rope(x, cos, sin):
-        half = x.shape[-1] // 2
-        rot = torch.cat([-x[..., half:], x[..., :half]], -1)
-        return x * cos + rot * sin
-
     def step(self, tok: torch.Tensor, pos: torch.Tensor, caches, fp4: bool) -> torch.Tensor:
         """One decode step for a batch: tok [B] -> logits [B, vocab]; writes K/V at ``pos`` (a 1-element tensor)."""
         c = self.cfg
@@ -116,20 +151,18 @@ class Decoder:
         cos = self.cos.index_select(0, pos)[:, None, :]  # [1, 1, D]
         sin = self.sin.index_select(0, pos)[:, None, :]
         visible = (torch.arange(self.max_len, device="cuda") <= pos)[None, None, None, :]
-        for layer, (kc, vc) in zip(self.layers, caches):
-            x = rms_norm(hdn, layer["ln1"], c.eps)
-            qkv = layer["qkv"](x, fp4)
-            q, k, v = qkv.split([c.heads * c.head_dim, c.kv_heads * c.head_dim, c.kv_heads * c.head_dim], -1)
-            q = self._rope(q.view(b, c.heads, c.head_dim), cos, sin)
-            k = self._rope(k.view(b, c.kv_heads, c.head_dim), cos, sin)
+        f = FUSED
+        x = f["rms_norm"](hdn, self.layers[0]["ln1"], c.eps)
+        for i, (layer, (kc, vc)) in enumerate(zip(self.layers, caches)):
+            q, k, v = f["bias_rope"](layer["qkv"](x, fp4), layer["qkv"].b, cos, sin, c.heads, c.kv_heads, c.head_dim)
             kc.index_copy_(2, pos, k[:, :, None, :])
-            vc.index_copy_(2, pos, v.view(b, c.kv_heads, 1, c.head_dim))
+            vc.index_copy_(2, pos, v[:, :, None, :])
             att = F.scaled_dot_product_attention(q[:, :, None, :], kc, vc, attn_mask=visible, enable_gqa=True)
-            hdn = hdn + layer["o"](att.reshape(b, c.heads * c.head_dim), fp4)
-            x = rms_norm(hdn, layer["ln2"], c.eps)
-            gate, up = layer["gate_up"](x, fp4).chunk(2, -1)
-            hdn = hdn + layer["down"](F.silu(gate) * up, fp4)
-        return F.linear(rms_norm(hdn, self.norm, c.eps), self.lm_head)
+            hdn, x = f["add_rms_norm"](hdn, layer["o"](att.reshape(b, c.heads * c.head_dim), fp4), layer["ln2"], c.eps)
+            delta = layer["down"](f["silu_mul"](layer["gate_up"](x, fp4)), fp4)
+            last = i + 1 == len(self.layers)
+            hdn, x = f["add_rms_norm"](hdn, delta, self.norm if last else self.layers[i + 1]["ln1"], c.eps)
+        return F.linear(x, self.lm_head)
 
 
 def run_batch(model: Decoder, batch: int, prompt: int, new_tokens: int, fp4: bool) -> dict:
@@ -184,12 +217,15 @@ def main() -> None:
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--layers", type=int, default=28, help="decoder layers (28 = Qwen2.5-7B; fewer only for tests)")
     p.add_argument("--configs", default="", help="tuned_configs.json from benchmarks/gemm_nvfp4.py --tune")
+    p.add_argument("--compile", action="store_true", help="torch.compile the elementwise steps (both models)")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.configs and Path(args.configs).is_file():
         print(f"loaded {load_tuned_configs(json.loads(Path(args.configs).read_text()))} tuned configs")
+    if args.compile:
+        compile_elementwise()
     torch.manual_seed(0)
     t0 = time.perf_counter()
     cfg = Qwen7BShape(layers=args.layers)
@@ -210,7 +246,8 @@ def main() -> None:
     props = torch.cuda.get_device_properties(0)
     import triton
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
-            "triton": triton.__version__, "layers": cfg.layers, "prompt": args.prompt, "new_tokens": args.new_tokens,
+            "triton": triton.__version__, "compile": args.compile, "layers": cfg.layers, "prompt": args.prompt,
+            "new_tokens": args.new_tokens,
             "command": " ".join(["python"] + sys.argv)}
     (out_dir / "decode_nvfp4.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(f"\n{props.name}, {cfg.layers} layers, {args.new_tokens} new tokens (prompt {args.prompt})")

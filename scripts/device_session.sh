@@ -156,4 +156,51 @@ case "$phase" in
     timeout 560 python3 benchmarks/rollout_vllm.py rollout --shape 7b --formats nvfp4,bf16 --ranks 0,16 \
       --batches 1,8,64 --workdir /tmp/qb --json "$out/rollout_7b.json" 2>&1 | tail -3
     ;;
+  # Run 4 (one machine, back to back): does vLLM's VLLM_LORA_ENABLE_DUAL_STREAM (adapter kernels on a second stream
+  # beside the base GEMM) lift the 14B rollouts with an active adapter? 7a-7c ferry the bundle (7a also makes the
+  # random 14B NVFP4 checkpoint); 7c measures with the second stream, 7d without it on the same machine.
+  7a)
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 400 python3 benchmarks/rollout_vllm.py checkpoint --shape 14b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -2
+    ;;
+  7b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    ;;
+  7c|7d)  # 14B, rank-32 adapter, NVFP4 and BF16: 7c with the second LoRA stream, 7d without
+    if [ "$phase" = 7c ]; then source .device/vllm/c3/vllm_unpack.sh .device/vllm; else vllm_env; fi
+    dual=(); name=rollout_14b_r32; [ "$phase" = 7c ] && { dual=(--lora-dual-stream); name=rollout_14b_r32_dual_stream; }
+    timeout 570 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 \
+      --batches 1,8,64 "${dual[@]}" --workdir /tmp/qb --json "$out/$name.json" 2>&1 | tail -4
+    ;;
+  # Run 4, kernels (a fresh machine, no vLLM): 8a GPU tests, then the small-M launch search (fused split reduction,
+  # the separate reduce kernel for comparison, wider tiles, W as the left mma operand) on the 7B shapes; 8b the decode
+  # harness with the configs 8a picked, eager and with the elementwise steps compiled; 8c the search on 32B shapes.
+  8a)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
+      | tail -15 | tee "$out/gpu_tests.txt"
+    timeout 360 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b --ms 1,8,16,64,128 \
+      --out "$out/gemm_tune_7b" 2>&1 | tail -24
+    mkdir -p /tmp/run4 && cp "$out/gemm_tune_7b/tuned_configs.json" /tmp/run4/ 2>/dev/null
+    ;;
+  8b)
+    for c in "" --compile; do
+      name=decode${c:+_compiled}
+      timeout 280 python3 benchmarks/decode_nvfp4.py --configs /tmp/run4/tuned_configs.json $c --out "$out/$name" \
+        2>&1 | tail -6
+    done
+    ;;
+  8c)
+    timeout 560 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 32b --ms 1,8,16,64,128 \
+      --out "$out/gemm_tune_32b" 2>&1 | tail -24
+    ;;
+  8d)  # large M: slab dequantization overlapped with the products on a second stream vs one stream; GPU kernel tests;
+       # the decode harness (compiled) on the shipped launch configs
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py 2>&1 | tail -8 \
+      | tee "$out/gpu_tests.txt"
+    PYTHONPATH=. timeout 330 python3 benchmarks/gemm_large_m.py --ms 1024,4096 --out "$out" 2>&1 | tail -40
+    timeout 100 python3 benchmarks/decode_nvfp4.py --compile --out "$out/decode_compiled_shipped" 2>&1 | tail -5
+    ;;
 esac

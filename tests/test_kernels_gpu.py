@@ -51,7 +51,8 @@ def test_available():
 
 FWD = [None, FwdConfig(0, 1, 64, 1, 4), FwdConfig(0, 4, 64, 1, 2), FwdConfig(1, 16, 64, 1, 4),
        FwdConfig(1, 16, 128, 2, 2), FwdConfig(2, 16, 128, 1, 4), FwdConfig(1, 64, 128, 1, 2),
-       FwdConfig(2, 64, 128, 1, 1), FwdConfig(1, 128, 128, 1, 1, 8), FwdConfig(2, 128, 128, 1, 1, 8)]
+       FwdConfig(2, 64, 128, 1, 1), FwdConfig(1, 128, 128, 1, 1, 8), FwdConfig(2, 128, 128, 1, 1, 8),
+       FwdConfig(2, 8, 64, 1, 4, 2), FwdConfig(2, 8, 128, 2, 2, 4), FwdConfig(1, 16, 256, 1, 2, 4)]
 BWD = [None, BwdConfig(1, 16, 64, 4), BwdConfig(2, 16, 64, 2), BwdConfig(1, 64, 64, 2), BwdConfig(1, 128, 64, 1, 8),
        BwdConfig(2, 128, 64, 1, 8)]
 
@@ -138,3 +139,58 @@ def test_packed_linear_uses_fused_kernels_on_cuda():
         y.backward(g)
         ref_dx = g.float() @ dense_w
         assert ((x.grad.float() - ref_dx).norm() / ref_dx.norm()).item() < 1e-2
+
+
+def test_fused_split_reduction_matches_two_kernel_reduction_and_replays():
+    """The last program of each tile sums the split partials in split order, exactly like the separate reduce
+    kernel; counters return to zero after every launch, so CUDA-graph replays keep giving correct results."""
+    from qerl.kernels import nvfp4_gemm
+
+    kw, ref_w = _weight(4608, 3584)
+    for m in (1, 16, 40):
+        x = torch.randn(m, 3584, device="cuda").to(torch.bfloat16)
+        fused = nvfp4_matmul(x, kw, FwdConfig(1, 16, 64, 1, 7))
+        two = nvfp4_matmul(x, kw, FwdConfig(1, 16, 64, 1, 7, fused=False))
+        assert torch.equal(fused, two)
+        dy = torch.randn(m, 4608, device="cuda").to(torch.bfloat16)
+        assert torch.equal(nvfp4_matmul_grad_input(dy, kw, BwdConfig(1, 16, 64, 9)),
+                           nvfp4_matmul_grad_input(dy, kw, BwdConfig(1, 16, 64, 9, fused=False)))
+    x = torch.randn(8, 3584, device="cuda").to(torch.bfloat16)
+    cfg = FwdConfig(1, 16, 64, 1, 4)
+    nvfp4_matmul(x, kw, cfg)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = nvfp4_matmul(x, kw, cfg)
+    for _ in range(5):
+        x.copy_(torch.randn_like(x))
+        graph.replay()
+        assert _rel(y, _matmul_fp32(x.float(), ref_w.T)) < 1e-2
+    torch.cuda.synchronize()
+    assert all(int(c.abs().sum()) == 0 for c in nvfp4_gemm._COUNTERS.values())
+
+
+def test_large_m_slabs_overlap_on_a_second_stream(monkeypatch):
+    """Slabs dequantized on a side stream into two alternating buffers give exactly the one-stream result (same
+    dequantized slabs, same cuBLAS products), also inside a captured CUDA graph."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    monkeypatch.setattr(kern, "SCRATCH_ELEMENTS", 256 * 1040)  # 1000 rows of K = 1040: four slabs
+    monkeypatch.setattr(kern, "OVERLAP_MIN_FLOP", 0.0)
+    kw, ref_w = _weight(1000, 1040)
+    x = torch.randn(kern.LARGE_M_FWD + 5, 1040, device="cuda").to(torch.bfloat16)
+    results = {}
+    for overlap in (True, False):
+        monkeypatch.setattr(kern, "OVERLAP_SLABS", overlap)
+        results[overlap] = nvfp4_matmul(x, kw)
+    assert _rel(results[True], _matmul_fp32(x.float(), ref_w.T)) < 1e-2
+    assert torch.equal(results[True], results[False])
+
+    monkeypatch.setattr(kern, "OVERLAP_SLABS", True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = nvfp4_matmul(x, kw)
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert _rel(y, _matmul_fp32(x.float(), ref_w.T)) < 1e-2

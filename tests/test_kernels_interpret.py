@@ -54,8 +54,10 @@ def check(name, out, ref):
                     "shape": list(out.shape), "want": list(ref.shape)})
 
 fwd = [None, FwdConfig(0, 4, 16, 1, 2), FwdConfig(0, 1, 32, 1, 1), FwdConfig(1, 16, 16, 1, 3),
-       FwdConfig(1, 16, 32, 1, 1, group_m=2), FwdConfig(2, 16, 32, 1, 2)]
-bwd = [None, BwdConfig(1, 16, 16, 3), BwdConfig(1, 16, 32, 1, group_m=2), BwdConfig(2, 16, 16, 2)]
+       FwdConfig(1, 16, 32, 1, 1, group_m=2), FwdConfig(2, 16, 32, 1, 2), FwdConfig(1, 16, 16, 1, 3, fused=False),
+       FwdConfig(2, 8, 32, 1, 2, 2)]
+bwd = [None, BwdConfig(1, 16, 16, 3), BwdConfig(1, 16, 32, 1, group_m=2), BwdConfig(2, 16, 16, 2),
+       BwdConfig(1, 16, 16, 3, fused=False)]
 for m, n, k in [(3, 48, 80), (1, 40, 144), (20, 36, 384)]:
     kw, ref_w = weight(n, k, zero_group=(m == 3))
     for cfg in fwd:
@@ -99,7 +101,19 @@ y.backward(g)
 check("autograd y", y, x.detach().float() @ ref_w.T + b.detach().float())
 check("autograd dx", x.grad, g.float() @ ref_w)
 check("autograd db", b.grad, g.float().sum(0))
-print(json.dumps({"seed": seed, "results": results}))
+# Fused split reduction (the last program of a tile sums the partials in split order) == the separate reduce kernel.
+kw, _ = weight(40, 384)
+x = torch.randn(5, 384, generator=gen).to(torch.bfloat16)
+dy = torch.randn(5, 40, generator=gen).to(torch.bfloat16)
+same = (torch.equal(nvfp4_matmul(x, kw, FwdConfig(1, 16, 16, 1, 3)),
+                    nvfp4_matmul(x, kw, FwdConfig(1, 16, 16, 1, 3, fused=False)))
+        and torch.equal(nvfp4_matmul_grad_input(dy, kw, BwdConfig(1, 16, 16, 3)),
+                        nvfp4_matmul_grad_input(dy, kw, BwdConfig(1, 16, 16, 3, fused=False))))
+
+# The fused split reductions leave every tile counter at zero for the next launch.
+counters = nvfp4_gemm._COUNTERS.get(("cpu", None))
+print(json.dumps({"seed": seed, "results": results, "fused_equals_two_kernel": same,
+                  "counters": None if counters is None else int(counters.abs().sum())}))
 """
 
 
@@ -111,6 +125,8 @@ def test_kernels_match_reference_under_interpreter():
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     results = report["results"]
     assert len(results) >= 30
+    assert report["counters"] == 0, "fused split reductions must be used and must reset their tile counters"
+    assert report["fused_equals_two_kernel"], "the fused split reduction must sum like the reduce kernel"
     for r in results:
         where = f"{r['name']} (seed {report['seed']})"
         assert r["shape"] == r["want"], where
@@ -161,3 +177,6 @@ def test_large_m_slabs_are_even_and_bounded():
         assert n - (count - 1) * rows > rows - kern.CHUNK * count  # the last slab is not a thin remainder
     # 7B down projection: two slabs of 1792 rows, not four of 885 and a remainder.
     assert kern._slab_rows(SimpleNamespace(n=3584, k=18944)) == 1792
+    # Overlapped slabs (a second stream dequantizes the next slab) need two at least: 7B qkv fits one buffer whole.
+    assert kern._slab_rows(SimpleNamespace(n=4608, k=3584)) == 4608
+    assert kern._slab_rows(SimpleNamespace(n=4608, k=3584), min_count=2) == 2304

@@ -26,12 +26,15 @@ interpreter, or with ``asm=False``) places a code at bits 15 and 11..9 of an fp1
 Kernels:
   * ``_fwd_kernel``: Y = X @ W^T. ``MODE`` 1 is a ``tl.dot`` tile loop (BM = 16 for decode: the tensor cores'
     padding is free, the loop is bound by dequantization and bytes), 2 the same with the product transposed
-    (Y^T = W @ X^T) so the dequantized weight is the left operand, 0 a CUDA-core GEMV with FMAs (an option for
-    M <= 4; slightly slower than MODE 1 on H100). ``SPLIT_K`` > 1 writes fp32 partials that ``_reduce_kernel``
-    sums (decode shapes have too few N tiles to fill the GPU).
+    (Y^T = W @ X^T) so the dequantized weight is the left operand: with BM = 8 (X^T as the 8-wide right operand of
+    mma.sync m16n8k16) the fastest for M <= 8; 0 a CUDA-core GEMV with FMAs (an option for M <= 4). Split-K writes
+    fp32 partials (decode shapes have too few N tiles to fill the GPU); the last program of each tile sums them
+    (``fused``, an atomic counter per tile) or ``_reduce_kernel`` does.
   * ``_bwd_kernel``: dX = dY @ W (reduction over N; the same byte tiles, now the right operand), with split-N.
+  * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS; for large forward products
+    the next slab is dequantized on a second stream while the current one is multiplied.
 
-Launch configs: ``TUNED`` (measured on H100 for the Qwen2.5-7B shapes) or the ``default_*_config`` heuristics;
+Launch configs: ``TUNED`` (searched on an H200 for the Qwen2.5-7B / 32B shapes) or the ``default_*_config`` heuristics;
 benchmarks/gemm_nvfp4.py --tune searches more and ``load_tuned_configs`` adds the result. Measured speed and the
 targets it misses: benchmarks/RESULTS.md.
 """
@@ -276,16 +279,41 @@ if triton is not None:
             w_hi = (_e2m1_x2pow14(w16 >> 4) * s_hi).to(tl.bfloat16)
         return w_lo, w_hi
 
+    @triton.jit
+    def _last_split(cnt_ptr, tile, nsplit):
+        """Count this program's split of ``tile`` as done; True in the program that finished it last.
+
+        The caller stored its fp32 partial first; the barrier orders every thread's store before the counter update
+        (release, GPU scope), and the acquire lets the last program read the other splits' partials (through L2:
+        the loads bypass L1, which is not coherent across SMs). The last program resets the counter for the next
+        launch, so the counters stay zero between launches (CUDA-graph safe)."""
+        tl.debug_barrier()
+        arrived = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+        last = arrived == nsplit - 1
+        if last:
+            tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
+        return last
+
+    @triton.jit
+    def _sum_splits(ws_ptrs, stride_split, mask, nsplit, like):
+        """Sum the fp32 partials of all splits in split order (deterministic whichever program finishes last)."""
+        total = tl.zeros_like(like)
+        for s in range(nsplit):
+            total += tl.load(ws_ptrs + s * stride_split, mask=mask, other=0.0, cache_modifier=".cg")
+        return total
+
     # M and the per-split step counts change from call to call: not specializing them (on == 1 or % 16) avoids
     # recompiling the same kernel for every new batch size.
     @triton.jit(do_not_specialize=["M", "chunks_per_split"])
     def _fwd_kernel(
-        x_ptr, w_ptr, s_ptr, gs_ptr, y_ptr,
+        x_ptr, w_ptr, s_ptr, gs_ptr, y_ptr, out_ptr, cnt_ptr,
         M, N, K, chunks_per_split,
         stride_xm, stride_wn, stride_sn, stride_ym, stride_ysplit,
         BM: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, MODE: tl.constexpr, ASM: tl.constexpr,
-        GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, OUT_F32: tl.constexpr,
+        GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, OUT_F32: tl.constexpr, FUSED: tl.constexpr,
     ):
+        # FUSED (split-K only): y_ptr is the fp32 [split, M, N] workspace; the program that finishes a tile's last
+        # split sums the partials and writes bf16 to out_ptr, so no second kernel is launched.
         pid = tl.program_id(0)
         pid_k = tl.program_id(1)
         num_m = tl.cdiv(M, BM)
@@ -346,26 +374,32 @@ if triton is not None:
         out = acc * (16384.0 / tl.load(gs_ptr))  # the dequantized tiles carry 2**-14 and no 1 / global_scale
         mask_m = offs_m < M
         mask_n = offs_n < N
-        y_base = y_ptr + pid_k.to(tl.int64) * stride_ysplit
         if MODE == 2:
-            y_ptrs = y_base + offs_m[None, :].to(tl.int64) * stride_ym + offs_n[:, None]
+            y_offs = offs_m[None, :].to(tl.int64) * stride_ym + offs_n[:, None]
             y_mask = mask_n[:, None] & mask_m[None, :]
         else:
-            y_ptrs = y_base + offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
+            y_offs = offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
             y_mask = mask_m[:, None] & mask_n[None, :]
+        y_ptrs = y_ptr + pid_k.to(tl.int64) * stride_ysplit + y_offs
         if OUT_F32:
             tl.store(y_ptrs, out, mask=y_mask)
         else:
             tl.store(y_ptrs, out.to(tl.bfloat16), mask=y_mask)
+        if FUSED:
+            nsplit = tl.num_programs(1)
+            if _last_split(cnt_ptr, pid, nsplit):
+                total = _sum_splits(y_ptr + y_offs, stride_ysplit, y_mask, nsplit, out)
+                tl.store(out_ptr + y_offs, total.to(tl.bfloat16), mask=y_mask)
 
     @triton.jit(do_not_specialize=["M", "n_per_split"])
     def _bwd_kernel(
-        dy_ptr, w_ptr, s_ptr, gs_ptr, dx_ptr,
+        dy_ptr, w_ptr, s_ptr, gs_ptr, dx_ptr, out_ptr, cnt_ptr,
         M, N, K, n_per_split,
         stride_dym, stride_wn, stride_sn, stride_dxm, stride_dxsplit,
         BM: tl.constexpr, BN: tl.constexpr, MODE: tl.constexpr, ASM: tl.constexpr, GROUP_M: tl.constexpr,
-        EVEN_N: tl.constexpr, OUT_F32: tl.constexpr,
+        EVEN_N: tl.constexpr, OUT_F32: tl.constexpr, FUSED: tl.constexpr,
     ):
+        # FUSED: as in _fwd_kernel, with split-N partials in dx_ptr (fp32) and the bf16 result in out_ptr.
         # One program: BM rows of dX times one 128-element chunk of K (its low and high 64-column halves).
         pid = tl.program_id(0)
         pid_s = tl.program_id(1)
@@ -412,21 +446,28 @@ if triton is not None:
         acc_hi = acc_hi * factor
         mask_m = offs_m < M
         k_lo = c * 128 + offs_h
-        base = dx_ptr + pid_s.to(tl.int64) * stride_dxsplit
         if MODE == 1:
-            p_lo = base + offs_m[:, None].to(tl.int64) * stride_dxm + k_lo[None, :]
+            o_lo = offs_m[:, None].to(tl.int64) * stride_dxm + k_lo[None, :]
             m_lo = mask_m[:, None] & (k_lo < K)[None, :]
             m_hi = mask_m[:, None] & (k_lo + 64 < K)[None, :]
         else:
-            p_lo = base + offs_m[None, :].to(tl.int64) * stride_dxm + k_lo[:, None]
+            o_lo = offs_m[None, :].to(tl.int64) * stride_dxm + k_lo[:, None]
             m_lo = mask_m[None, :] & (k_lo < K)[:, None]
             m_hi = mask_m[None, :] & (k_lo + 64 < K)[:, None]
+        p_lo = dx_ptr + pid_s.to(tl.int64) * stride_dxsplit + o_lo
         if OUT_F32:
             tl.store(p_lo, acc_lo, mask=m_lo)
             tl.store(p_lo + 64, acc_hi, mask=m_hi)
         else:
             tl.store(p_lo, acc_lo.to(tl.bfloat16), mask=m_lo)
             tl.store(p_lo + 64, acc_hi.to(tl.bfloat16), mask=m_hi)
+        if FUSED:
+            nsplit = tl.num_programs(1)
+            if _last_split(cnt_ptr, pid, nsplit):
+                lo = _sum_splits(dx_ptr + o_lo, stride_dxsplit, m_lo, nsplit, acc_lo)
+                hi = _sum_splits(dx_ptr + o_lo + 64, stride_dxsplit, m_hi, nsplit, acc_hi)
+                tl.store(out_ptr + o_lo, lo.to(tl.bfloat16), mask=m_lo)
+                tl.store(out_ptr + o_lo + 64, hi.to(tl.bfloat16), mask=m_hi)
 
     @triton.jit
     def _dequant_rows_kernel(codes_ptr, scales_ptr, gs_ptr, out_ptr, n_rows, k, row0, stride_c, stride_s, stride_o,
@@ -471,6 +512,7 @@ class FwdConfig(NamedTuple):
     num_stages: int = 3
     group_m: int = 8
     asm: bool = True
+    fused: bool = True  # split-K partials summed by the last program of each tile (no second kernel)
 
 
 class BwdConfig(NamedTuple):
@@ -484,6 +526,7 @@ class BwdConfig(NamedTuple):
     num_stages: int = 3
     group_m: int = 8
     asm: bool = True
+    fused: bool = True  # split-N partials summed by the last program of each tile (no second kernel)
 
 
 @functools.cache
@@ -505,65 +548,144 @@ def _pick_split(tiles: int, steps: int, target: int, min_steps: int) -> int:
     return max(1, min(math.ceil(2 * target / tiles), steps // max(min_steps, 1)))
 
 
+def _fuse_reduction(m: int, out_cols: int) -> bool:
+    """Sum split partials in the last program (no second kernel) where that measured faster (run 4, H200): it saves
+    0.3-1.1 us on outputs up to ~8K columns at M <= 16, and costs time on wide outputs (7B/32B gate_up forward: 4-15
+    us) and at M = 64-128 (about 1 us)."""
+    return m <= 16 and out_cols <= 8192
+
+
 def default_fwd_config(m: int, n: int, k_pad: int, sms: int = 132) -> FwdConfig:
-    """Heuristic forward launch configuration, following what the H100 search picked (benchmarks/RESULTS.md):
-    tensor-core tiles with BM = 16 and split-K to about 4 programs per SM while M is small, 128 x 256 tiles for
-    large M."""
+    """Heuristic forward launch configuration, following what the launch search picked (benchmarks/RESULTS.md):
+    for M <= 8 the weight is the left mma operand against an 8-wide X^T (fewest instructions per weight), 64-row
+    tiles on 2 warps or, for wide layers, 128-row tiles of two chunks on 4 warps; tensor-core tiles with BM = 16 up
+    to M = 16; split-K to about 4 programs per SM while M is small; 128 x 256 tiles for large M."""
     kc = k_pad // CHUNK
+    fused = _fuse_reduction(m, n)
+    if m <= 8:
+        bn, ch, warps = (128, 2, 4) if n >= 6144 else (64, 1, 2)
+        split = _pick_split(-(-n // bn), kc // ch, 2 * sms, 4)
+        return FwdConfig(2, 8, bn, ch, split, warps, 3, fused=fused)
     if m <= 16:
         split = _pick_split(-(-n // 64), kc, 2 * sms, 4)
-        return FwdConfig(1, 16, 64, 1, split, 4, 3)
+        return FwdConfig(1, 16, 64, 1, split, 4, 3, fused=fused)
     if m <= 64:
         bm = 32 if m <= 32 else 64
         split = _pick_split(-(-m // bm) * -(-n // 64), kc, 2 * sms, 4)
-        return FwdConfig(1, bm, 64, 1, split, 4, 3)
+        return FwdConfig(1, bm, 64, 1, split, 4, 3, fused=fused)
     if m <= 256:
         split = _pick_split(-(-m // 64) * -(-n // 128), kc, sms, 8)
-        return FwdConfig(1, 64, 128, 1, split, 4, 3)
+        return FwdConfig(1, 64, 128, 1, split, 4, 3, fused=fused)
     return FwdConfig(1, 128, 256, 1, 1, 8, 3)
 
 
 def default_bwd_config(m: int, n: int, k_pad: int, sms: int = 132) -> BwdConfig:
     """Heuristic input-gradient launch configuration (split over N to about 3 programs per SM at small M)."""
     kc = k_pad // CHUNK
+    fused = _fuse_reduction(m, k_pad)
     if m <= 64:
         bm = 16 if m <= 16 else 64
         split = _pick_split(-(-m // bm) * kc, -(-n // 64), 3 * sms // 2, 2)
-        return BwdConfig(1, bm, 64, split, 4, 3)
+        return BwdConfig(1, bm, 64, split, 4, 3, fused=fused)
     if m <= 256:
         split = _pick_split(-(-m // 128) * kc, -(-n // 64), sms, 4)
-        return BwdConfig(1, 128, 64, split, 8, 3)
+        return BwdConfig(1, 128, 64, split, 8, 3, fused=fused)
     return BwdConfig(1, 128, 64, 1, 8, 3)
 
 
-# Launch configs chosen by `benchmarks/gemm_nvfp4.py --tune` on an H100 80GB for the Qwen2.5-7B layer shapes at
-# M = 1, 16, 1024 (the measured rows of benchmarks/RESULTS.md); a bucket also serves M up to 4x smaller.
-# {("fwd"|"bwd", m_bucket, n, k_pad): config}; add more with ``load_tuned_configs``.
+# Launch configs chosen by `benchmarks/gemm_nvfp4.py --tune` for the Qwen2.5-7B and -32B layer shapes: M = 1 / 8 / 16 /
+# 64 / 128 on an H200 (run 4 in benchmarks/RESULTS.md), M = 1024 on an H100 (run 1; below the slab dispatch's M, so
+# used only for M = 256-1023); a bucket also serves M up to 4x smaller. {("fwd"|"bwd", m_bucket, n, k_pad): config};
+# add more with ``load_tuned_configs``.
 TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
-    ("fwd", 1, 4608, 3584): FwdConfig(1, 16, 64, 1, 7, 4, 3),
+    ("fwd", 1, 4608, 3584): FwdConfig(2, 8, 64, 1, 7, 2, 3),
+    ("fwd", 8, 4608, 3584): FwdConfig(2, 8, 64, 1, 7, 2, 3),
     ("fwd", 16, 4608, 3584): FwdConfig(1, 16, 64, 1, 7, 4, 3),
+    ("fwd", 64, 4608, 3584): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
+    ("fwd", 128, 4608, 3584): FwdConfig(1, 64, 128, 1, 4, 4, 3),
     ("fwd", 1024, 4608, 3584): FwdConfig(1, 128, 256, 1, 1, 8, 3),
     ("bwd", 1, 4608, 3584): BwdConfig(1, 16, 128, 9, 4, 3),
+    ("bwd", 8, 4608, 3584): BwdConfig(1, 16, 128, 9, 4, 3),
     ("bwd", 16, 4608, 3584): BwdConfig(1, 16, 128, 9, 4, 3),
+    ("bwd", 64, 4608, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("bwd", 128, 4608, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
     ("bwd", 1024, 4608, 3584): BwdConfig(1, 128, 64, 1, 8, 3),
-    ("fwd", 1, 3584, 3584): FwdConfig(1, 16, 64, 1, 7, 4, 3),
+    ("fwd", 1, 3584, 3584): FwdConfig(2, 8, 64, 1, 4, 2, 3),
+    ("fwd", 8, 3584, 3584): FwdConfig(2, 8, 64, 1, 4, 2, 3),
     ("fwd", 16, 3584, 3584): FwdConfig(1, 16, 64, 1, 7, 4, 3),
+    ("fwd", 64, 3584, 3584): FwdConfig(1, 64, 128, 1, 4, 4, 3),
+    ("fwd", 128, 3584, 3584): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
     ("fwd", 1024, 3584, 3584): FwdConfig(1, 128, 256, 1, 1, 8, 3),
     ("bwd", 1, 3584, 3584): BwdConfig(1, 16, 64, 14, 4, 3),
+    ("bwd", 8, 3584, 3584): BwdConfig(1, 16, 64, 14, 4, 3),
     ("bwd", 16, 3584, 3584): BwdConfig(1, 16, 64, 14, 4, 3),
+    ("bwd", 64, 3584, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("bwd", 128, 3584, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
     ("bwd", 1024, 3584, 3584): BwdConfig(1, 128, 64, 1, 8, 3),
-    ("fwd", 1, 37888, 3584): FwdConfig(2, 16, 128, 1, 4, 4, 3),
-    ("fwd", 16, 37888, 3584): FwdConfig(1, 16, 64, 1, 2, 4, 3),
+    ("fwd", 1, 37888, 3584): FwdConfig(2, 8, 128, 2, 2, 4, 3),
+    ("fwd", 8, 37888, 3584): FwdConfig(2, 8, 128, 2, 2, 4, 3),
+    ("fwd", 16, 37888, 3584): FwdConfig(2, 16, 64, 1, 4, 2, 3),
+    ("fwd", 64, 37888, 3584): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
+    ("fwd", 128, 37888, 3584): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
     ("fwd", 1024, 37888, 3584): FwdConfig(1, 128, 256, 1, 1, 8, 3),
-    ("bwd", 1, 37888, 3584): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 1, 37888, 3584): BwdConfig(1, 16, 128, 8, 4, 3),
+    ("bwd", 8, 37888, 3584): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 16, 37888, 3584): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 64, 37888, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("bwd", 128, 37888, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
     ("bwd", 1024, 37888, 3584): BwdConfig(1, 128, 64, 1, 8, 4),
-    ("fwd", 1, 3584, 18944): FwdConfig(2, 16, 128, 1, 4, 4, 3),
-    ("fwd", 16, 3584, 18944): FwdConfig(2, 16, 128, 1, 4, 4, 3),
+    ("fwd", 1, 3584, 18944): FwdConfig(2, 8, 128, 1, 4, 4, 3),
+    ("fwd", 8, 3584, 18944): FwdConfig(2, 8, 64, 1, 4, 2, 3),
+    ("fwd", 16, 3584, 18944): FwdConfig(2, 16, 32, 1, 4, 1, 3),
+    ("fwd", 64, 3584, 18944): FwdConfig(1, 64, 128, 1, 4, 4, 3),
+    ("fwd", 128, 3584, 18944): FwdConfig(1, 64, 128, 1, 4, 4, 3),
     ("fwd", 1024, 3584, 18944): FwdConfig(1, 128, 256, 1, 1, 8, 3),
-    ("bwd", 1, 3584, 18944): BwdConfig(1, 16, 64, 8, 4, 3),
-    ("bwd", 16, 3584, 18944): BwdConfig(1, 16, 64, 4, 4, 3),
+    ("bwd", 1, 3584, 18944): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
+    ("bwd", 8, 3584, 18944): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
+    ("bwd", 16, 3584, 18944): BwdConfig(1, 16, 64, 8, 4, 3),
+    ("bwd", 64, 3584, 18944): BwdConfig(1, 64, 64, 2, 4, 3),
+    ("bwd", 128, 3584, 18944): BwdConfig(1, 64, 64, 4, 4, 3),
     ("bwd", 1024, 3584, 18944): BwdConfig(1, 128, 64, 1, 8, 3),
+    ("fwd", 1, 7168, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3),
+    ("fwd", 8, 7168, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3),
+    ("fwd", 16, 7168, 5120): FwdConfig(1, 16, 128, 2, 2, 4, 3),
+    ("fwd", 64, 7168, 5120): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
+    ("fwd", 128, 7168, 5120): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
+    ("bwd", 1, 7168, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 8, 7168, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 16, 7168, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 64, 7168, 5120): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("bwd", 128, 7168, 5120): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("fwd", 1, 5120, 5120): FwdConfig(2, 8, 64, 1, 8, 2, 3),
+    ("fwd", 8, 5120, 5120): FwdConfig(2, 8, 64, 1, 8, 2, 3),
+    ("fwd", 16, 5120, 5120): FwdConfig(2, 16, 64, 1, 8, 2, 3),
+    ("fwd", 64, 5120, 5120): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
+    ("fwd", 128, 5120, 5120): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
+    ("bwd", 1, 5120, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 8, 5120, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 16, 5120, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 64, 5120, 5120): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("bwd", 128, 5120, 5120): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("fwd", 1, 55296, 5120): FwdConfig(2, 8, 128, 2, 2, 4, 3),
+    ("fwd", 8, 55296, 5120): FwdConfig(2, 8, 128, 2, 2, 4, 3),
+    ("fwd", 16, 55296, 5120): FwdConfig(1, 16, 128, 2, 2, 4, 3),
+    ("fwd", 64, 55296, 5120): FwdConfig(1, 64, 128, 1, 1, 4, 3),
+    ("fwd", 128, 55296, 5120): FwdConfig(1, 64, 128, 1, 2, 4, 3),
+    ("bwd", 1, 55296, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 8, 55296, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 16, 55296, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 64, 55296, 5120): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("bwd", 128, 55296, 5120): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("fwd", 1, 5120, 27648): FwdConfig(2, 8, 64, 1, 8, 2, 3),
+    ("fwd", 8, 5120, 27648): FwdConfig(2, 8, 64, 1, 8, 2, 3),
+    ("fwd", 16, 5120, 27648): FwdConfig(2, 16, 64, 1, 8, 2, 3),
+    ("fwd", 64, 5120, 27648): FwdConfig(1, 64, 128, 1, 4, 4, 3),
+    ("fwd", 128, 5120, 27648): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
+    ("bwd", 1, 5120, 27648): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
+    ("bwd", 8, 5120, 27648): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
+    ("bwd", 16, 5120, 27648): BwdConfig(1, 16, 64, 8, 4, 3),
+    ("bwd", 64, 5120, 27648): BwdConfig(1, 128, 64, 1, 8, 3),
+    ("bwd", 128, 5120, 27648): BwdConfig(1, 128, 64, 1, 8, 3),
 }
 
 
@@ -630,7 +752,7 @@ def _out(out: torch.Tensor | None, m: int, n: int, like: torch.Tensor) -> torch.
 # M = 1024, input gradient ahead at every shape from M = 512); the slab is re-used, so no full BF16 copy of W exists.
 LARGE_M_FWD = 1024
 LARGE_M_BWD = 512
-# At most 128 MiB of bf16 per slab, and slabs of equal height: with 32 MiB slabs a 7B down projection (K = 18944) was
+# At most 128 MiB of bf16 per slab buffer (two of them while slabs overlap, see OVERLAP_SLABS), and slabs of equal height: with 32 MiB slabs a 7B down projection (K = 18944) was
 # cut into 885-row pieces whose M = 1024 products filled under half of the SMs (0.34x of BF16). A transient
 # 128 MiB buffer is small next to the activations of an M >= 1024 pass.
 SCRATCH_ELEMENTS = 64 * 2**20
@@ -649,35 +771,82 @@ def dequantize_rows(w: KernelWeight, row0: int, rows: int, out: torch.Tensor | N
     return out
 
 
-def _slab_rows(w: KernelWeight) -> int:
-    """Rows per slab: the fewest slabs that fit the scratch budget, split evenly (rounded up to whole chunks), so no
-    slab is a thin remainder that leaves the GPU half idle."""
+def _slab_rows(w: KernelWeight, min_count: int = 1) -> int:
+    """Rows per slab: the fewest slabs (at least ``min_count``) that fit the scratch budget, split evenly (rounded up
+    to whole chunks), so no slab is a thin remainder that leaves the GPU half idle."""
     most = max(CHUNK, SCRATCH_ELEMENTS // w.k // CHUNK * CHUNK)
-    count = math.ceil(w.n / most)
+    count = max(math.ceil(w.n / most), min_count)
     return min(most, math.ceil(math.ceil(w.n / count) / CHUNK) * CHUNK)
 
 
-def _slabs(w: KernelWeight, device: torch.device):
-    """Yield ``(n0, rows, W[n0 : n0 + rows] as bf16)``, every slab dequantized into the same scratch buffer."""
-    slab = _slab_rows(w)
-    scratch = torch.empty((min(slab, w.n), w.k), dtype=torch.bfloat16, device=device)
-    for n0 in range(0, w.n, slab):
-        r = min(slab, w.n - n0)
-        yield n0, r, dequantize_rows(w, n0, r, scratch[:r])
+# Forward products of at least OVERLAP_MIN_FLOP: the slabs are dequantized on a second stream into two alternating
+# buffers while cuBLAS multiplies the previous slab on the caller's stream, so the dequantization pass (memory-bound)
+# overlaps the products (compute-bound) instead of adding to them. Measured on two H200s (run 4, benchmarks/RESULTS.md)
+# against one stream: up to 1.13x faster on forward products from ~2e11 FLOP on (7B gate_up / down and 32B o /
+# gate_up / down at M = 4096, 7B gate_up at M = 1024), never slower there; smaller products lost on both machines (the
+# events and stream switches add host work that they do not hide), and the input gradient (accumulating addmm
+# products) was as often slower as faster: both keep one stream.
+OVERLAP_SLABS = True
+OVERLAP_MIN_FLOP = 2e11
+
+
+@functools.cache
+def _side_stream(index: int) -> torch.cuda.Stream:
+    return torch.cuda.Stream(device=index)
+
+
+def _slab_products(w: KernelWeight, device: torch.device, product, overlap: bool = False) -> None:
+    """Call ``product(n0, rows, W[n0 : n0 + rows] as bf16)`` for every slab of W, in order, on the caller's stream;
+    with ``overlap`` (CUDA only) the next slab is dequantized on a second stream meanwhile."""
+    overlap = overlap and device.type == "cuda" and w.n >= 2 * CHUNK
+    # Overlapping needs two slabs at least: the first slab's dequantization is the only one nothing hides.
+    slab = _slab_rows(w, min_count=2 if overlap else 1)
+    plan = [(n0, min(slab, w.n - n0)) for n0 in range(0, w.n, slab)]
+    height = min(slab, w.n)
+    if not overlap:
+        scratch = torch.empty((height, w.k), dtype=torch.bfloat16, device=device)
+        for n0, r in plan:
+            product(n0, r, dequantize_rows(w, n0, r, scratch[:r]))
+        return
+    main = torch.cuda.current_stream(device)
+    side = _side_stream(device.index if device.index is not None else torch.cuda.current_device())
+    buffers = [torch.empty((height, w.k), dtype=torch.bfloat16, device=device) for _ in range(2)]
+    ready = [torch.cuda.Event() for _ in plan]
+    done = [torch.cuda.Event() for _ in plan]
+    side.wait_stream(main)  # the inputs and the buffers' allocation come first (also the fork of a graph capture)
+
+    def dequantize(i: int) -> None:
+        n0, r = plan[i]
+        with torch.cuda.stream(side):
+            if i >= 2:
+                side.wait_event(done[i - 2])  # this buffer held slab i - 2 until its product finished
+            dequantize_rows(w, n0, r, buffers[i % 2][:r])
+            ready[i].record(side)
+
+    dequantize(0)
+    for i, (n0, r) in enumerate(plan):
+        if i + 1 < len(plan):
+            dequantize(i + 1)
+        main.wait_event(ready[i])
+        product(n0, r, buffers[i % 2][:r])
+        done[i].record(main)
+    main.wait_stream(side)  # join: the buffers are released on the caller's stream only after the side stream's work
 
 
 def _matmul_large_m(x2: torch.Tensor, w: KernelWeight, y: torch.Tensor) -> torch.Tensor:
-    for n0, r, ws in _slabs(w, x2.device):
-        torch.mm(x2, ws.t(), out=y[:, n0 : n0 + r])
+    overlap = OVERLAP_SLABS and 2.0 * x2.shape[0] * w.n * w.k >= OVERLAP_MIN_FLOP
+    _slab_products(w, x2.device, lambda n0, r, ws: torch.mm(x2, ws.t(), out=y[:, n0 : n0 + r]), overlap)
     return y
 
 
 def _grad_input_large_m(dy2: torch.Tensor, w: KernelWeight, dx: torch.Tensor) -> torch.Tensor:
-    for n0, r, ws in _slabs(w, dy2.device):
+    def product(n0: int, r: int, ws: torch.Tensor) -> None:
         if n0 == 0:
             torch.mm(dy2[:, :r], ws, out=dx)
         else:
             dx.addmm_(dy2[:, n0 : n0 + r], ws)
+
+    _slab_products(w, dy2.device, product)
     return dx
 
 
@@ -708,20 +877,21 @@ def nvfp4_matmul(
     split = _even_split(kc // cfg.ch, cfg.split_k)
     cps = kc // split
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
+    counters = _split_counters(x.device, grid[0]) if split > 1 and cfg.fused else None
     if split > 1:
         ws = torch.empty((split, m, w.n), dtype=torch.float32, device=x.device)
         out, stride_ym, stride_split, out_f32 = ws, w.n, m * w.n, True
     else:
         out, stride_ym, stride_split, out_f32 = y, w.n, 0, False
     _fwd_kernel[grid](
-        x2, w.codes, w.scales, w.global_scale, out,
+        x2, w.codes, w.scales, w.global_scale, out, y, out if counters is None else counters,
         m, w.n, w.k, cps,
         x2.stride(0), w.codes.stride(0), w.scales.stride(0), stride_ym, stride_split,
         BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m,
-        EVEN_K=(w.k % CHUNK == 0), OUT_F32=out_f32,
+        EVEN_K=(w.k % CHUNK == 0), OUT_F32=out_f32, FUSED=counters is not None,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-    if split > 1:
+    if split > 1 and counters is None:
         _reduce(ws, y, split)
     return y.reshape(*x.shape[:-1], w.n)
 
@@ -745,20 +915,21 @@ def nvfp4_matmul_grad_input(
     split = _even_split(n_steps, cfg.split_n)
     per = n_steps // split * cfg.bn  # rows of N per split, a multiple of BN
     grid = (-(-m // cfg.bm) * kc, split)
+    counters = _split_counters(dy.device, grid[0]) if split > 1 and cfg.fused else None
     if split > 1:
         ws = torch.empty((split, m, w.k), dtype=torch.float32, device=dy.device)
         out, stride_split, out_f32 = ws, m * w.k, True
     else:
         out, stride_split, out_f32 = dx, 0, False
     _bwd_kernel[grid](
-        dy2, w.codes, w.scales, w.global_scale, out,
+        dy2, w.codes, w.scales, w.global_scale, out, dx, out if counters is None else counters,
         m, w.n, w.k, per,
         dy2.stride(0), w.codes.stride(0), w.scales.stride(0), w.k, stride_split,
         BM=cfg.bm, BN=cfg.bn, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m,
-        EVEN_N=(w.n % cfg.bn == 0), OUT_F32=out_f32,
+        EVEN_N=(w.n % cfg.bn == 0), OUT_F32=out_f32, FUSED=counters is not None,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-    if split > 1:
+    if split > 1 and counters is None:
         _reduce(ws, dx, split)
     return dx.reshape(*dy.shape[:-1], w.k)
 
@@ -770,6 +941,26 @@ def _even_split(steps: int, want: int) -> int:
         return 1
     divisors = [d for d in range(1, steps + 1) if steps % d == 0]
     return min(divisors, key=lambda d: (abs(math.log(d / want)), -d))
+
+
+# One zeroed int32 counter per output tile for the fused split reductions, per device. Each launch leaves them zero
+# again, so launches on one stream (eager or CUDA-graph replays) share them; launches of these kernels running
+# concurrently on two streams of one device would not, and need FwdConfig/BwdConfig(fused=False).
+_COUNTERS: dict[tuple[str, int | None], torch.Tensor] = {}
+
+
+def _split_counters(device: torch.device, tiles: int) -> torch.Tensor | None:
+    """The device's counter buffer (at least ``tiles`` long), or None while a CUDA graph is being captured and the
+    buffer would have to be (re)allocated (that launch then reduces with a second kernel instead)."""
+    key = (device.type, device.index if device.type != "cuda" or device.index is not None
+           else torch.cuda.current_device())
+    buf = _COUNTERS.get(key)
+    if buf is None or buf.numel() < tiles:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            return None
+        size = max(tiles, 4096, 0 if buf is None else 2 * buf.numel())
+        buf = _COUNTERS[key] = torch.zeros(size, dtype=torch.int32, device=device)
+    return buf
 
 
 def _reduce(ws: torch.Tensor, out: torch.Tensor, split: int) -> None:
