@@ -203,4 +203,15 @@ case "$phase" in
     PYTHONPATH=. timeout 330 python3 benchmarks/gemm_large_m.py --ms 1024,4096 --out "$out" 2>&1 | tail -40
     timeout 100 python3 benchmarks/decode_nvfp4.py --compile --out "$out/decode_compiled_shipped" 2>&1 | tail -5
     ;;
+  8e)  # register caps in the small-M forward search (7B and 32B, M = 1 / 8 / 16), then the decode harness on the picks
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py -k "match_reference" 2>&1 \
+      | tail -4 | tee "$out/gpu_tests.txt"
+    for m in 7b 32b; do
+      timeout 200 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models $m --ms 1,8,16 --dirs fwd \
+        --out "$out/gemm_tune_fwd_$m" 2>&1 | tail -9
+    done
+    timeout 150 python3 benchmarks/decode_nvfp4.py --compile --configs "$out/gemm_tune_fwd_7b/tuned_configs.json" \
+      --out "$out/decode_compiled" 2>&1 | tail -5
+    ;;
 esac

@@ -52,7 +52,8 @@ def test_available():
 FWD = [None, FwdConfig(0, 1, 64, 1, 4), FwdConfig(0, 4, 64, 1, 2), FwdConfig(1, 16, 64, 1, 4),
        FwdConfig(1, 16, 128, 2, 2), FwdConfig(2, 16, 128, 1, 4), FwdConfig(1, 64, 128, 1, 2),
        FwdConfig(2, 64, 128, 1, 1), FwdConfig(1, 128, 128, 1, 1, 8), FwdConfig(2, 128, 128, 1, 1, 8),
-       FwdConfig(2, 8, 64, 1, 4, 2), FwdConfig(2, 8, 128, 2, 2, 4), FwdConfig(1, 16, 256, 1, 2, 4)]
+       FwdConfig(2, 8, 64, 1, 4, 2), FwdConfig(2, 8, 128, 2, 2, 4), FwdConfig(1, 16, 256, 1, 2, 4),
+       FwdConfig(2, 8, 128, 2, 2, 4, maxnreg=128)]
 BWD = [None, BwdConfig(1, 16, 64, 4), BwdConfig(2, 16, 64, 2), BwdConfig(1, 64, 64, 2), BwdConfig(1, 128, 64, 1, 8),
        BwdConfig(2, 128, 64, 1, 8)]
 
