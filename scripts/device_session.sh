@@ -214,4 +214,13 @@ case "$phase" in
     timeout 150 python3 benchmarks/decode_nvfp4.py --compile --configs "$out/gemm_tune_fwd_7b/tuned_configs.json" \
       --out "$out/decode_compiled" 2>&1 | tail -5
     ;;
+  8f)  # the input gradient at small M with MODE 3 in the search (7B and 32B, M = 1 / 8 / 16); GPU kernel tests
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py 2>&1 | tail -4 \
+      | tee "$out/gpu_tests.txt"
+    for m in 7b 32b; do
+      timeout 200 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models $m --ms 1,8,16 --dirs bwd \
+        --out "$out/gemm_tune_bwd_$m" 2>&1 | tail -9
+    done
+    ;;
 esac
