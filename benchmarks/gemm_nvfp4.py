@@ -132,9 +132,6 @@ def bwd_candidates(m: int) -> list[BwdConfig]:
     if m <= 16:
         c = [BwdConfig(1, 16, 64, s) for s in (4, 8, 16)] + [BwdConfig(2, 16, 64, 8), BwdConfig(1, 16, 128, 8),
                                                              BwdConfig(1, 16, 64, 8, fused=False)]
-        # MODE 3: the two halves joined into one tile, re-laid for the mma as bf16 (5.9 vs 10 instructions per weight).
-        c += [BwdConfig(3, 16, 64, s) for s in (4, 8, 16)] + [BwdConfig(3, 16, 128, s) for s in (4, 8)]
-        c += [BwdConfig(3, 16, 64, 8, fused=False)]
         return c
     if m <= 128:
         return [BwdConfig(1, 64, 64, s) for s in (1, 2, 4)] + [BwdConfig(1, 128, 64, 1, 8)]

@@ -215,6 +215,7 @@ case "$phase" in
       --out "$out/decode_compiled" 2>&1 | tail -5
     ;;
   8f)  # the input gradient at small M with MODE 3 in the search (7B and 32B, M = 1 / 8 / 16); GPU kernel tests
+       # (MODE 3, measured slower, was removed after this run: commit 2787a7f has it)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
     timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py 2>&1 | tail -4 \
       | tee "$out/gpu_tests.txt"

@@ -55,7 +55,7 @@ FWD = [None, FwdConfig(0, 1, 64, 1, 4), FwdConfig(0, 4, 64, 1, 2), FwdConfig(1, 
        FwdConfig(2, 8, 64, 1, 4, 2), FwdConfig(2, 8, 128, 2, 2, 4), FwdConfig(1, 16, 256, 1, 2, 4),
        FwdConfig(2, 8, 128, 2, 2, 4, maxnreg=128)]
 BWD = [None, BwdConfig(1, 16, 64, 4), BwdConfig(2, 16, 64, 2), BwdConfig(1, 64, 64, 2), BwdConfig(1, 128, 64, 1, 8),
-       BwdConfig(2, 128, 64, 1, 8), BwdConfig(3, 16, 64, 4), BwdConfig(3, 16, 128, 8, fused=False)]
+       BwdConfig(2, 128, 64, 1, 8)]
 
 
 @pytest.mark.parametrize("asm", [True, False])

@@ -57,7 +57,7 @@ fwd = [None, FwdConfig(0, 4, 16, 1, 2), FwdConfig(0, 1, 32, 1, 1), FwdConfig(1, 
        FwdConfig(1, 16, 32, 1, 1, group_m=2), FwdConfig(2, 16, 32, 1, 2), FwdConfig(1, 16, 16, 1, 3, fused=False),
        FwdConfig(2, 8, 32, 1, 2, 2, maxnreg=64)]
 bwd = [None, BwdConfig(1, 16, 16, 3), BwdConfig(1, 16, 32, 1, group_m=2), BwdConfig(2, 16, 16, 2),
-       BwdConfig(1, 16, 16, 3, fused=False), BwdConfig(3, 16, 16, 3), BwdConfig(3, 16, 32, 1, fused=False)]
+       BwdConfig(1, 16, 16, 3, fused=False)]
 for m, n, k in [(3, 48, 80), (1, 40, 144), (20, 36, 384)]:
     kw, ref_w = weight(n, k, zero_group=(m == 3))
     for cfg in fwd:

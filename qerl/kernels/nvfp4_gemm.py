@@ -31,9 +31,9 @@ Kernels:
     fp32 partials (decode shapes have too few N tiles to fill the GPU); the last program of each tile sums them
     (``fused``, an atomic counter per tile) or ``_reduce_kernel`` does.
   * ``_bwd_kernel``: dX = dY @ W (reduction over N; the same byte tiles, now the right operand), with split-N.
-    The mma wants pairs along N while the codes pair along K: ``MODE`` 1 lets the compiler re-assemble the code
-    bytes for the operand, ``MODE`` 3 joins the two dequantized halves into one bf16 tile that it re-lays through
-    shared memory instead (fewer instructions at BM = 16), ``MODE`` 2 transposes the product.
+    The mma wants pairs along N while the codes pair along K, so the compiler re-assembles the code bytes for the
+    operand (``MODE`` 1; 2 transposes the product). Re-laying the dequantized bf16 tile through shared memory
+    instead takes fewer instructions but measured 8-34% slower (run 4, benchmarks/RESULTS.md).
   * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS; for large forward products
     the next slab is dequantized on a second stream while the current one is multiplied.
 
@@ -421,9 +421,7 @@ if triton is not None:
         dy_rows = dy_ptr + rows_m[:, None].to(tl.int64) * stride_dym
 
         n_begin = pid_s * n_per_split
-        if MODE == 3:
-            acc = tl.zeros([BM, 128], dtype=tl.float32)
-        elif MODE == 1:
+        if MODE == 1:
             acc_lo = tl.zeros([BM, 64], dtype=tl.float32)
             acc_hi = tl.zeros([BM, 64], dtype=tl.float32)
         else:
@@ -439,27 +437,19 @@ if triton is not None:
                 dy = tl.load(dy_rows + offs_n[None, :])
             else:
                 dy = tl.load(dy_rows + offs_n[None, :], mask=(offs_n < N)[None, :], other=0.0)
-            if MODE == 3:
-                # One [BN, 128] tile with the halves interleaved (column 2j: element j of the chunk, 2j + 1: element
-                # 64 + j): the join makes the compiler re-lay the dequantized bf16 tile for the mma through shared
-                # memory (vectorized stores, transposing ldmatrix) instead of re-assembling the code bytes one by
-                # one as MODE 1 does (about 5.6 against 10 instructions per weight in the sm_90 loop).
-                acc = tl.dot(dy, tl.reshape(tl.join(w_lo, w_hi), [BN, 128]), acc)
-            elif MODE == 1:
+            if MODE == 1:
                 acc_lo = tl.dot(dy, w_lo, acc_lo)
                 acc_hi = tl.dot(dy, w_hi, acc_hi)
             else:
                 acc_lo = tl.dot(tl.trans(w_lo), tl.trans(dy), acc_lo)
                 acc_hi = tl.dot(tl.trans(w_hi), tl.trans(dy), acc_hi)
 
-        if MODE == 3:
-            acc_lo, acc_hi = tl.split(tl.reshape(acc, [BM, 64, 2]))
         factor = 16384.0 / tl.load(gs_ptr)
         acc_lo = acc_lo * factor
         acc_hi = acc_hi * factor
         mask_m = offs_m < M
         k_lo = c * 128 + offs_h
-        if MODE != 2:
+        if MODE == 1:
             o_lo = offs_m[:, None].to(tl.int64) * stride_dxm + k_lo[None, :]
             m_lo = mask_m[:, None] & (k_lo < K)[None, :]
             m_hi = mask_m[:, None] & (k_lo + 64 < K)[None, :]
