@@ -130,9 +130,8 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
 
 def bwd_candidates(m: int) -> list[BwdConfig]:
     if m <= 16:
-        c = [BwdConfig(1, 16, 64, s) for s in (4, 8, 16)] + [BwdConfig(2, 16, 64, 8), BwdConfig(1, 16, 128, 8),
-                                                             BwdConfig(1, 16, 64, 8, fused=False)]
-        return c
+        return [BwdConfig(1, 16, 64, s) for s in (4, 8, 16)] + [BwdConfig(2, 16, 64, 8), BwdConfig(1, 16, 128, 8),
+                                                                BwdConfig(1, 16, 64, 8, fused=False)]
     if m <= 128:
         return [BwdConfig(1, 64, 64, s) for s in (1, 2, 4)] + [BwdConfig(1, 128, 64, 1, 8)]
     c = [BwdConfig(1, 128, 64, 1, 8, 3), BwdConfig(1, 128, 64, 1, 8, 4), BwdConfig(2, 128, 64, 1, 8, 3),
