@@ -224,4 +224,17 @@ case "$phase" in
         --out "$out/gemm_tune_bwd_$m" 2>&1 | tail -9
     done
     ;;
+  # Run 4, Marlin in the same process as the current kernels: 9a-9b ferry the vLLM bundle, 9c runs the forward GEMMs.
+  9a)
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    ;;
+  9b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    ;;
+  9c)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 500 python3 benchmarks/gemm_nvfp4.py --models 7b,32b --ms 1,8,16,64,128 --dirs fwd \
+      --out "$out/gemm_marlin" 2>&1 | tail -12
+    ;;
 esac
