@@ -101,8 +101,8 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
         # W as the left operand of mma.sync m16n8k16 with X^T as an 8- or 16-wide right operand: about 3.5
         # instructions per weight in the compiled loop against 4.4-4.9 with X on the left (SASS, sm_90).
         if m <= 8:
-            c += [FwdConfig(2, 8, 64, 1, s, 2) for s in (2, 4, 8)]
-            c += [FwdConfig(2, 8, 128, 1, s, 4) for s in (2, 4, 8)]
+            c += [FwdConfig(2, 8, 64, 1, s, 2) for s in (2, 4, 8, 16)]
+            c += [FwdConfig(2, 8, 128, 1, s, 4) for s in (2, 4, 8, 16)]
             c += [FwdConfig(2, 8, 128, 2, s, 4) for s in (2, 4)]
         else:
             c += [FwdConfig(2, 16, 64, 1, s, 2) for s in (2, 4, 8)]

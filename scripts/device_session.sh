@@ -237,4 +237,11 @@ case "$phase" in
     timeout 500 python3 benchmarks/gemm_nvfp4.py --models 7b,32b --ms 1,8,16,64,128 --dirs fwd \
       --out "$out/gemm_marlin" 2>&1 | tail -12
     ;;
+  9d)  # the down projections (K = 18944 / 27648) at M = 1 / 8 with finer K splits in the search, Marlin alongside
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    for m in 7b 32b; do
+      timeout 250 python3 benchmarks/gemm_nvfp4.py --tune --models $m --layers down --ms 1,8 --dirs fwd \
+        --out "$out/gemm_down_$m" 2>&1 | tail -6
+    done
+    ;;
 esac

@@ -641,8 +641,8 @@ TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
     ("bwd", 64, 37888, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
     ("bwd", 128, 37888, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
     ("bwd", 1024, 37888, 3584): BwdConfig(1, 128, 64, 1, 8, 4),
-    ("fwd", 1, 3584, 18944): FwdConfig(2, 8, 128, 1, 4, 4, 3),
-    ("fwd", 8, 3584, 18944): FwdConfig(2, 8, 64, 1, 4, 2, 3),
+    ("fwd", 1, 3584, 18944): FwdConfig(2, 8, 64, 1, 37, 2, 3),  # 37 splits of 4 chunks (run 4, with Marlin)
+    ("fwd", 8, 3584, 18944): FwdConfig(2, 8, 64, 1, 37, 2, 3),  # 37 splits of 4 chunks (run 4, with Marlin)
     ("fwd", 16, 3584, 18944): FwdConfig(2, 16, 32, 1, 4, 1, 3),
     ("fwd", 64, 3584, 18944): FwdConfig(1, 64, 128, 1, 4, 4, 3),
     ("fwd", 128, 3584, 18944): FwdConfig(1, 64, 128, 1, 4, 4, 3),
