@@ -105,8 +105,8 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
             c += [FwdConfig(2, 8, 128, 1, s, 4) for s in (2, 4, 8, 16)]
             c += [FwdConfig(2, 8, 128, 2, s, 4) for s in (2, 4)]
         else:
-            c += [FwdConfig(2, 16, 64, 1, s, 2) for s in (2, 4, 8)]
-            c += [FwdConfig(2, 16, 32, 1, s, 1) for s in (4, 8)]
+            c += [FwdConfig(2, 16, 64, 1, s, 2) for s in (2, 4, 8, 16)]
+            c += [FwdConfig(2, 16, 32, 1, s, 1) for s in (4, 8, 16)]
         if m <= 4:
             bm = 1 << max(0, (m - 1).bit_length())
             c += [FwdConfig(0, bm, 64, 1, s) for s in (4, 8)]

@@ -244,4 +244,19 @@ case "$phase" in
         --out "$out/gemm_down_$m" 2>&1 | tail -6
     done
     ;;
+  9e)  # M = 16 with finer K splits in the search (7B and 32B, forward), GPU tests of the shipped code
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
+      | tail -4 | tee "$out/gpu_tests.txt"
+    for m in 7b 32b; do
+      timeout 150 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models $m --ms 16 --dirs fwd \
+        --out "$out/gemm_m16_$m" 2>&1 | tail -5
+    done
+    ;;
+  9f)  # the shipped state: default dispatch at small M (forward and input gradient), and the compiled decode harness
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 240 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,32b --ms 1,8,16,64,128 --out "$out/gemm" \
+      2>&1 | tail -14
+    timeout 150 python3 benchmarks/decode_nvfp4.py --compile --out "$out/decode_compiled" 2>&1 | tail -5
+    ;;
 esac
