@@ -114,8 +114,9 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
             c += [FwdConfig(1, 16, 64, 1, 4, asm=False)]
         return c
     if m <= 128:
-        c = [FwdConfig(1, 64, 64, 1, s) for s in (1, 2)]
-        c += [FwdConfig(1, 64, 128, 1, s) for s in (1, 2, 4)]
+        c = [FwdConfig(1, 64, 64, 1, s) for s in (1, 2, 4, 8)]
+        # Long-K layers (down: 148 / 216 chunks) have few N tiles: finer K splits fill the GPU.
+        c += [FwdConfig(1, 64, 128, 1, s) for s in (1, 2, 4, 8, 16)]
         c += [FwdConfig(1, 64, 128, 1, 2, fused=False)]
         c += [FwdConfig(2, 64, 128, 1, 1), FwdConfig(1, 128, 128, 1, 1, 8)]
         if m == 128:
@@ -133,7 +134,8 @@ def bwd_candidates(m: int) -> list[BwdConfig]:
         return [BwdConfig(1, 16, 64, s) for s in (4, 8, 16)] + [BwdConfig(2, 16, 64, 8), BwdConfig(1, 16, 128, 8),
                                                                 BwdConfig(1, 16, 64, 8, fused=False)]
     if m <= 128:
-        return [BwdConfig(1, 64, 64, s) for s in (1, 2, 4)] + [BwdConfig(1, 128, 64, 1, 8)]
+        # One program per (row block, 128-column chunk): 28-40 chunks fill few SMs, so split N finer too.
+        return [BwdConfig(1, 64, 64, s) for s in (1, 2, 4, 8, 16, 32)] + [BwdConfig(1, 128, 64, s, 8) for s in (1, 4, 16)]
     c = [BwdConfig(1, 128, 64, 1, 8, 3), BwdConfig(1, 128, 64, 1, 8, 4), BwdConfig(2, 128, 64, 1, 8, 3),
          BwdConfig(1, 64, 64, 1, 4, 4)]
     if m == 1024:

@@ -259,4 +259,11 @@ case "$phase" in
       2>&1 | tail -14
     timeout 150 python3 benchmarks/decode_nvfp4.py --compile --out "$out/decode_compiled" 2>&1 | tail -5
     ;;
+  9g)  # M = 64 / 128 with finer K (forward) and N (input gradient) splits in the search, 7B and 32B
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    for m in 7b 32b; do
+      timeout 270 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models $m --ms 64,128 \
+        --out "$out/gemm_m64_$m" 2>&1 | tail -7
+    done
+    ;;
 esac
