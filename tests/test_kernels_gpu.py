@@ -195,3 +195,24 @@ def test_large_m_slabs_overlap_on_a_second_stream(monkeypatch):
         graph.replay()
         torch.cuda.synchronize()
         assert _rel(y, _matmul_fp32(x.float(), ref_w.T)) < 1e-2
+
+
+def test_split_reduction_without_counters_during_capture_uses_the_reduce_kernel(monkeypatch):
+    """A graph captured before the counter buffer exists cannot allocate it inside the capture: that launch sums
+    its partials with the separate reduce kernel instead, and the graph still computes the right product."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    kw, ref_w = _weight(4608, 3584)
+    x = torch.randn(8, 3584, device="cuda").to(torch.bfloat16)
+    cfg = FwdConfig(1, 16, 64, 1, 4)
+    nvfp4_matmul(x, kw, cfg)  # compile both variants outside the capture
+    nvfp4_matmul(x, kw, cfg._replace(fused=False))
+    monkeypatch.setattr(kern, "_COUNTERS", {})
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = nvfp4_matmul(x, kw, cfg)
+    assert kern._COUNTERS == {}
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert _rel(y, _matmul_fp32(x.float(), ref_w.T)) < 1e-2
