@@ -38,12 +38,53 @@ def rel(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.float() - ref).norm() / ref.norm())
 
 
+def dequant_bandwidth(args) -> None:
+    """GB/s of ``dequantize_rows`` over a whole weight (codes + scales read, bf16 written) for several launch shapes;
+    the device's copy bandwidth (read + write of a 1 GiB tensor) alongside."""
+    dev = torch.device("cuda")
+    src = torch.empty(2**29, dtype=torch.bfloat16, device=dev)
+    dst = torch.empty_like(src)
+    copy_gbs = 2 * src.numel() * 2 / (triton.testing.do_bench(lambda: dst.copy_(src), return_mode="median") * 1e-3) / 1e9
+    src = dst = None
+    rows = []
+    for model in args.models.split(","):
+        for layer, (n, k) in SHAPES[model].items():
+            q = nvfp4.quantize(torch.randn(n, k, device=dev) * 0.02)
+            kw = kern.prepare_weight(q.packed, q.scale, q.global_scale)
+            ref = q.dequantize(torch.bfloat16)
+            out = torch.empty((n, k), dtype=torch.bfloat16, device=dev)
+            nbytes = kw.codes.numel() + kw.scales.numel() + out.numel() * 2
+            for bn in (16, 32, 64, 128):
+                for warps in (2, 4, 8):
+                    kern.dequantize_rows(kw, 0, n, out, bn=bn, num_warps=warps)
+                    err = rel(out, ref.float())
+                    t = triton.testing.do_bench(
+                        lambda kw=kw, n=n, out=out, bn=bn, warps=warps: kern.dequantize_rows(kw, 0, n, out, bn=bn,
+                                                                                           num_warps=warps),
+                        return_mode="median") * 1e-3
+                    rows.append({"model": model, "layer": layer, "n": n, "k": k, "bn": bn, "warps": warps,
+                                 "us": t * 1e6, "gbs": nbytes / t / 1e9, "rel_err": err})
+                    print(f"{model:4} {layer:8} bn {bn:3} warps {warps} {t * 1e6:8.1f}us {nbytes / t / 1e9:6.0f} GB/s "
+                          f"rel {err:.1e}", flush=True)
+            del kw, ref, q
+            torch.cuda.empty_cache()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "dequant_rows.json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "date":
+                                                           time.strftime("%Y-%m-%d"), "copy_gbs": copy_gbs,
+                                                           "rows": rows}, indent=1))
+    print(f"copy bandwidth {copy_gbs:.0f} GB/s (read + write)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="7b,32b")
     p.add_argument("--ms", default="256,512,1024,4096")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    p.add_argument("--dequant", action="store_true", help="only time the slab dequantization kernel's launch shapes")
     args = p.parse_args()
+    if args.dequant:
+        return dequant_bandwidth(args)
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = torch.device("cuda")
     rows = []

@@ -266,4 +266,8 @@ case "$phase" in
         --out "$out/gemm_m64_$m" 2>&1 | tail -7
     done
     ;;
+  9h)  # the slab dequantization kernel alone: GB/s for rows per program x warps, 7B and 32B weights
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    PYTHONPATH=. timeout 300 python3 benchmarks/gemm_large_m.py --dequant --out "$out" 2>&1 | tail -100
+    ;;
 esac

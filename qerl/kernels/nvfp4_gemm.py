@@ -765,16 +765,19 @@ LARGE_M_BWD = 512
 SCRATCH_ELEMENTS = 64 * 2**20
 
 
+DEQUANT_BN, DEQUANT_WARPS = 32, 4  # rows per program and warps of _dequant_rows_kernel
+
+
 def dequantize_rows(w: KernelWeight, row0: int, rows: int, out: torch.Tensor | None = None,
-                    asm: bool = True) -> torch.Tensor:
+                    asm: bool = True, bn: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Rows ``[row0, row0 + rows)`` of W as a bf16 [rows, K] tensor (``out``: a contiguous buffer to fill)."""
     if out is None:
         out = torch.empty((rows, w.k), dtype=torch.bfloat16, device=w.codes.device)
-    bn = 32
+    bn = bn or DEQUANT_BN
     grid = (-(-rows // bn), w.k_pad // CHUNK)
     _dequant_rows_kernel[grid](w.codes, w.scales, w.global_scale, out, rows, w.k, row0,
                                w.codes.stride(0), w.scales.stride(0), out.stride(0), BN=bn, ASM=_use_asm(asm),
-                               num_warps=4)
+                               num_warps=num_warps or DEQUANT_WARPS)
     return out
 
 
