@@ -16,6 +16,7 @@ Subcommands (each prints a JSON summary; --json also writes it):
           --batches 1,8,64 --prompt-len 128 --gen-len 256 --workdir /tmp/qerl-bench
       --lora-dual-stream starts the engines with vLLM's VLLM_LORA_ENABLE_DUAL_STREAM=1 (adapter kernels on a second
       CUDA stream, overlapping the base GEMM), to measure what that does to the adapter's per-step cost.
+      --fp4-kernel qerl serves the NVFP4 checkpoint with this project's Triton kernels instead of vLLM's Marlin.
       BF16 uses load_format=dummy by default (--bf16-weights random writes a real checkpoint: 2 bytes/weight on
       disk); NVFP4 uses a real random checkpoint (dummy init leaves packed codes uninitialised).
       Budget: ~1-1.5 min per (format, rank) on a cold process (import + engine start + CUDA graphs), so split
@@ -156,7 +157,7 @@ def write_checkpoint(workdir: Path, shape: str, fmt: str, weights: str = "random
 
     def add(key: str, tensor: torch.Tensor) -> None:
         nonlocal shard_bytes
-        shard[key] = tensor.contiguous().cpu()
+        shard[key] = tensor.detach().to("cpu", copy=True).contiguous()  # own storage (shared global scales)
         shard_bytes += tensor.numel() * tensor.element_size()
         if shard_bytes > 4 * 2**30:
             flush()
@@ -260,7 +261,7 @@ def run_one(args: argparse.Namespace) -> dict:
     backend = VLLMRolloutBackend(
         path, None, load=fmt if fmt == "nvfp4" else "bf16", max_lora_rank=max(rank, 1),
         gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.prompt_len + args.gen_len + 16,
-        dtype="bfloat16", enforce_eager=args.eager, engine_kwargs=engine_kwargs,
+        dtype="bfloat16", enforce_eager=args.eager, engine_kwargs=engine_kwargs, fp4_kernel=args.fp4_kernel,
     )
     start_s = time.perf_counter() - t
     if rank > 0:
@@ -292,8 +293,15 @@ def run_one(args: argparse.Namespace) -> dict:
                      "end_to_end_tokens_per_s": batch * args.gen_len / full, "prefill_s": prefill})
         print(f"[bench] {fmt} rank {rank} batch {batch}: {batch / step:.0f} decode tok/s, "
               f"{step * 1e3:.2f} ms/step", flush=True)
+    # A fixed greedy continuation, to compare engines on the same checkpoint (e.g. --fp4-kernel marlin vs qerl).
+    check = [{"prompt_token_ids": torch.randint(16, vocab - 16, (32,), generator=torch.Generator().manual_seed(99))
+              .tolist()} for _ in range(4)]
+    greedy = SamplingParams(max_tokens=16, temperature=0.0, detokenize=False)
+    check_tokens = [list(o.outputs[0].token_ids) for o in backend.llm.generate(check, greedy, use_tqdm=False,
+                                                                                   lora_request=backend.lora_request)]
     backend.close()
-    return {"format": fmt, "rank": rank, "weights": weights, "engine_start_s": start_s,
+    return {"format": fmt, "rank": rank, "weights": weights, "engine_start_s": start_s, "check_tokens": check_tokens,
+            "fp4_kernel": backend.fp4_kernel,
             "lora_dual_stream": os.environ.get("VLLM_LORA_ENABLE_DUAL_STREAM", "0") == "1",
             "vllm_version": backend.vllm_version, "rows": rows}
 
@@ -309,7 +317,8 @@ def rollout(args: argparse.Namespace) -> dict:
                    "--batches", ",".join(map(str, args.batches)), "--prompt-len", str(args.prompt_len),
                    "--gen-len", str(args.gen_len), "--workdir", args.workdir, "--repeats", str(args.repeats),
                    "--gpu-memory-utilization", str(args.gpu_memory_utilization),
-                   "--bf16-weights", args.bf16_weights] + (["--eager"] if args.eager else [])
+                   "--bf16-weights", args.bf16_weights, "--fp4-kernel", args.fp4_kernel]
+            cmd += ["--eager"] if args.eager else []
             env = dict(os.environ)
             if args.lora_dual_stream:  # read by vLLM when its LoRA layers are imported: set before the child starts
                 env["VLLM_LORA_ENABLE_DUAL_STREAM"] = "1"
@@ -326,7 +335,7 @@ def rollout(args: argparse.Namespace) -> dict:
             res["process_s"] = time.perf_counter() - t
             results.append(res)
     return {"shape": args.shape, "prompt_len": args.prompt_len, "gen_len": args.gen_len,
-            "lora_dual_stream": args.lora_dual_stream, **info,
+            "lora_dual_stream": args.lora_dual_stream, "fp4_kernel": args.fp4_kernel, **info,
             "runs": results, "derived": derive(args.shape, results, info)}
 
 
@@ -550,6 +559,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         r.add_argument("--gpu-memory-utilization", type=float, default=0.85)
         r.add_argument("--bf16-weights", choices=("dummy", "random"), default="dummy")
         r.add_argument("--eager", action="store_true", help="no CUDA graphs (slower; for debugging)")
+        r.add_argument("--fp4-kernel", choices=("marlin", "qerl"), default="marlin",
+                       help="NVFP4 GEMM of the engine: vLLM's Marlin or this project's Triton kernels")
 
     s = sub.add_parser("rl-step", help="one RL step on the colocated NVFP4 engine + trainer")
     common(s)

@@ -60,6 +60,8 @@ class QeRLConfig(GRPOConfig):
                                                                        "log the mismatch even without correction"})
     vllm_max_lora_rank: int | None = None  # default: lora_r
     vllm_enforce_eager: bool = field(default=False, metadata={"help": "no CUDA graphs in the rollout engine"})
+    vllm_fp4_kernel: str = field(default="marlin", metadata={"help": "NVFP4 GEMM in the rollout engine: marlin (vLLM's) "
+                                                                    "| qerl (this project's Triton kernels)"})
     vllm_lora_dual_stream: bool = field(default=False, metadata={"help": "run the engine's LoRA kernels on a second "
                                                                          "CUDA stream beside the base GEMMs (vLLM's "
                                                                          "VLLM_LORA_ENABLE_DUAL_STREAM; CUDA only)"})

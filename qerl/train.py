@@ -72,6 +72,7 @@ def build_trainer(args: QeRLConfig, reward_funcs: list | None = None):
             max_lora_rank=args.vllm_max_lora_rank, gpu_memory_utilization=args.vllm_gpu_memory_utilization,
             max_model_len=args.vllm_max_model_length or 4096, enable_sleep_mode=args.vllm_enable_sleep_mode,
             seed=args.seed, enforce_eager=args.vllm_enforce_eager, lora_dual_stream=args.vllm_lora_dual_stream,
+            fp4_kernel=args.vllm_fp4_kernel,
         )
     else:
         eos = sorted({tokenizer.eos_token_id, *_as_list(model.generation_config.eos_token_id)} - {None})

@@ -270,4 +270,31 @@ case "$phase" in
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
     PYTHONPATH=. timeout 300 python3 benchmarks/gemm_large_m.py --dequant --out "$out" 2>&1 | tail -100
     ;;
+  # Run 4: the NVFP4 checkpoint served in vLLM by this project's Triton kernels (--fp4-kernel qerl) instead of Marlin.
+  10a)
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    for shape in 7b 14b; do
+      timeout 250 python3 benchmarks/rollout_vllm.py checkpoint --shape $shape --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    done
+    ;;
+  10b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    ;;
+  10c)  # 7B without an adapter: qerl kernels vs Marlin, same checkpoint (speed and the greedy check tokens)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    for k in qerl marlin; do
+      timeout 280 python3 benchmarks/rollout_vllm.py rollout --shape 7b --formats nvfp4 --ranks 0 --batches 1,8,64 \
+        --fp4-kernel $k --workdir /tmp/qb --json "$out/rollout_7b_$k.json" 2>&1 | tail -12
+    done
+    ;;
+  10d)  # 14B NVFP4 on the qerl kernels, without and with a rank-32 adapter
+    vllm_env
+    timeout 580 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4 --ranks 0,32 --batches 1,8,64 \
+      --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_qerl.json" 2>&1 | tail -25
+    ;;
+  10e)  # 14B rank 32 on Marlin and on BF16, same machine as 10d
+    vllm_env
+    timeout 580 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
+      --workdir /tmp/qb --json "$out/rollout_14b_marlin_bf16.json" 2>&1 | tail -25
+    ;;
 esac

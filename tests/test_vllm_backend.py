@@ -498,3 +498,69 @@ def test_rollout_benchmark_sweep_and_dual_stream_setting_reach_the_engines(engin
     (run,) = dual["runs"]
     assert dual["lora_dual_stream"] and run["error"].startswith("exit")
     assert "Dual CUDA streams are only supported on CUDA" in run["tail"]
+
+
+# -- the NVFP4 checkpoint served by this project's kernels (qerl/rollout/vllm_nvfp4.py) -------------------------------
+
+
+def test_nvfp4_checkpoint_loads_through_the_qerl_quantization_method(engines, tmp_path):
+    """``fp4_kernel="qerl"``: every linear layer of the engine holds the checkpoint's NVFP4 weights through this
+    project's vLLM quantization method (fused q/k/v and gate/up shards where vLLM puts them: each layer's product
+    equals the codec's dequantized weights), and generation log-probs match the packed transformers model. On CPU the
+    method multiplies the dequantized weight; the Triton path is checked on the GPU (scripts/device_session.sh)."""
+    from safetensors import safe_open
+
+    from qerl import nvfp4
+    from qerl.loading import _load_packed
+
+    engines.close()
+    bench = _script("benchmarks/rollout_vllm.py")
+    ckpt = bench.write_checkpoint(tmp_path, "tiny", "nvfp4", "random", device="cpu")
+    backend = VLLMRolloutBackend(ckpt, None, load="nvfp4", fp4_kernel="qerl", max_lora_rank=RANK, max_model_len=128,
+                                 dtype="float32", enforce_eager=True, engine_kwargs={"skip_tokenizer_init": True})
+    try:
+        assert backend.fp4_kernel == "qerl"
+        tensors = {}
+        for shard in sorted(ckpt.glob("*.safetensors")):
+            with safe_open(str(shard), "pt") as f:
+                tensors.update({k: f.get_tensor(k) for k in f.keys()})
+
+        def dense(name: str) -> torch.Tensor:
+            return nvfp4.dequantize(tensors[f"{name}.weight_packed"], tensors[f"{name}.weight_scale"],
+                                    tensors[f"{name}.weight_global_scale"], dtype=torch.float32)
+
+        fused = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj"),
+                 "o_proj": ("o_proj",), "down_proj": ("down_proj",)}
+        checked = 0
+        model = vllm_internals.engine_model(backend.llm)
+        for name, module in model.named_modules():
+            method = getattr(module, "quant_method", None)
+            if method is None or "layers." not in name or name.rsplit(".", 1)[-1] not in fused:
+                continue
+            assert type(method).__name__ == "QeRLNVFP4LinearMethod", f"{name}: {type(method).__name__}"
+            stem = name[: name.rfind(".") + 1]
+            want_w = torch.cat([dense(stem + s) for s in fused[name.rsplit(".", 1)[-1]]])
+            x = torch.randn(3, want_w.shape[1], generator=torch.Generator().manual_seed(checked))
+            torch.testing.assert_close(method.apply(module, x), x @ want_w.T, rtol=1e-5, atol=1e-5)
+            checked += 1
+        assert checked == 4 * 2, f"checked {checked} projection layers, expected 8 (4 per layer, 2 layers)"
+
+        reference = _load_packed(ckpt, torch.device("cpu"), torch.float32)
+        ps = [[5, 17, 33, 2, 9, 41], [100, 7, 7, 3]]
+        result = backend.generate(ps, SamplingSettings(max_new_tokens=8, temperature=0.0))
+        for prompt, completion, lps in zip(ps, result.completion_ids, result.logprobs):
+            assert len(completion) == 8
+            torch.testing.assert_close(torch.tensor(lps), hf_logprobs(reference, prompt, completion, 0.0), rtol=0,
+                                       atol=LOGPROB_ATOL)
+    finally:
+        backend.close()
+
+
+def test_fused_shards_with_different_global_scales_are_refused():
+    from qerl.rollout.vllm_nvfp4 import is_ignored, shared_global_scale
+
+    assert float(shared_global_scale(torch.tensor([3.0, 3.0, 3.0]))) == 3.0
+    with pytest.raises(UserError, match="different NVFP4 global scales"):
+        shared_global_scale(torch.tensor([3.0, 2.0]), "model.layers.0.mlp.gate_up_proj")
+    assert is_ignored("lm_head", ["lm_head"]) and is_ignored("model.layers.3.mlp.down_proj", ["re:.*mlp.down_proj"])
+    assert not is_ignored("model.layers.3.mlp.up_proj", ["lm_head", "re:.*down_proj$"])

@@ -39,6 +39,7 @@ from qerl.rollout.base import RolloutBackend, RolloutResult, SamplingSettings
 log = logging.getLogger(__name__)
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+FP4_KERNELS = ("marlin", "qerl")  # vLLM's Marlin FP4 GEMM, or this project's Triton kernels (vllm_nvfp4.py)
 
 
 def engine_lora_rank(rank: int) -> int:
@@ -170,6 +171,7 @@ class VLLMRolloutBackend(RolloutBackend):
         seed: int = 0,
         enforce_eager: bool = False,
         lora_dual_stream: bool = False,
+        fp4_kernel: str = "marlin",
         adapter_root: str | Path | None = None,
         eos_token_ids: list[int] | None = None,
         engine_kwargs: dict[str, Any] | None = None,
@@ -197,6 +199,13 @@ class VLLMRolloutBackend(RolloutBackend):
             raise UserError(f"{model_path} is an NVFP4 checkpoint: use --load nvfp4 or pass the BF16 source model")
         elif load == "nf4":
             kwargs["quantization"] = "bitsandbytes"  # in-flight NF4 quantization of the BF16 checkpoint
+        if fp4_kernel not in FP4_KERNELS:
+            raise UserError(f"unknown fp4_kernel {fp4_kernel!r}: use one of {', '.join(FP4_KERNELS)}")
+        if load == "nvfp4" and fp4_kernel == "qerl":
+            from qerl.rollout import vllm_nvfp4
+
+            kwargs["quantization"] = vllm_nvfp4.register()  # this project's Triton kernels instead of Marlin
+        self.fp4_kernel = fp4_kernel if load == "nvfp4" else None
         self.load = load
         self.tokenizer = tokenizer
         if eos_token_ids is None and tokenizer is not None and tokenizer.eos_token_id is not None:
