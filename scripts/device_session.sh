@@ -297,4 +297,17 @@ case "$phase" in
     timeout 580 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
       --workdir /tmp/qb --json "$out/rollout_14b_marlin_bf16.json" 2>&1 | tail -25
     ;;
+  # The vLLM check (adapter sync, generation, log-probs vs the trainer, AQN in the engine) with --fp4-kernel qerl.
+  11a)
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    timeout 200 python3 benchmarks/rollout_vllm.py checkpoint --shape 7b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    ;;
+  11b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    ;;
+  11c)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    timeout 420 python3 scripts/device_vllm_check.py --model /tmp/qb/qwen2.5-7b-nvfp4-random --load nvfp4 \
+      --fp4-kernel qerl --rank 16 --json "$out/vllm_check_qerl.json" 2>&1 | grep "check\]\|Error\|error" | tail -14
+    ;;
 esac

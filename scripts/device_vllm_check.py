@@ -44,6 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, help="checkpoint directory (compressed-tensors NVFP4 for --load nvfp4)")
     p.add_argument("--load", choices=("nvfp4", "bf16", "nf4"), default="nvfp4")
+    p.add_argument("--fp4-kernel", choices=("marlin", "qerl"), default="marlin",
+                   help="NVFP4 GEMM of the engine: vLLM's Marlin, or this project's Triton kernels")
     p.add_argument("--rank", type=int, default=16, help="LoRA rank (alpha = rank, so vLLM's folded B equals B)")
     p.add_argument("--sigma", type=float, default=1e-2, help="AQN sigma for the noise check")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.35)
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         backend = VLLMRolloutBackend(
             args.model, tok, load=args.load, max_lora_rank=args.rank,
             gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
-            enable_sleep_mode=args.sleep_mode, enforce_eager=not args.cuda_graphs, seed=0,
+            enable_sleep_mode=args.sleep_mode, enforce_eager=not args.cuda_graphs, seed=0, fp4_kernel=args.fp4_kernel,
         )
         summary["vllm_version"] = backend.vllm_version
         summary["engine_start_s"] = round(time.perf_counter() - t, 1)
@@ -165,7 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         quantized = {n: k for n, k in layers.items() if not k["quant_method"].startswith("Unquantized")
                      and "KVCache" not in k["quant_method"]}
         want = EXPECTED_KERNEL[args.load]
-        if args.load == "nvfp4":
+        if args.load == "nvfp4" and args.fp4_kernel == "qerl":  # this project's method, on the Triton path
+            bad = [n for n, k in quantized.items() if k["quant_method"] != "QeRLNVFP4LinearMethod"
+                   or getattr(modules[n], "qerl_shape", None) is None]
+            ok = bool(quantized) and not bad
+        elif args.load == "nvfp4":
             bad = [n for n, k in quantized.items() if not all(w in k["kernel"].lower() for w in want)]
             ok = bool(quantized) and not bad
         elif args.load == "bf16":
