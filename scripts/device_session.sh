@@ -297,7 +297,8 @@ case "$phase" in
     timeout 580 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
       --workdir /tmp/qb --json "$out/rollout_14b_marlin_bf16.json" 2>&1 | tail -25
     ;;
-  # The vLLM check (adapter sync, generation, log-probs vs the trainer, AQN in the engine) with --fp4-kernel qerl.
+  # The vLLM check (adapter sync, generation, log-probs vs the trainer, AQN in the engine) with --fp4-kernel qerl
+  # (not run on a GPU yet).
   11a)
     bash .device/vllm/c1/vllm_unpack.sh .device/vllm
     timeout 200 python3 benchmarks/rollout_vllm.py checkpoint --shape 7b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
