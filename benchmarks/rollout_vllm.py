@@ -294,9 +294,10 @@ def run_one(args: argparse.Namespace) -> dict:
         print(f"[bench] {fmt} rank {rank} batch {batch}: {batch / step:.0f} decode tok/s, "
               f"{step * 1e3:.2f} ms/step", flush=True)
     # A fixed greedy continuation, to compare engines on the same checkpoint (e.g. --fp4-kernel marlin vs qerl).
-    check = [{"prompt_token_ids": torch.randint(16, vocab - 16, (32,), generator=torch.Generator().manual_seed(99))
-              .tolist()} for _ in range(4)]
-    greedy = SamplingParams(max_tokens=16, temperature=0.0, detokenize=False)
+    check = [{"prompt_token_ids": torch.randint(16, vocab - 16, (args.prompt_len,),
+                                                generator=torch.Generator().manual_seed(99 + i)).tolist()}
+             for i in range(4)]
+    greedy = SamplingParams(max_tokens=min(16, args.gen_len), temperature=0.0, detokenize=False)
     check_tokens = [list(o.outputs[0].token_ids) for o in backend.llm.generate(check, greedy, use_tqdm=False,
                                                                                    lora_request=backend.lora_request)]
     backend.close()
