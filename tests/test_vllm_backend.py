@@ -516,6 +516,8 @@ def test_nvfp4_checkpoint_loads_through_the_qerl_quantization_method(engines, tm
     engines.close()
     bench = _script("benchmarks/rollout_vllm.py")
     ckpt = bench.write_checkpoint(tmp_path, "tiny", "nvfp4", "random", device="cpu")
+    with pytest.raises(UserError, match="unknown fp4_kernel"):
+        VLLMRolloutBackend(ckpt, None, load="nvfp4", fp4_kernel="cutlass")
     backend = VLLMRolloutBackend(ckpt, None, load="nvfp4", fp4_kernel="qerl", max_lora_rank=RANK, max_model_len=128,
                                  dtype="float32", enforce_eager=True, engine_kwargs={"skip_tokenizer_init": True})
     try:
