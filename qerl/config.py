@@ -10,6 +10,7 @@ from trl import GRPOConfig
 
 from qerl.aqn import DEFAULT_TARGETS, AQNConfig
 from qerl.lora import ALL_PROJECTIONS
+from qerl.rollout.vllm_backend import FP4_KERNELS
 
 ALGORITHMS = ("grpo", "dapo", "dr_grpo")
 # Paper defaults: NVFP4 (and NF4) LoRA at lr 1e-5, BF16 LoRA at 5e-6.
@@ -84,6 +85,8 @@ class QeRLConfig(GRPOConfig):
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm {self.algorithm!r} is not one of {ALGORITHMS}")
+        if self.vllm_fp4_kernel not in FP4_KERNELS:
+            raise ValueError(f"vllm_fp4_kernel {self.vllm_fp4_kernel!r} is not one of {FP4_KERNELS}")
         if self.learning_rate is None:
             self.learning_rate = DEFAULT_LR.get(self.load, 1e-5)
         preset = {"grpo": "grpo", "dapo": "dapo", "dr_grpo": "dr_grpo"}[self.algorithm]

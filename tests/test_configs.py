@@ -51,3 +51,15 @@ def test_launcher_rejects_bad_arguments():
     proc = subprocess.run(["bash", str(ROOT / "training" / "_launch.sh"), "9B", "nvfp4", "gsm8k_grpo"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "unknown size 9B" in proc.stderr
+
+
+def test_rollout_kernel_choice_is_checked_when_the_config_is_parsed(tmp_path):
+    def parse(*extra):
+        (a,) = TrlParser((QeRLConfig,)).parse_args_and_config(
+            ["--config", str(ROOT / "configs" / "gsm8k_grpo.yaml"), "--output_dir", str(tmp_path), *extra])
+        return a
+
+    assert parse().vllm_fp4_kernel == "marlin" and not parse().vllm_lora_dual_stream
+    assert parse("--vllm_fp4_kernel", "qerl", "--vllm_lora_dual_stream", "true").vllm_fp4_kernel == "qerl"
+    with pytest.raises(ValueError, match="vllm_fp4_kernel 'cutlass' is not one of"):
+        parse("--vllm_fp4_kernel", "cutlass")
