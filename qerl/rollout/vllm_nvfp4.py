@@ -65,11 +65,10 @@ def register() -> str:
                 input_dim=1, output_dim=0, weight_loader=loader))
             layer.register_parameter("weight_global_scale", PerTensorScaleParameter(
                 data=torch.empty(len(output_partition_sizes), dtype=torch.float32), weight_loader=loader))
-            layer.qerl_out_dtype = params_dtype
 
         def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
             packed, scale = layer.weight_packed.data, layer.weight_scale.data
-            global_scale = shared_global_scale(layer.weight_global_scale.data, getattr(layer, "prefix", ""))
+            global_scale = shared_global_scale(layer.weight_global_scale.data, layer.prefix)
             del layer.weight_packed, layer.weight_scale, layer.weight_global_scale
             from qerl.kernels import prepare_weight, triton_available
 
@@ -81,7 +80,7 @@ def register() -> str:
                 layer.weight_global_scale = Parameter(kw.global_scale, requires_grad=False)
                 layer.qerl_shape = (kw.n, kw.k)
             else:
-                dense = nvfp4.dequantize(packed, scale, global_scale, dtype=layer.qerl_out_dtype)
+                dense = nvfp4.dequantize(packed, scale, global_scale, dtype=layer.params_dtype)
                 layer.weight = Parameter(dense, requires_grad=False)
                 layer.qerl_shape = None
 
@@ -130,7 +129,6 @@ def register() -> str:
         def get_quant_method(self, layer: torch.nn.Module, prefix: str):
             if not isinstance(layer, LinearBase):
                 return None
-            layer.prefix = prefix
             shards = [prefix]
             leaf = prefix.rsplit(".", 1)[-1]
             if leaf in self.packed_modules_mapping:  # a fused layer: the checkpoint names its shards
