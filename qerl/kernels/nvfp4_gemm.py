@@ -759,9 +759,10 @@ def _out(out: torch.Tensor | None, m: int, n: int, like: torch.Tensor) -> torch.
 # M = 1024, input gradient ahead at every shape from M = 512); the slab is re-used, so no full BF16 copy of W exists.
 LARGE_M_FWD = 1024
 LARGE_M_BWD = 512
-# At most 128 MiB of bf16 per slab buffer (two of them while slabs overlap, see OVERLAP_SLABS), and slabs of equal height: with 32 MiB slabs a 7B down projection (K = 18944) was
-# cut into 885-row pieces whose M = 1024 products filled under half of the SMs (0.34x of BF16). A transient
-# 128 MiB buffer is small next to the activations of an M >= 1024 pass.
+# At most 128 MiB of bf16 per slab buffer (two of them while slabs overlap, see OVERLAP_SLABS), and slabs of equal
+# height: with 32 MiB slabs a 7B down projection (K = 18944) was cut into 885-row pieces whose M = 1024 products
+# filled under half of the SMs (0.34x of BF16). A transient 128 MiB buffer is small next to the activations of an
+# M >= 1024 pass.
 SCRATCH_ELEMENTS = 64 * 2**20
 
 
@@ -887,22 +888,17 @@ def nvfp4_matmul(
     split = _even_split(kc // cfg.ch, cfg.split_k)
     cps = kc // split
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
-    counters = _split_counters(x.device, grid[0]) if split > 1 and cfg.fused else None
-    if split > 1:
-        ws = torch.empty((split, m, w.n), dtype=torch.float32, device=x.device)
-        out, stride_ym, stride_split, out_f32 = ws, w.n, m * w.n, True
-    else:
-        out, stride_ym, stride_split, out_f32 = y, w.n, 0, False
+    target, stride_split, counters = _split_target(y, split, grid[0], cfg.fused)
     _fwd_kernel[grid](
-        x2, w.codes, w.scales, w.global_scale, out, y, out if counters is None else counters,
+        x2, w.codes, w.scales, w.global_scale, target, y, target if counters is None else counters,
         m, w.n, w.k, cps,
-        x2.stride(0), w.codes.stride(0), w.scales.stride(0), stride_ym, stride_split,
+        x2.stride(0), w.codes.stride(0), w.scales.stride(0), w.n, stride_split,
         BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m,
-        EVEN_K=(w.k % CHUNK == 0), OUT_F32=out_f32, FUSED=counters is not None,
+        EVEN_K=(w.k % CHUNK == 0), OUT_F32=split > 1, FUSED=counters is not None,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_reg_cap(cfg.maxnreg),
     )
     if split > 1 and counters is None:
-        _reduce(ws, y, split)
+        _reduce(target, y, split)
     return y.reshape(*x.shape[:-1], w.n)
 
 
@@ -925,23 +921,28 @@ def nvfp4_matmul_grad_input(
     split = _even_split(n_steps, cfg.split_n)
     per = n_steps // split * cfg.bn  # rows of N per split, a multiple of BN
     grid = (-(-m // cfg.bm) * kc, split)
-    counters = _split_counters(dy.device, grid[0]) if split > 1 and cfg.fused else None
-    if split > 1:
-        ws = torch.empty((split, m, w.k), dtype=torch.float32, device=dy.device)
-        out, stride_split, out_f32 = ws, m * w.k, True
-    else:
-        out, stride_split, out_f32 = dx, 0, False
+    target, stride_split, counters = _split_target(dx, split, grid[0], cfg.fused)
     _bwd_kernel[grid](
-        dy2, w.codes, w.scales, w.global_scale, out, dx, out if counters is None else counters,
+        dy2, w.codes, w.scales, w.global_scale, target, dx, target if counters is None else counters,
         m, w.n, w.k, per,
         dy2.stride(0), w.codes.stride(0), w.scales.stride(0), w.k, stride_split,
         BM=cfg.bm, BN=cfg.bn, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m,
-        EVEN_N=(w.n % cfg.bn == 0), OUT_F32=out_f32, FUSED=counters is not None,
+        EVEN_N=(w.n % cfg.bn == 0), OUT_F32=split > 1, FUSED=counters is not None,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if split > 1 and counters is None:
-        _reduce(ws, dx, split)
+        _reduce(target, dx, split)
     return dx.reshape(*dy.shape[:-1], w.k)
+
+
+def _split_target(dest: torch.Tensor, split: int, tiles: int, fused: bool):
+    """``(target, stride_split, counters)`` for a launch writing ``dest`` [M, cols]: ``dest`` itself without a split,
+    else an fp32 [split, M, cols] workspace of partials, with the tile counters when the kernel sums them itself
+    (``fused``) or None when ``_reduce`` must (not fused, or no counters during a graph capture)."""
+    if split == 1:
+        return dest, 0, None
+    ws = torch.empty((split, *dest.shape), dtype=torch.float32, device=dest.device)
+    return ws, dest.numel(), _split_counters(dest.device, tiles) if fused else None
 
 
 def _reg_cap(maxnreg: int | None) -> dict:
