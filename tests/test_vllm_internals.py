@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import types
 
@@ -16,9 +17,9 @@ def test_dual_stream_is_set_before_vllm_reads_it(monkeypatch):
     monkeypatch.delenv(DUAL_STREAM_ENV, raising=False)
     monkeypatch.delitem(sys.modules, vllm_internals._DUAL_STREAM_MODULE, raising=False)
     set_lora_dual_stream(False)  # off: the environment is left as it is
-    assert DUAL_STREAM_ENV not in __import__("os").environ
+    assert DUAL_STREAM_ENV not in os.environ
     set_lora_dual_stream(True)
-    assert __import__("os").environ[DUAL_STREAM_ENV] == "1"
+    assert os.environ[DUAL_STREAM_ENV] == "1"
 
 
 def test_dual_stream_cannot_be_switched_on_after_vllm_read_it(monkeypatch):
