@@ -1,5 +1,5 @@
 """NVFP4 x BF16 GEMM benchmark: qerl's Triton kernels vs cuBLAS BF16 (torch) and, if vLLM is importable, vLLM's
-Marlin NVFP4 GEMM, on Qwen2.5-7B / 32B linear-layer shapes. Forward (Y = X W^T) and input gradient (dX = dY W).
+Marlin NVFP4 GEMM, on Qwen2.5-7B / 14B / 32B linear-layer shapes. Forward (Y = X W^T) and input gradient (dX = dY W).
 
 Every number comes from this run on this device: CUDA-graph replays of one call per weight copy (enough copies
 that the weights are not served from L2), median over replays; the device copy bandwidth is measured in the same
@@ -33,6 +33,7 @@ from qerl.kernels.nvfp4_gemm import BwdConfig, FwdConfig  # noqa: E402
 
 SHAPES = {
     "7b": [("qkv", 4608, 3584), ("o", 3584, 3584), ("gate_up", 37888, 3584), ("down", 3584, 18944)],
+    "14b": [("qkv", 7168, 5120), ("o", 5120, 5120), ("gate_up", 27648, 5120), ("down", 5120, 13824)],
     "32b": [("qkv", 7168, 5120), ("o", 5120, 5120), ("gate_up", 55296, 5120), ("down", 5120, 27648)],
 }
 MS = [1, 4, 16, 64, 128, 256, 1024, 4096]

@@ -17,6 +17,8 @@ Subcommands (each prints a JSON summary; --json also writes it):
       --lora-dual-stream starts the engines with vLLM's VLLM_LORA_ENABLE_DUAL_STREAM=1 (adapter kernels on a second
       CUDA stream, overlapping the base GEMM), to measure what that does to the adapter's per-step cost.
       --fp4-kernel qerl serves the NVFP4 checkpoint with this project's Triton kernels instead of vLLM's Marlin.
+      --lora-kernel-configs picks the adapter kernels' launch configs (auto: the tuned tables shipped for the GPU;
+      vllm: vLLM's defaults; or a folder from benchmarks/tune_vllm_lora.py).
       BF16 uses load_format=dummy by default (--bf16-weights random writes a real checkpoint: 2 bytes/weight on
       disk); NVFP4 uses a real random checkpoint (dummy init leaves packed codes uninitialised).
       Budget: ~1-1.5 min per (format, rank) on a cold process (import + engine start + CUDA graphs), so split
@@ -253,6 +255,8 @@ def run_one(args: argparse.Namespace) -> dict:
     engine_kwargs = {"skip_tokenizer_init": True, "enable_prefix_caching": False}
     if weights == "dummy":
         engine_kwargs["load_format"] = "dummy"
+    if rank > 0 and args.specialize_active_lora:
+        engine_kwargs["specialize_active_lora"] = True  # LoRA kernel grids sized to the active adapters (1, not 2)
     if rank == 0:
         engine_kwargs["enable_lora"] = False  # the plain base: what an adapter's cost is measured against
     max_batch = max(args.batches)
@@ -262,6 +266,7 @@ def run_one(args: argparse.Namespace) -> dict:
         path, None, load=fmt if fmt == "nvfp4" else "bf16", max_lora_rank=max(rank, 1),
         gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.prompt_len + args.gen_len + 16,
         dtype="bfloat16", enforce_eager=args.eager, engine_kwargs=engine_kwargs, fp4_kernel=args.fp4_kernel,
+        lora_kernel_configs=args.lora_kernel_configs,
     )
     start_s = time.perf_counter() - t
     if rank > 0:
@@ -302,7 +307,7 @@ def run_one(args: argparse.Namespace) -> dict:
                                                                                    lora_request=backend.lora_request)]
     backend.close()
     return {"format": fmt, "rank": rank, "weights": weights, "engine_start_s": start_s, "check_tokens": check_tokens,
-            "fp4_kernel": backend.fp4_kernel,
+            "fp4_kernel": backend.fp4_kernel, "lora_kernel_configs": backend.lora_kernel_configs,
             "lora_dual_stream": os.environ.get("VLLM_LORA_ENABLE_DUAL_STREAM", "0") == "1",
             "vllm_version": backend.vllm_version, "rows": rows}
 
@@ -318,7 +323,9 @@ def rollout(args: argparse.Namespace) -> dict:
                    "--batches", ",".join(map(str, args.batches)), "--prompt-len", str(args.prompt_len),
                    "--gen-len", str(args.gen_len), "--workdir", args.workdir, "--repeats", str(args.repeats),
                    "--gpu-memory-utilization", str(args.gpu_memory_utilization),
-                   "--bf16-weights", args.bf16_weights, "--fp4-kernel", args.fp4_kernel]
+                   "--bf16-weights", args.bf16_weights, "--fp4-kernel", args.fp4_kernel,
+                   "--lora-kernel-configs", args.lora_kernel_configs]
+            cmd += ["--specialize-active-lora"] if args.specialize_active_lora else []
             cmd += ["--eager"] if args.eager else []
             env = dict(os.environ)
             if args.lora_dual_stream:  # read by vLLM when its LoRA layers are imported: set before the child starts
@@ -336,7 +343,8 @@ def rollout(args: argparse.Namespace) -> dict:
             res["process_s"] = time.perf_counter() - t
             results.append(res)
     return {"shape": args.shape, "prompt_len": args.prompt_len, "gen_len": args.gen_len,
-            "lora_dual_stream": args.lora_dual_stream, "fp4_kernel": args.fp4_kernel, **info,
+            "lora_dual_stream": args.lora_dual_stream, "fp4_kernel": args.fp4_kernel,
+            "lora_kernel_configs": args.lora_kernel_configs, **info,
             "runs": results, "derived": derive(args.shape, results, info)}
 
 
@@ -562,6 +570,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         r.add_argument("--eager", action="store_true", help="no CUDA graphs (slower; for debugging)")
         r.add_argument("--fp4-kernel", choices=("marlin", "qerl"), default="marlin",
                        help="NVFP4 GEMM of the engine: vLLM's Marlin or this project's Triton kernels")
+        r.add_argument("--specialize-active-lora", action="store_true",
+                       help="vLLM's specialize_active_lora: launch the LoRA kernels for the active adapters only")
+        r.add_argument("--lora-kernel-configs", default="auto",
+                       help="launch configs of vLLM's LoRA kernels: auto (the tables shipped for this GPU, if any) | "
+                            "vllm (vLLM's defaults) | a folder written by benchmarks/tune_vllm_lora.py")
 
     s = sub.add_parser("rl-step", help="one RL step on the colocated NVFP4 engine + trainer")
     common(s)

@@ -66,6 +66,11 @@ class QeRLConfig(GRPOConfig):
     vllm_lora_dual_stream: bool = field(default=False, metadata={"help": "run the engine's LoRA kernels on a second "
                                                                          "CUDA stream beside the base GEMMs (vLLM's "
                                                                          "VLLM_LORA_ENABLE_DUAL_STREAM; CUDA only)"})
+    vllm_lora_kernel_configs: str = field(default="auto", metadata={"help": "launch configs of the engine's LoRA "
+                                                                            "kernels: auto (tuned tables shipped for "
+                                                                            "this GPU, else vLLM's) | vllm (vLLM's "
+                                                                            "defaults) | a VLLM_TUNED_CONFIG_FOLDER "
+                                                                            "folder"})
     # --- AQN --------------------------------------------------------------------------------------------------
     aqn_mode: str = field(default="exponential", metadata={"help": "exponential | constant | off"})
     aqn_sigma_start: float = 1e-2

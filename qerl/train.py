@@ -73,6 +73,7 @@ def build_trainer(args: QeRLConfig, reward_funcs: list | None = None):
             max_model_len=args.vllm_max_model_length or 4096, enable_sleep_mode=args.vllm_enable_sleep_mode,
             seed=args.seed, enforce_eager=args.vllm_enforce_eager, lora_dual_stream=args.vllm_lora_dual_stream,
             fp4_kernel=args.vllm_fp4_kernel,
+            lora_kernel_configs=args.vllm_lora_kernel_configs,
         )
     else:
         eos = sorted({tokenizer.eos_token_id, *_as_list(model.generation_config.eos_token_id)} - {None})

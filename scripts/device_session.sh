@@ -311,4 +311,99 @@ case "$phase" in
     timeout 420 python3 scripts/device_vllm_check.py --model /tmp/qb/qwen2.5-7b-nvfp4-random --load nvfp4 \
       --fp4-kernel qerl --rank 16 --json "$out/vllm_check_qerl.json" 2>&1 | grep "check\]\|Error\|error" | tail -14
     ;;
+  # Run 5 (one machine, back to back): launch configs for the 14B rollouts with an adapter. 12a-12c ferry the bundle;
+  # 12a also makes the random 14B NVFP4 checkpoint and searches this project's forward kernels on the two 14B layer
+  # shapes the tables lack (gate_up 27648 x 5120, down 5120 x 13824), 12b their input gradient, 12c searches vLLM's
+  # LoRA shrink / expand kernels on the 14B shapes (rank 32); 12d-12f time the rollouts with and without those tables.
+  12a)
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    mkdir -p /tmp/run5
+    timeout 300 python3 benchmarks/rollout_vllm.py checkpoint --shape 14b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    timeout 240 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 14b --layers gate_up,down --dirs fwd \
+      --ms 1,8,16,64 --out "$out/gemm_tune_14b_fwd" 2>&1 | tail -12
+    cp "$out/gemm_tune_14b_fwd/tuned_configs.json" /tmp/run5/tuned_14b_fwd.json
+    ;;
+  12b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    timeout 240 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 14b --layers gate_up,down --dirs bwd \
+      --ms 1,8,16,64 --out "$out/gemm_tune_14b_bwd" 2>&1 | tail -12
+    cp "$out/gemm_tune_14b_bwd/tuned_configs.json" /tmp/run5/tuned_14b_bwd.json
+    ;;
+  12c)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    timeout 560 python3 benchmarks/tune_vllm_lora.py --shapes 14b --rank 32 --ms 8,1,16,64 --out "$out/lora_tune_14b" \
+      2>&1 | grep -v "^ *$" | tail -30
+    mkdir -p /tmp/run5/lora && cp "$out"/lora_tune_14b/*.json /tmp/run5/lora/
+    ;;
+  12d|12e)  # 14B rank 32, NVFP4 on this project's kernels (with the 12a-12b tables) and BF16: 12d with the tuned LoRA
+            # tables, 12e with vLLM's default LoRA configs (same machine)
+    vllm_env
+    export QERL_TUNED_CONFIGS=/tmp/run5/tuned_14b_fwd.json:/tmp/run5/tuned_14b_bwd.json
+    lora=/tmp/run5/lora; name=rollout_14b_r32_tuned_lora; [ "$phase" = 12e ] && { lora=vllm; name=rollout_14b_r32_vllm_lora; }
+    timeout 580 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
+      --fp4-kernel qerl --lora-kernel-configs $lora --workdir /tmp/qb --json "$out/$name.json" 2>&1 | grep "\[bench\]\|rror"
+    ;;
+  12f)  # the same machine: 14B without an adapter on this project's kernels, and Marlin with the tuned LoRA tables
+    vllm_env
+    export QERL_TUNED_CONFIGS=/tmp/run5/tuned_14b_fwd.json:/tmp/run5/tuned_14b_bwd.json
+    timeout 280 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4 --ranks 0 --batches 1,8,64 \
+      --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r0_qerl.json" 2>&1 | grep "\[bench\]\|rror"
+    timeout 290 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4 --ranks 32 --batches 1,8,64 \
+      --lora-kernel-configs /tmp/run5/lora --workdir /tmp/qb --json "$out/rollout_14b_r32_marlin_tuned_lora.json" \
+      2>&1 | grep "\[bench\]\|rror"
+    ;;
+  12g)  # as 12d, with vLLM's specialize_active_lora (LoRA kernel grids for 1 active adapter instead of max_loras + 1)
+    vllm_env
+    export QERL_TUNED_CONFIGS=/tmp/run5/tuned_14b_fwd.json:/tmp/run5/tuned_14b_bwd.json
+    timeout 330 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
+      --fp4-kernel qerl --lora-kernel-configs /tmp/run5/lora --specialize-active-lora --workdir /tmp/qb \
+      --json "$out/rollout_14b_r32_tuned_lora_specialized.json" 2>&1 | grep "\[bench\]\|rror"
+    ;;
+  # Run 5, second machine: the vLLM check on this project's kernels (11a-11c's command) and the shipped LoRA tables
+  # (tuned on the 14B shape) on the 7B shape they were not tuned for: 13d with them (auto), 13e with vLLM's defaults.
+  13a)
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 200 python3 benchmarks/rollout_vllm.py checkpoint --shape 7b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    ;;
+  13b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    ;;
+  13c)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    timeout 560 python3 scripts/device_vllm_check.py --model /tmp/qb/qwen2.5-7b-nvfp4-random --load nvfp4 \
+      --fp4-kernel qerl --rank 16 --json "$out/vllm_check_qerl.json" 2>&1 | grep "check\]\|Error\|error\|LoRA kernel" | tail -20
+    ;;
+  13d|13e)
+    vllm_env
+    lora=auto; [ "$phase" = 13e ] && lora=vllm
+    timeout 560 python3 benchmarks/rollout_vllm.py rollout --shape 7b --formats nvfp4,bf16 --ranks 16 --batches 1,8,64 \
+      --lora-kernel-configs $lora --workdir /tmp/qb --json "$out/rollout_7b_r16_lora_$lora.json" 2>&1 | grep "\[bench\]\|rror"
+    ;;
+  # Run 5, third machine: the shipped state (the 14B GEMM entries in TUNED, the LoRA tables picked by auto, nothing
+  # from the environment): GPU tests, then the 14B rank-32 rollouts on this project's kernels and on BF16.
+  14a)
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
+      | tail -5 | tee "$out/gpu_tests.txt"
+    timeout 300 python3 benchmarks/rollout_vllm.py checkpoint --shape 14b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    ;;
+  14b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    ;;
+  14c)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    unset QERL_TUNED_CONFIGS VLLM_TUNED_CONFIG_FOLDER
+    timeout 560 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
+      --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r32_shipped.json" 2>&1 | grep "\[bench\]\|rror"
+    ;;
+  14d)  # 32B rank 32 with the shipped LoRA tables (auto; tuned on the 14B shape), Marlin and BF16, batch 1 / 8
+    vllm_env
+    timeout 200 python3 benchmarks/rollout_vllm.py checkpoint --shape 32b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    timeout 390 python3 benchmarks/rollout_vllm.py rollout --shape 32b --formats nvfp4,bf16 --ranks 32 --batches 1,8 \
+      --gpu-memory-utilization 0.9 --workdir /tmp/qb --json "$out/rollout_32b_r32_shipped_lora.json" 2>&1 \
+      | grep "\[bench\]\|rror"
+    ;;
 esac

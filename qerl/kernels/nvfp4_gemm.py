@@ -37,14 +37,16 @@ Kernels:
   * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS; for large forward products
     the next slab is dequantized on a second stream while the current one is multiplied.
 
-Launch configs: ``TUNED`` (searched on an H200 for the Qwen2.5-7B / 32B shapes) or the ``default_*_config`` heuristics;
-benchmarks/gemm_nvfp4.py --tune searches more and ``load_tuned_configs`` adds the result. Measured speed and the
+Launch configs: ``TUNED`` (searched on an H200 for the Qwen2.5-7B / 14B / 32B shapes) or the ``default_*_config`` heuristics;
+benchmarks/gemm_nvfp4.py --tune searches more and ``load_tuned_configs`` (or the ``QERL_TUNED_CONFIGS`` environment
+variable naming its tuned_configs.json) adds the result. Measured speed and the
 targets it misses: benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 from typing import NamedTuple
@@ -600,9 +602,9 @@ def default_bwd_config(m: int, n: int, k_pad: int, sms: int = 132) -> BwdConfig:
     return BwdConfig(1, 128, 64, 1, 8, 3)
 
 
-# Launch configs chosen by `benchmarks/gemm_nvfp4.py --tune` for the Qwen2.5-7B and -32B layer shapes: M = 1 / 8 / 16 /
-# 64 / 128 on an H200 (run 4 in benchmarks/RESULTS.md), M = 1024 on an H100 (run 1; below the slab dispatch's M, so
-# used only for M = 256-1023); a bucket also serves M up to 4x smaller. {("fwd"|"bwd", m_bucket, n, k_pad): config};
+# Launch configs chosen by `benchmarks/gemm_nvfp4.py --tune` for the Qwen2.5-7B, -14B and -32B layer shapes: M = 1 / 8 /
+# 16 / 64 / 128 on an H200 (runs 4 and 5 in benchmarks/RESULTS.md; 14B up to M = 64), M = 1024 on an H100 (run 1; below
+# the slab dispatch's M, so used only for M = 256-1023); a bucket also serves M up to 4x smaller. {("fwd"|"bwd", m_bucket, n, k_pad): config};
 # add more with ``load_tuned_configs``.
 TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
     ("fwd", 1, 4608, 3584): FwdConfig(2, 8, 64, 1, 7, 2, 3),
@@ -693,6 +695,23 @@ TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
     ("bwd", 16, 5120, 27648): BwdConfig(1, 16, 64, 8, 4, 3),
     ("bwd", 64, 5120, 27648): BwdConfig(1, 128, 64, 1, 8, 3),
     ("bwd", 128, 5120, 27648): BwdConfig(1, 128, 64, 1, 8, 3),
+    # Qwen2.5-14B gate_up / down (its qkv and o have the 32B shapes above): run 5, H200.
+    ("fwd", 1, 27648, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3),
+    ("fwd", 8, 27648, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3),
+    ("fwd", 16, 27648, 5120): FwdConfig(2, 16, 64, 1, 4, 2, 3),
+    ("fwd", 64, 27648, 5120): FwdConfig(1, 64, 128, 1, 1, 4, 3),
+    ("bwd", 1, 27648, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 8, 27648, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 16, 27648, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 64, 27648, 5120): BwdConfig(1, 64, 64, 8, 4, 3),
+    ("fwd", 1, 5120, 13824): FwdConfig(2, 8, 128, 2, 3, 4, 3),
+    ("fwd", 8, 5120, 13824): FwdConfig(2, 8, 64, 1, 9, 2, 3),
+    ("fwd", 16, 5120, 13824): FwdConfig(1, 16, 128, 2, 3, 4, 3),
+    ("fwd", 64, 5120, 13824): FwdConfig(1, 64, 64, 1, 4, 4, 3),
+    ("bwd", 1, 5120, 13824): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
+    ("bwd", 8, 5120, 13824): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
+    ("bwd", 16, 5120, 13824): BwdConfig(1, 16, 64, 16, 4, 3),
+    ("bwd", 64, 5120, 13824): BwdConfig(1, 128, 64, 4, 8, 3),
 }
 
 
@@ -728,6 +747,25 @@ def load_tuned_configs(table: dict[str, dict]) -> int:
         cls = FwdConfig if direction == "fwd" else BwdConfig
         TUNED[(direction, int(bucket), int(n), int(k_pad))] = cls(**fields)
     return len(table)
+
+
+def load_tuned_configs_file(path: str) -> int:
+    """``load_tuned_configs`` from a tuned_configs.json; a clear error if the file is missing or malformed."""
+    try:
+        table = json.loads(open(path).read())
+        return load_tuned_configs(table)
+    except (OSError, ValueError, TypeError) as e:
+        raise ValueError(
+            f"cannot load NVFP4 kernel launch configs from {path!r} ({e}): give the tuned_configs.json written by "
+            "benchmarks/gemm_nvfp4.py --tune, or unset QERL_TUNED_CONFIGS"
+        ) from e
+
+
+# Launch configs searched on the user's own GPU (benchmarks/gemm_nvfp4.py --tune) apply to every process that imports
+# the kernels, vLLM's engine process included, when QERL_TUNED_CONFIGS names the file(s).
+# Several files: separated like PATH entries.
+for _path in filter(None, os.environ.get("QERL_TUNED_CONFIGS", "").split(os.pathsep)):
+    load_tuned_configs_file(_path)
 
 
 def _use_asm(want: bool) -> bool:

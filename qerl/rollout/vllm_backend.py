@@ -33,7 +33,7 @@ from torch import nn
 from qerl.aqn import is_norm_module
 from qerl.errors import UserError
 from qerl.loading import LOAD_MODES, nvfp4_quantization_config, read_config
-from qerl.rollout import vllm_internals
+from qerl.rollout import vllm_internals, vllm_lora_configs
 from qerl.rollout.base import RolloutBackend, RolloutResult, SamplingSettings
 
 log = logging.getLogger(__name__)
@@ -172,6 +172,7 @@ class VLLMRolloutBackend(RolloutBackend):
         enforce_eager: bool = False,
         lora_dual_stream: bool = False,
         fp4_kernel: str = "marlin",
+        lora_kernel_configs: str = "auto",
         adapter_root: str | Path | None = None,
         eos_token_ids: list[int] | None = None,
         engine_kwargs: dict[str, Any] | None = None,
@@ -182,6 +183,10 @@ class VLLMRolloutBackend(RolloutBackend):
         # Before vllm is imported: some of its settings are read once at import or engine start.
         vllm_internals.require_inprocess_engine()
         vllm_internals.set_lora_dual_stream(lora_dual_stream)
+        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+        self.lora_kernel_configs = vllm_lora_configs.apply(lora_kernel_configs, gpu)
+        if self.lora_kernel_configs:
+            log.info("vLLM LoRA kernel launch configs from %s", self.lora_kernel_configs)
         try:
             import vllm
         except ImportError as exc:
