@@ -51,10 +51,20 @@ def projection_groups(shape: str) -> dict[str, tuple[int, tuple[int, ...]]]:
 
 
 # ----------------------------------------------------------------------------------------------- candidates
-def shrink_candidates(m: int) -> list[dict]:
+# "near": the neighbourhood of every pick of the full search on an H200 (run 5 in RESULTS.md), for a quicker search
+# on another GPU; "full": the whole grid.
+SPACES = {
+    "full": {"split_k": (4, 8, 16, 32, 64), "block_k": (32, 64, 128, 256), "exp_block_n": (32, 64, 128, 256),
+             "exp_warps": (1, 2, 4, 8)},
+    "near": {"split_k": (32, 64), "block_k": (64, 128, 256), "exp_block_n": (32, 64, 128), "exp_warps": (1, 2, 4)},
+}
+
+
+def shrink_candidates(m: int, space: str = "full") -> list[dict]:
     out = []
+    sp = SPACES[space]
     block_ms = (16,) if m <= 16 else (16, 32, 64)
-    for bm, bn, bk, split, warps in itertools.product(block_ms, (16, 32), (32, 64, 128, 256), (4, 8, 16, 32, 64), (2, 4)):
+    for bm, bn, bk, split, warps in itertools.product(block_ms, (16, 32), sp["block_k"], sp["split_k"], (2, 4)):
         if m > 16 and (warps == 2 or bk == 256):
             continue
         out.append(dict(block_m=bm, block_n=bn, block_k=bk, split_k=split, num_warps=warps, num_ctas=1,
@@ -62,11 +72,12 @@ def shrink_candidates(m: int) -> list[dict]:
     return out
 
 
-def expand_candidates(m: int, rank: int) -> list[dict]:
+def expand_candidates(m: int, rank: int, space: str = "full") -> list[dict]:
     out = []
+    sp = SPACES[space]
     block_ms = (16,) if m <= 16 else (16, 32, 64)
     block_ks = sorted({max(16, min(32, rank)), 16})
-    for bm, bn, bk, warps, stages in itertools.product(block_ms, (32, 64, 128, 256), block_ks, (1, 2, 4, 8), (1, 2)):
+    for bm, bn, bk, warps, stages in itertools.product(block_ms, sp["exp_block_n"], block_ks, sp["exp_warps"], (1, 2)):
         if m > 16 and warps < 4:
             continue
         out.append(dict(block_m=bm, block_n=bn, block_k=bk, num_warps=warps, num_ctas=1, num_stages=stages,
@@ -271,6 +282,8 @@ def main() -> None:
     p.add_argument("--default-from", type=int, default=128,
                    help="token count at which vLLM's own default configs are written (nearest-M lookup: larger "
                         "batches and prefills keep vLLM's defaults)")
+    p.add_argument("--space", choices=sorted(SPACES), default="full",
+                   help="candidate grid: full, or near (around the H200 picks; ~3x fewer candidates)")
     p.add_argument("--tol", type=float, default=2e-2, help="relative error allowed against fp32")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
@@ -316,7 +329,8 @@ def main() -> None:
             row = {"shape": shape, "group": name, "m": m, "k": k, "slices": list(slices), "rank": args.rank,
                    "layers": layers}
             for op in ("shrink", "expand"):
-                cands = shrink_candidates(m) if op == "shrink" else expand_candidates(m, args.rank)
+                cands = (shrink_candidates(m, args.space) if op == "shrink"
+                         else expand_candidates(m, args.rank, args.space))
                 res = search(ops, case, op, cands, args.tol, log)
                 row[op] = res
                 kk, nn = (k, args.rank) if op == "shrink" else (args.rank, max(slices))

@@ -406,4 +406,17 @@ case "$phase" in
       --gpu-memory-utilization 0.9 --workdir /tmp/qb --json "$out/rollout_32b_r32_shipped_lora.json" 2>&1 \
       | grep "\[bench\]\|rror"
     ;;
+  # Run 5, H100: LoRA launch tables for the H100 (the grid around the H200 picks), 15a-15c on one machine.
+  15a)
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    ;;
+  15b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    ;;
+  15c)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    timeout 540 python3 benchmarks/tune_vllm_lora.py --shapes 14b --rank 32 --ms 8,1,16,64 --space near \
+      --out "$out/lora_tune_14b_h100" 2>&1 | grep -v "^ *$" | tail -40
+    ;;
 esac

@@ -33,7 +33,10 @@ def _tune_module():
 # ------------------------------------------------------------------------------------------ choosing the folder
 def test_auto_uses_shipped_tables_only_for_a_gpu_they_cover(monkeypatch):
     monkeypatch.delenv(lkc.ENV, raising=False)
-    assert (lkc.SHIPPED_DIR / "NVIDIA_H200_SHRINK.json").is_file()
+    for gpu in ("NVIDIA_H200", "NVIDIA_H100_80GB_HBM3"):
+        for kind in ("SHRINK", "EXPAND_TRUE", "EXPAND_FALSE"):
+            assert (lkc.SHIPPED_DIR / f"{gpu}_{kind}.json").is_file()
+    assert lkc.resolve("auto", "NVIDIA H100 80GB HBM3") == str(lkc.SHIPPED_DIR)
     assert lkc.resolve("auto", "NVIDIA H200") == str(lkc.SHIPPED_DIR)
     assert lkc.resolve("auto", "NVIDIA A10G") is None  # no table for it: vLLM's defaults
     assert lkc.resolve("auto", None) is None  # no GPU
@@ -108,8 +111,7 @@ def test_large_token_counts_keep_vllms_default_and_every_slice_count_has_an_entr
     assert table["2"]["4"] == table["2"]["3"]
 
 
-@pytest.mark.parametrize("name", ["NVIDIA_H200_SHRINK.json", "NVIDIA_H200_EXPAND_TRUE.json",
-                                  "NVIDIA_H200_EXPAND_FALSE.json"])
+@pytest.mark.parametrize("name", sorted(p.name for p in lkc.SHIPPED_DIR.glob("*.json")))
 def test_shipped_tables_have_the_structure_vllm_indexes(name):
     table = json.loads((lkc.SHIPPED_DIR / name).read_text())
     need = {"block_m", "block_n", "block_k", "num_warps", "num_stages", "num_ctas"}
