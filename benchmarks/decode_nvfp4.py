@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_matmul, prepare_weight  # noqa: E402
-from qerl.kernels.nvfp4_gemm import load_tuned_configs  # noqa: E402
+from qerl.kernels.nvfp4_gemm import load_tuned_configs_file  # noqa: E402
 
 
 @dataclass
@@ -223,7 +223,7 @@ def main() -> None:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.configs and Path(args.configs).is_file():
-        print(f"loaded {load_tuned_configs(json.loads(Path(args.configs).read_text()))} tuned configs")
+        print(f"loaded {load_tuned_configs_file(args.configs)} tuned configs")
     if args.compile:
         compile_elementwise()
     torch.manual_seed(0)

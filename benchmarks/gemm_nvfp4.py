@@ -361,7 +361,7 @@ def main() -> None:
         log_file.flush()
 
     if args.configs and Path(args.configs).is_file():
-        count = kern.load_tuned_configs(json.loads(Path(args.configs).read_text()))
+        count = kern.load_tuned_configs_file(args.configs)
         log(f"loaded {count} tuned configs from {args.configs}")
 
     props = torch.cuda.get_device_properties(0)

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gemm_nvfp4 import bench  # noqa: E402
 from rollout_vllm import SHAPES  # noqa: E402
 
+from eval.runner import write_json_atomic  # noqa: E402
 from qerl.rollout.vllm_lora_configs import gpu_file_stem  # noqa: E402
 
 
@@ -242,12 +243,6 @@ def add_default_at(table: dict, op: str, m_key: int, default_for) -> None:
                     per_n[n] = default_for(op, m_key, int(slices))
 
 
-def write_json_atomic(path: Path, data) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
-
-
 def summary(report: dict) -> str:
     """Markdown: default vs tuned time per group and M, and the sum over one decode step (every layer runs each
     group's shrink + expand once)."""
@@ -334,8 +329,8 @@ def main() -> None:
                 res = search(ops, case, op, cands, args.tol, log)
                 row[op] = res
                 kk, nn = (k, args.rank) if op == "shrink" else (args.rank, max(slices))
-                cfg = {key: v for key, v in res["best"]["config"].items()}
-                nested_set(tables[op], [loras_key, str(len(slices)), str(m), str(kk), str(nn)], cfg)
+                nested_set(tables[op], [loras_key, str(len(slices)), str(m), str(kk), str(nn)],
+                           dict(res["best"]["config"]))
             report["rows"].append(row)
             del case
             torch.cuda.empty_cache()
