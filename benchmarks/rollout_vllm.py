@@ -266,7 +266,7 @@ def run_one(args: argparse.Namespace) -> dict:
         path, None, load=fmt if fmt == "nvfp4" else "bf16", max_lora_rank=max(rank, 1),
         gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.prompt_len + args.gen_len + 16,
         dtype="bfloat16", enforce_eager=args.eager, engine_kwargs=engine_kwargs, fp4_kernel=args.fp4_kernel,
-        lora_kernel_configs=args.lora_kernel_configs,
+        lora_kernel_configs=args.lora_kernel_configs, fuse_lora_expand=args.fuse_lora_expand,
     )
     start_s = time.perf_counter() - t
     if rank > 0:
@@ -308,6 +308,7 @@ def run_one(args: argparse.Namespace) -> dict:
     backend.close()
     return {"format": fmt, "rank": rank, "weights": weights, "engine_start_s": start_s, "check_tokens": check_tokens,
             "fp4_kernel": backend.fp4_kernel, "lora_kernel_configs": backend.lora_kernel_configs,
+            "fused_lora_layers": backend.fused_lora_layers, "lora_fusion_at": backend.lora_fusion_at,
             "lora_dual_stream": os.environ.get("VLLM_LORA_ENABLE_DUAL_STREAM", "0") == "1",
             "vllm_version": backend.vllm_version, "rows": rows}
 
@@ -326,6 +327,7 @@ def rollout(args: argparse.Namespace) -> dict:
                    "--bf16-weights", args.bf16_weights, "--fp4-kernel", args.fp4_kernel,
                    "--lora-kernel-configs", args.lora_kernel_configs]
             cmd += ["--specialize-active-lora"] if args.specialize_active_lora else []
+            cmd += ["--fuse-lora-expand"] if args.fuse_lora_expand else []
             cmd += ["--eager"] if args.eager else []
             env = dict(os.environ)
             if args.lora_dual_stream:  # read by vLLM when its LoRA layers are imported: set before the child starts
@@ -344,7 +346,7 @@ def rollout(args: argparse.Namespace) -> dict:
             results.append(res)
     return {"shape": args.shape, "prompt_len": args.prompt_len, "gen_len": args.gen_len,
             "lora_dual_stream": args.lora_dual_stream, "fp4_kernel": args.fp4_kernel,
-            "lora_kernel_configs": args.lora_kernel_configs, **info,
+            "lora_kernel_configs": args.lora_kernel_configs, "fuse_lora_expand": args.fuse_lora_expand, **info,
             "runs": results, "derived": derive(args.shape, results, info)}
 
 
@@ -575,6 +577,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         r.add_argument("--lora-kernel-configs", default="auto",
                        help="launch configs of vLLM's LoRA kernels: auto (the tables shipped for this GPU, if any) | "
                             "vllm (vLLM's defaults) | a folder written by benchmarks/tune_vllm_lora.py")
+        r.add_argument("--fuse-lora-expand", action="store_true",
+                       help="with --fp4-kernel qerl: add the adapter's expand in the NVFP4 GEMM's epilogue instead of "
+                            "vLLM's separate LoRA expand kernels (qerl/rollout/vllm_lora_fusion.py)")
 
     s = sub.add_parser("rl-step", help="one RL step on the colocated NVFP4 engine + trainer")
     common(s)

@@ -74,6 +74,7 @@ def build_trainer(args: QeRLConfig, reward_funcs: list | None = None):
             seed=args.seed, enforce_eager=args.vllm_enforce_eager, lora_dual_stream=args.vllm_lora_dual_stream,
             fp4_kernel=args.vllm_fp4_kernel,
             lora_kernel_configs=args.vllm_lora_kernel_configs,
+            fuse_lora_expand=args.vllm_fuse_lora_expand,
         )
     else:
         eos = sorted({tokenizer.eos_token_id, *_as_list(model.generation_config.eos_token_id)} - {None})

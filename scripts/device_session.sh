@@ -419,4 +419,40 @@ case "$phase" in
     timeout 540 python3 benchmarks/tune_vllm_lora.py --shapes 14b --rank 32 --ms 8,1,16,64 --space near \
       --out "$out/lora_tune_14b_h100" 2>&1 | grep -v "^ *$" | tail -40
     ;;
+  # Run 6: the LoRA expand in the NVFP4 GEMM's epilogue inside vLLM (qerl/rollout/vllm_lora_fusion.py), 16a-16e on
+  # one machine: GPU tests, the vLLM check on the fused path with CUDA graphs, 14B rank-32 rollouts fused / not fused.
+  16a)
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
+      | tail -8 | tee "$out/gpu_tests.txt"
+    timeout 200 python3 benchmarks/rollout_vllm.py checkpoint --shape 14b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    ;;
+  16b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    timeout 200 python3 benchmarks/rollout_vllm.py checkpoint --shape 7b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    ;;
+  16c)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    timeout 560 python3 scripts/device_vllm_check.py --model /tmp/qb/qwen2.5-7b-nvfp4-random --load nvfp4 \
+      --fp4-kernel qerl --fuse-lora-expand --rank 16 --cuda-graphs --json "$out/vllm_check_qerl_fused.json" 2>&1 \
+      | grep "check\]\|Error\|error\|fused" | tail -20
+    ;;
+  16d|16e)  # 16d: 14B rank 32, NVFP4 (fused expand) and BF16; 16e: NVFP4 with vLLM's expand kernels (same machine)
+    vllm_env
+    if [ "$phase" = 16d ]; then
+      timeout 560 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 \
+        --batches 1,8,64 --fp4-kernel qerl --fuse-lora-expand --workdir /tmp/qb \
+        --json "$out/rollout_14b_r32_fused.json" 2>&1 | grep "\[bench\]\|rror"
+    else
+      timeout 400 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4 --ranks 32 --batches 1,8,64 \
+        --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r32_unfused.json" 2>&1 \
+        | grep "\[bench\]\|rror"
+    fi
+    ;;
+  16f)  # the 14B forward launch search again, now with the spill-free twins among the candidates (kernel_resources.py)
+    vllm_env
+    timeout 560 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 14b --dirs fwd --ms 1,8,16,64,128 \
+      --out "$out/gemm_tune_14b_fwd_twins" 2>&1 | tail -30
+    ;;
 esac

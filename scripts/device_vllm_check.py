@@ -54,6 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=8, help="completions per generation")
     p.add_argument("--sleep-mode", action="store_true", help="start the engine with sleep mode and check it")
     p.add_argument("--cuda-graphs", action="store_true", help="do not force eager mode (noise checked on weights)")
+    p.add_argument("--fuse-lora-expand", action="store_true",
+                   help="with --fp4-kernel qerl: the adapter's expand in the NVFP4 GEMM's epilogue (vllm_lora_fusion)")
     p.add_argument("--max-mean-logprob-diff", type=float, default=0.25,
                    help="fail if mean |rollout - trainer| log-prob difference exceeds this (sanity bound)")
     p.add_argument("--trainer-device", default=None, help="device of the trainer-side policy (default: cuda if present)")
@@ -148,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             args.model, tok, load=args.load, max_lora_rank=args.rank,
             gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
             enable_sleep_mode=args.sleep_mode, enforce_eager=not args.cuda_graphs, seed=0, fp4_kernel=args.fp4_kernel,
+            fuse_lora_expand=args.fuse_lora_expand,
         )
         summary["vllm_version"] = backend.vllm_version
         summary["engine_start_s"] = round(time.perf_counter() - t, 1)
@@ -170,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.load == "nvfp4" and args.fp4_kernel == "qerl":  # this project's method, on the Triton path
             bad = [n for n, k in quantized.items() if k["quant_method"] != "QeRLNVFP4LinearMethod"
                    or getattr(modules[n], "qerl_shape", None) is None]
-            ok = bool(quantized) and not bad
+            # With --fuse-lora-expand the adapter's expand runs in the GEMM's epilogue on every one of them.
+            ok = bool(quantized) and not bad and (not args.fuse_lora_expand
+                                                  or backend.fused_lora_layers == len(quantized))
+            summary["fused_lora_layers"] = backend.fused_lora_layers
+            summary["lora_fusion_at"] = backend.lora_fusion_at
         elif args.load == "nvfp4":
             bad = [n for n, k in quantized.items() if not all(w in k["kernel"].lower() for w in want)]
             ok = bool(quantized) and not bad

@@ -216,3 +216,72 @@ def test_split_reduction_without_counters_during_capture_uses_the_reduce_kernel(
     graph.replay()
     torch.cuda.synchronize()
     assert _rel(y, _matmul_fp32(x.float(), ref_w.T)) < 1e-2
+
+
+def _lora_case(m: int, slices: tuple[int, ...], k: int, r: int):
+    """A weight, input, bias and LoRA epilogue (u with one adapter-less token) plus their fp32 reference."""
+    from qerl.kernels.nvfp4_gemm import LoRAEpilogue
+
+    kw, ref_w = _weight(sum(slices), k)
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    u = torch.randn(len(slices), m, r, device="cuda")
+    u[:, m // 2] = 0.0
+    bs = tuple((torch.randn(s, r, device="cuda") * 0.05).to(torch.bfloat16) for s in slices)
+    bias = torch.randn(sum(slices), device="cuda").to(torch.bfloat16)
+    lora = LoRAEpilogue(u, bs)
+
+    def reference() -> torch.Tensor:
+        expand = torch.cat([_matmul_fp32(u[i], bs[i].float().T) for i in range(len(slices))], dim=1)
+        return _matmul_fp32(x.float(), ref_w.T) + bias.float() + expand
+
+    return kw, x, bias, lora, reference
+
+
+LORA_FWD = [None, FwdConfig(2, 8, 128, 2, 4, 4), FwdConfig(2, 8, 64, 1, 8, 2), FwdConfig(1, 16, 64, 1, 4),
+            FwdConfig(0, 1, 64, 1, 4), FwdConfig(1, 64, 128, 1, 2), FwdConfig(2, 16, 128, 1, 1),
+            FwdConfig(1, 16, 64, 1, 4, fused=False)]
+
+
+@pytest.mark.parametrize("r", [32, 8])
+@pytest.mark.parametrize("m", [1, 8, 16, 64, 200, 1100])
+def test_bias_and_lora_epilogue_match_reference(m, r):
+    """q/k/v-like slices (inner ends on 128-column tiles): the bias and the adapter's expand added in the kernel's
+    epilogue (or after it where the tiles do not allow: large M) equal the fp32 reference."""
+    from qerl.kernels.nvfp4_gemm import _lora_fits
+
+    kw, x, bias, lora, reference = _lora_case(m, (1024, 256, 256), 1264, r)  # 10 chunks, K not a multiple of 128
+    ref = reference()
+    in_kernel = []
+    for cfg in LORA_FWD:
+        if cfg is not None and ((cfg.mode == 0 and cfg.bm < m) or (kw.k_pad // 128) % cfg.ch):
+            continue
+        out = torch.full((m, kw.n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        y = nvfp4_matmul(x, kw, cfg, out=out, bias=bias, lora=lora)
+        assert torch.isfinite(y).all(), f"unwritten/NaN output: {cfg}"
+        err = _rel(y, ref)
+        assert err < 1e-2, f"m={m} r={r} {cfg}: rel {err:.3g}"
+        if cfg is not None:
+            in_kernel.append(_lora_fits(lora, m, kw.n, cfg.bn))
+    assert m >= 1024 or all(in_kernel), "the q/k/v slice ends lie on tile ends: the kernel must take the epilogue"
+
+
+def test_lora_epilogue_op_in_a_cuda_graph_reads_the_adapter_in_place():
+    """What vLLM does: the graph is captured once, then adapter loads refill B in place and each step's shrink
+    writes u; replays must use the current values (the op reads the tensors, not copies)."""
+    from qerl.kernels.ops import nvfp4_lora_linear
+
+    kw, x, bias, lora, reference = _lora_case(8, (2048, 2048), 1024, 32)
+    args = (kw.codes, kw.scales, kw.global_scale, kw.n, kw.k, bias, lora.u, list(lora.b))
+    nvfp4_lora_linear(x, *args)  # compile outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = nvfp4_lora_linear(x, *args)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x.copy_(torch.randn_like(x))
+        lora.u.copy_(torch.randn_like(lora.u))
+        for b in lora.b:
+            b.copy_(torch.randn_like(b) * 0.05)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert _rel(y, reference()) < 1e-2

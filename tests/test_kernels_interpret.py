@@ -110,9 +110,38 @@ same = (torch.equal(nvfp4_matmul(x, kw, FwdConfig(1, 16, 16, 1, 3)),
         and torch.equal(nvfp4_matmul_grad_input(dy, kw, BwdConfig(1, 16, 16, 3)),
                         nvfp4_matmul_grad_input(dy, kw, BwdConfig(1, 16, 16, 3, fused=False))))
 
+# The epilogue: a bias and a LoRA adapter's expand (u_s @ B_s^T for each output slice s, as vLLM's fused q/k/v and
+# gate/up layers hold it), in the kernel where inner slice ends lie on tile ends and in torch after it otherwise;
+# MODE 1/2 take tensor cores (rank 8 zero-padded to a 16-wide step), MODE 0 FMAs. A token without an adapter has
+# u = 0.
+from qerl.kernels.nvfp4_gemm import LoRAEpilogue, _lora_fits, fwd_config
+lora_in_kernel = []
+for m, slices, r, cfgs in [
+        (3, (32, 16, 16), 16, [FwdConfig(1, 16, 16, 1, 3), FwdConfig(2, 8, 16, 1, 2), FwdConfig(2, 16, 16, 1, 1),
+                               FwdConfig(0, 4, 16, 1, 2), FwdConfig(1, 16, 32, 1, 1)]),
+        (9, (48, 40), 8, [None, FwdConfig(1, 16, 16, 1, 1), FwdConfig(2, 16, 16, 1, 3)]),
+        (2, (40,), 16, [FwdConfig(2, 8, 16, 1, 1)])]:
+    n, k = sum(slices), 144
+    kw, ref_w = weight(n, k)
+    x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+    u = torch.randn(len(slices), m, r, generator=gen)
+    u[:, m // 2] = 0.0
+    bs = tuple((torch.randn(s, r, generator=gen) * 0.1).to(torch.bfloat16) for s in slices)
+    bias = torch.randn(n, generator=gen).to(torch.bfloat16)
+    lora = LoRAEpilogue(u, bs)
+    ref = (x.float() @ ref_w.T + bias.float()
+           + torch.cat([u[i] @ bs[i].float().T for i in range(len(slices))], dim=1))
+    for cfg in cfgs:
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+        y = nvfp4_matmul(x, kw, cfg, out=out, bias=bias, lora=lora)
+        check(f"fwd+bias+lora {m}x{slices}x{k} r{r} {cfg}", y, ref)
+        lora_in_kernel.append(_lora_fits(lora, m, n, (cfg or fwd_config(m, n, kw.k_pad, x.device)).bn))
+    check(f"fwd+bias {m}x{n}", nvfp4_matmul(x, kw, FwdConfig(1, 16, 16, 1, 3), bias=bias),
+          x.float() @ ref_w.T + bias.float())
+
 # The fused split reductions leave every tile counter at zero for the next launch.
 counters = nvfp4_gemm._COUNTERS.get(("cpu", None))
-print(json.dumps({"seed": seed, "results": results, "fused_equals_two_kernel": same,
+print(json.dumps({"seed": seed, "results": results, "fused_equals_two_kernel": same, "lora_in_kernel": lora_in_kernel,
                   "counters": None if counters is None else int(counters.abs().sum())}))
 """
 
@@ -127,6 +156,8 @@ def test_kernels_match_reference_under_interpreter():
     assert len(results) >= 30
     assert report["counters"] == 0, "fused split reductions must be used and must reset their tile counters"
     assert report["fused_equals_two_kernel"], "the fused split reduction must sum like the reduce kernel"
+    # Both epilogue paths ran: slices on tile ends (in the kernel) and not (torch after the kernel).
+    assert True in report["lora_in_kernel"] and False in report["lora_in_kernel"], report["lora_in_kernel"]
     for r in results:
         where = f"{r['name']} (seed {report['seed']})"
         assert r["shape"] == r["want"], where

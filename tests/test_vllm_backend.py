@@ -499,6 +499,13 @@ def test_rollout_benchmark_sweep_and_dual_stream_setting_reach_the_engines(engin
     assert dual["lora_dual_stream"] and run["error"].startswith("exit")
     assert "Dual CUDA streams are only supported on CUDA" in run["tail"]
 
+    # --fuse-lora-expand reaches the NVFP4 engine on this project's kernels: every LoRA layer (4 per decoder layer).
+    common[common.index("bf16")] = "nvfp4"
+    fused = bench.rollout(bench.parse_args([*common, "--ranks", "8", "--fp4-kernel", "qerl", "--fuse-lora-expand"]))
+    (run,) = fused["runs"]
+    assert "error" not in run, run.get("tail")
+    assert fused["fuse_lora_expand"] and run["fused_lora_layers"] == 4 * 2 and run["fp4_kernel"] == "qerl"
+
 
 # -- the NVFP4 checkpoint served by this project's kernels (qerl/rollout/vllm_nvfp4.py) -------------------------------
 
@@ -519,7 +526,8 @@ def test_nvfp4_checkpoint_loads_through_the_qerl_quantization_method(engines, tm
     with pytest.raises(UserError, match="unknown fp4_kernel"):
         VLLMRolloutBackend(ckpt, None, load="nvfp4", fp4_kernel="cutlass")
     backend = VLLMRolloutBackend(ckpt, None, load="nvfp4", fp4_kernel="qerl", max_lora_rank=RANK, max_model_len=128,
-                                 dtype="float32", enforce_eager=True, engine_kwargs={"skip_tokenizer_init": True})
+                                 dtype="float32", enforce_eager=True, fuse_lora_expand=True,
+                                 engine_kwargs={"skip_tokenizer_init": True})
     try:
         assert backend.fp4_kernel == "qerl"
         tensors = {}
@@ -554,6 +562,36 @@ def test_nvfp4_checkpoint_loads_through_the_qerl_quantization_method(engines, tm
             assert len(completion) == 8
             torch.testing.assert_close(torch.tensor(lps), hf_logprobs(reference, prompt, completion, 0.0), rtol=0,
                                        atol=LOGPROB_ATOL)
+
+        # The adapter's expand runs in the NVFP4 layers' own apply (qerl/rollout/vllm_lora_fusion.py): all 8 LoRA
+        # layers over this method were fused, and generation with an adapter matches the packed model + adapter.
+        from qerl.rollout import vllm_lora_fusion
+
+        lora_layers = vllm_internals.lora_linear_layers(model)
+        assert backend.fused_lora_layers == len(lora_layers) == 8
+        assert all(layer.apply.__func__ is vllm_lora_fusion._fused_apply for layer in lora_layers)
+        policy = attach_lora(reference, r=RANK, alpha=ALPHA)
+        policy.eval()
+        randomize_adapter(policy, seed=5, b_std=0.5)
+        backend.sync_policy(policy)
+        adapted = backend.generate(ps, SamplingSettings(max_new_tokens=8, temperature=0.0))
+        assert adapted.completion_ids != result.completion_ids, "the adapter did not change the engine's outputs"
+        for prompt, completion, lps in zip(ps, adapted.completion_ids, adapted.logprobs):
+            torch.testing.assert_close(torch.tensor(lps), hf_logprobs(policy, prompt, completion, 0.0), rtol=0,
+                                       atol=LOGPROB_ATOL)
+        # Layer by layer, under the engine's last token-to-adapter mapping (the last decode step: 2 tokens, both on
+        # the adapter): the fused apply equals vLLM's own (shrink + expand kernels), and torch.compile traces this
+        # project's part of it without a graph break (vLLM compiles the model on CUDA; a break would split its CUDA
+        # graphs). vLLM's CPU shrink for several tokens breaks graphs itself (a dynamic-shape op), so breaks are
+        # attributed by the frame they happen in.
+        for layer in lora_layers[:4]:
+            x = torch.randn(2, layer.input_size, generator=torch.Generator().manual_seed(7))
+            fused_y = layer.apply(x)
+            torch.testing.assert_close(fused_y, type(layer).apply(layer, x), rtol=1e-5, atol=1e-5)
+            assert (fused_y - layer.base_layer.quant_method.apply(layer.base_layer, x)).abs().max() > 1e-3
+            explained = torch._dynamo.explain(layer.apply)(x)
+            ours = [r for r in explained.break_reasons if r.user_stack and "qerl" in r.user_stack[-1].filename]
+            assert explained.graph_count >= 1 and not ours, ours
     finally:
         backend.close()
 

@@ -46,6 +46,7 @@ targets it misses: benchmarks/RESULTS.md.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import os
@@ -307,18 +308,56 @@ if triton is not None:
             total += tl.load(ws_ptrs + s * stride_split, mask=mask, other=0.0, cache_modifier=".cg")
         return total
 
+    @triton.jit
+    def _lora_tile(u_ptr, b_ptr, rows_m, rows_n, stride_um, stride_bn, R: tl.constexpr, RC: tl.constexpr,
+                   TRANS: tl.constexpr, DOT: tl.constexpr, like):
+        """The adapter's term ``u @ B^T`` of one output tile: ``u`` fp32 [M, R] (the shrink's output), ``B`` bf16
+        [N, R]; [BN, BM] when ``TRANS`` (MODE 2's layout), else [BM, BN]. ``DOT``: tensor cores on bf16 operands
+        (u rounded to bf16, as vLLM's own expand kernel does; ranks below the 16-wide step are zero-padded); else
+        fp32 FMAs (MODE 0's narrow tiles), RC rank columns at a time."""
+        total = tl.zeros_like(like)
+        for r0 in tl.static_range(0, R, RC):
+            kr = r0 + tl.arange(0, RC)
+            u_ptrs = u_ptr + rows_m[:, None].to(tl.int64) * stride_um + kr[None, :]
+            b_ptrs = b_ptr + rows_n[:, None].to(tl.int64) * stride_bn + kr[None, :]
+            if RC > R:
+                u = tl.load(u_ptrs, mask=(kr < R)[None, :], other=0.0)
+                b = tl.load(b_ptrs, mask=(kr < R)[None, :], other=0.0)
+            else:
+                u = tl.load(u_ptrs)
+                b = tl.load(b_ptrs)
+            if DOT:
+                if TRANS:
+                    total = tl.dot(b, tl.trans(u.to(tl.bfloat16)), total)
+                else:
+                    total = tl.dot(u.to(tl.bfloat16), tl.trans(b), total)
+            else:
+                b32 = b.to(tl.float32)
+                if TRANS:
+                    total += tl.sum(b32[:, None, :] * u[None, :, :], axis=2)
+                else:
+                    total += tl.sum(u[:, None, :] * b32[None, :, :], axis=2)
+        return total
+
     # M and the per-split step counts change from call to call: not specializing them (on == 1 or % 16) avoids
     # recompiling the same kernel for every new batch size.
     @triton.jit(do_not_specialize=["M", "chunks_per_split"])
     def _fwd_kernel(
         x_ptr, w_ptr, s_ptr, gs_ptr, y_ptr, out_ptr, cnt_ptr,
+        bias_ptr, lu_ptr, lb0_ptr, lb1_ptr, lb2_ptr, lora_e1, lora_e2,
         M, N, K, chunks_per_split,
-        stride_xm, stride_wn, stride_sn, stride_ym, stride_ysplit,
+        stride_xm, stride_wn, stride_sn, stride_ym, stride_ysplit, stride_lus, stride_lb0, stride_lb1, stride_lb2,
         BM: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, MODE: tl.constexpr, ASM: tl.constexpr,
         GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, OUT_F32: tl.constexpr, FUSED: tl.constexpr,
+        HAS_BIAS: tl.constexpr, LORA_SLICES: tl.constexpr, LORA_R: tl.constexpr, LORA_RC: tl.constexpr,
+        LORA_DOT: tl.constexpr,
     ):
         # FUSED (split-K only): y_ptr is the fp32 [split, M, N] workspace; the program that finishes a tile's last
         # split sums the partials and writes bf16 to out_ptr, so no second kernel is launched.
+        # Epilogue (added once, by split 0, before the partials are summed): the bias and a LoRA adapter's
+        # ``u_s @ B_s^T`` for the output slice s (1-3 slices, e.g. q/k/v) the tile lies in; u is the shrink's fp32
+        # [slices, M, R] output at lu_ptr, B_s bf16 [N_s, R]; slices end at lora_e1 < lora_e2 < N, which the
+        # launcher keeps on tile boundaries.
         pid = tl.program_id(0)
         pid_k = tl.program_id(1)
         num_m = tl.cdiv(M, BM)
@@ -377,6 +416,32 @@ if triton is not None:
             acc = tl.sum(acc3, axis=2)
 
         out = acc * (16384.0 / tl.load(gs_ptr))  # the dequantized tiles carry 2**-14 and no 1 / global_scale
+        if HAS_BIAS or LORA_SLICES > 0:
+            if pid_k == 0:
+                if HAS_BIAS:
+                    bias = tl.load(bias_ptr + rows_n).to(tl.float32)
+                    if MODE == 2:
+                        out += bias[:, None]
+                    else:
+                        out += bias[None, :]
+                if LORA_SLICES > 0:
+                    n0 = pid_n * BN
+                    if LORA_SLICES == 1:
+                        lora = _lora_tile(lu_ptr, lb0_ptr, rows_m, rows_n, LORA_R, stride_lb0, LORA_R, LORA_RC, MODE == 2,
+                                          LORA_DOT, out)
+                    elif n0 < lora_e1:
+                        lora = _lora_tile(lu_ptr, lb0_ptr, rows_m, rows_n, LORA_R, stride_lb0, LORA_R, LORA_RC, MODE == 2,
+                                          LORA_DOT, out)
+                    elif LORA_SLICES == 2:
+                        lora = _lora_tile(lu_ptr + stride_lus, lb1_ptr, rows_m, rows_n - lora_e1, LORA_R, stride_lb1,
+                                          LORA_R, LORA_RC, MODE == 2, LORA_DOT, out)
+                    elif n0 < lora_e2:
+                        lora = _lora_tile(lu_ptr + stride_lus, lb1_ptr, rows_m, rows_n - lora_e1, LORA_R, stride_lb1,
+                                          LORA_R, LORA_RC, MODE == 2, LORA_DOT, out)
+                    else:
+                        lora = _lora_tile(lu_ptr + 2 * stride_lus, lb2_ptr, rows_m, rows_n - lora_e2, LORA_R,
+                                          stride_lb2, LORA_R, LORA_RC, MODE == 2, LORA_DOT, out)
+                    out += lora
         mask_m = offs_m < M
         mask_n = offs_n < N
         if MODE == 2:
@@ -899,14 +964,69 @@ def _grad_input_large_m(dy2: torch.Tensor, w: KernelWeight, dx: torch.Tensor) ->
     return dx
 
 
+class LoRAEpilogue(NamedTuple):
+    """A LoRA adapter's expand step to add in the GEMM's epilogue: ``y[:, slice s] += u[s] @ b[s]^T``.
+
+    ``u`` fp32 [slices, M, R] is the shrink's output (``x @ A_s^T``, already scaled; rows of tokens without an adapter
+    are zero), ``b`` one bf16 [N_s, R] tensor per output slice (q/k/v or gate/up shards of a fused layer; the
+    ``N_s`` sum to the layer's N). This is the layout vLLM's LoRA layers hold (qerl/rollout/vllm_lora_fusion.py)."""
+
+    u: torch.Tensor
+    b: tuple[torch.Tensor, ...]
+
+
+MAX_LORA_SLICES = 3
+
+
+def _lora_fits(lora: LoRAEpilogue, m: int, n: int, bn: int) -> bool:
+    """Whether the kernel can add ``lora`` itself: every output tile in one slice (inner slice boundaries on tile
+    boundaries), at most ``MAX_LORA_SLICES`` slices, and operands in the layout it reads."""
+    sizes = [b.shape[0] for b in lora.b]
+    bounds = list(itertools.accumulate(sizes))
+    return (len(sizes) <= MAX_LORA_SLICES and bounds[-1] == n and all(e % bn == 0 for e in bounds[:-1])
+            and tuple(lora.u.shape[:2]) == (len(sizes), m) and lora.u.dtype == torch.float32
+            and lora.u.is_contiguous()
+            and all(b.dtype == torch.bfloat16 and b.shape[1] == lora.u.shape[2] and b.stride(1) == 1 for b in lora.b))
+
+
+def add_bias_and_lora_(y: torch.Tensor, bias: torch.Tensor | None, lora: LoRAEpilogue | None) -> torch.Tensor:
+    """The epilogue in torch, in place on ``y`` [M, N] (where the kernel does not take it: large M, misaligned
+    slices, CPU): the bias, then each slice's ``u_s @ B_s^T`` with u rounded to B's dtype and accumulated in fp32 by
+    ``addmm_``, as vLLM's own expand does. No copy of ``y`` (a prefill's output can be hundreds of MB)."""
+    if bias is not None:
+        y += bias
+    if lora is not None:
+        start = 0
+        for s, b in enumerate(lora.b):
+            y[:, start : start + b.shape[0]].addmm_(lora.u[s].to(b.dtype), b.T)
+            start += b.shape[0]
+    return y
+
+
+def _lora_dot(cfg: FwdConfig) -> bool:
+    """Whether the epilogue's product runs on tensor cores: tl.dot wants 16-row tiles in MODE 1; MODE 2 multiplies
+    by an 8-wide u^T as its main loop does by X^T. MODE 0 (CUDA-core GEMV, BM <= 4) uses FMAs."""
+    return (cfg.mode == 1 and cfg.bm >= 16) or (cfg.mode == 2 and cfg.bm >= 8)
+
+
+def _rank_chunk(r: int, dot: bool) -> int:
+    """Columns of the rank handled per step of ``_lora_tile``: a power of two dividing R (vLLM's ranks include
+    320); for tensor cores 16-64 (a rank below 16 is zero-padded to one 16-wide step), for the FMA path at most 8
+    (its [BN, BM, chunk] product lives in registers)."""
+    low = r & -r
+    return max(16, min(low, 64)) if dot else min(low, 8)
+
+
 def nvfp4_matmul(
-    x: torch.Tensor, w: KernelWeight, config: FwdConfig | None = None, out: torch.Tensor | None = None
+    x: torch.Tensor, w: KernelWeight, config: FwdConfig | None = None, out: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None, lora: LoRAEpilogue | None = None,
 ) -> torch.Tensor:
-    """``x @ W^T`` for ``x`` [..., K] (bf16; other float dtypes are cast) and an NVFP4 ``w`` [N, K]: bf16 [..., N],
-    fp32 accumulation.
+    """``x @ W^T`` (+ ``bias``, + a LoRA adapter's expand ``lora``) for ``x`` [..., K] (bf16; other float dtypes
+    are cast) and an NVFP4 ``w`` [N, K]: bf16 [..., N], fp32 accumulation, rounded once.
 
     Picks the kernel and its tiling by M = prod(x.shape[:-1]) (``config`` overrides); ``out`` ([M, N] bf16,
-    contiguous) receives the result if given.
+    contiguous) receives the result if given. The bias and ``lora`` are added in the kernel's epilogue (no extra
+    launch) where the tiles allow it (``_lora_fits``), else by ``add_bias_and_lora_`` after it.
     """
     x2 = _as_2d(x, w.k, "x")
     m = x2.shape[0]
@@ -915,7 +1035,8 @@ def nvfp4_matmul(
         return y.reshape(*x.shape[:-1], w.n)
     kc = w.k_pad // CHUNK
     if config is None and m >= LARGE_M_FWD:
-        return _matmul_large_m(x2, w, y).reshape(*x.shape[:-1], w.n)
+        y = add_bias_and_lora_(_matmul_large_m(x2, w, y), bias, lora)
+        return y.reshape(*x.shape[:-1], w.n)
     if config is None:
         config = fwd_config(m, w.n, w.k_pad, x.device)
         if kc % config.ch:  # heuristics pick 2-chunk steps; an odd chunk count needs single-chunk steps
@@ -923,21 +1044,46 @@ def nvfp4_matmul(
     cfg = config
     if kc % cfg.ch:
         raise ValueError(f"ch={cfg.ch} must divide the {kc} chunks of K")
+    if bias is not None and (bias.shape != (w.n,) or not bias.is_contiguous()):
+        raise ValueError(f"bias must be a contiguous [{w.n}] tensor, got {tuple(bias.shape)}")
+    late_lora = lora if lora is not None and not _lora_fits(lora, m, w.n, cfg.bn) else None
+    fused_lora = lora if late_lora is None else None
     split = _even_split(kc // cfg.ch, cfg.split_k)
     cps = kc // split
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
     target, stride_split, counters = _split_target(y, split, grid[0], cfg.fused)
+    lora_args, lora_meta = _lora_launch_args(fused_lora, w.global_scale, x2, cfg)
     _fwd_kernel[grid](
         x2, w.codes, w.scales, w.global_scale, target, y, target if counters is None else counters,
+        x2 if bias is None else bias, *lora_args,
         m, w.n, w.k, cps,
-        x2.stride(0), w.codes.stride(0), w.scales.stride(0), w.n, stride_split,
+        x2.stride(0), w.codes.stride(0), w.scales.stride(0), w.n, stride_split, *lora_meta["strides"],
         BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m,
         EVEN_K=(w.k % CHUNK == 0), OUT_F32=split > 1, FUSED=counters is not None,
+        HAS_BIAS=bias is not None, LORA_SLICES=lora_meta["slices"], LORA_R=lora_meta["r"], LORA_RC=lora_meta["rc"],
+        LORA_DOT=lora_meta["dot"],
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_reg_cap(cfg.maxnreg),
     )
     if split > 1 and counters is None:
         _reduce(target, y, split)
+    if late_lora is not None:
+        add_bias_and_lora_(y, None, late_lora)
     return y.reshape(*x.shape[:-1], w.n)
+
+
+def _lora_launch_args(lora: LoRAEpilogue | None, f32_dummy: torch.Tensor, bf16_dummy: torch.Tensor, cfg: FwdConfig):
+    """Pointer arguments (u, B_0..B_2, slice ends) and metadata of ``_fwd_kernel``'s LoRA epilogue; dummies of
+    fixed dtypes when there is none (so the kernel's signature, hence its compiled variant, stays the same)."""
+    if lora is None:
+        return ((f32_dummy, bf16_dummy, bf16_dummy, bf16_dummy, 0, 0),
+                {"strides": (0, 0, 0, 0), "slices": 0, "r": 1, "rc": 1, "dot": False})
+    bs = list(lora.b) + [lora.b[0]] * (MAX_LORA_SLICES - len(lora.b))
+    ends = list(itertools.accumulate(b.shape[0] for b in lora.b)) + [0, 0]
+    r = lora.u.shape[2]
+    dot = _lora_dot(cfg)
+    return ((lora.u, *bs, ends[0], ends[1]),
+            {"strides": (lora.u.stride(0), *(b.stride(0) for b in bs)), "slices": len(lora.b), "r": r,
+             "rc": _rank_chunk(r, dot), "dot": dot})
 
 
 def nvfp4_matmul_grad_input(

@@ -1,11 +1,11 @@
-"""The NVFP4 matmul as a torch custom op, so compiled graphs (torch.compile, vLLM's piecewise CUDA graphs) treat the
+"""The NVFP4 matmul as torch custom ops, so compiled graphs (torch.compile, vLLM's piecewise CUDA graphs) treat the
 launcher as one opaque call instead of tracing its Python (launch-config lookup, workspace and counter buffers)."""
 
 from __future__ import annotations
 
 import torch
 
-from qerl.kernels.nvfp4_gemm import KernelWeight, nvfp4_matmul
+from qerl.kernels.nvfp4_gemm import KernelWeight, LoRAEpilogue, nvfp4_matmul
 
 
 @torch.library.custom_op("qerl::nvfp4_linear", mutates_args=())
@@ -18,4 +18,21 @@ def nvfp4_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, glo
 @nvfp4_linear.register_fake
 def _(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, global_scale: torch.Tensor, n: int,
       k: int) -> torch.Tensor:
+    return x.new_empty((*x.shape[:-1], n), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("qerl::nvfp4_lora_linear", mutates_args=())
+def nvfp4_lora_linear(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, global_scale: torch.Tensor, n: int,
+                      k: int, bias: torch.Tensor | None, lora_u: torch.Tensor,
+                      lora_b: list[torch.Tensor]) -> torch.Tensor:
+    """``x @ W^T + bias`` plus a LoRA adapter's expand ``u_s @ B_s^T`` per output slice, in one kernel launch where
+    the tiles allow (``nvfp4_matmul`` with a ``LoRAEpilogue``): ``lora_u`` fp32 [slices, M, R], ``lora_b`` bf16
+    [N_s, R] per slice."""
+    return nvfp4_matmul(x, KernelWeight(codes, scales, global_scale, n, k), bias=bias,
+                        lora=LoRAEpilogue(lora_u, tuple(lora_b)))
+
+
+@nvfp4_lora_linear.register_fake
+def _(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, global_scale: torch.Tensor, n: int, k: int,
+      bias: torch.Tensor | None, lora_u: torch.Tensor, lora_b: list[torch.Tensor]) -> torch.Tensor:
     return x.new_empty((*x.shape[:-1], n), dtype=torch.bfloat16)

@@ -33,7 +33,7 @@ from torch import nn
 from qerl.aqn import is_norm_module
 from qerl.errors import UserError
 from qerl.loading import LOAD_MODES, nvfp4_quantization_config, read_config
-from qerl.rollout import vllm_internals, vllm_lora_configs
+from qerl.rollout import vllm_internals, vllm_lora_configs, vllm_lora_fusion
 from qerl.rollout.base import RolloutBackend, RolloutResult, SamplingSettings
 
 log = logging.getLogger(__name__)
@@ -173,6 +173,7 @@ class VLLMRolloutBackend(RolloutBackend):
         lora_dual_stream: bool = False,
         fp4_kernel: str = "marlin",
         lora_kernel_configs: str = "auto",
+        fuse_lora_expand: bool = False,
         adapter_root: str | Path | None = None,
         eos_token_ids: list[int] | None = None,
         engine_kwargs: dict[str, Any] | None = None,
@@ -235,8 +236,12 @@ class VLLMRolloutBackend(RolloutBackend):
         )
         kwargs.update(engine_kwargs or {})
         self.vllm_version = vllm.__version__
-        self.llm = vllm.LLM(**kwargs)
+        fuse = fuse_lora_expand and self.fp4_kernel == "qerl"
+        with vllm_lora_fusion.installer(enabled=fuse) as fusion:
+            self.llm = vllm.LLM(**kwargs)
         self._model = vllm_internals.engine_model(self.llm)
+        self.lora_fusion_at = None
+        self.fused_lora_layers = self._fuse_lora_expand(fusion) if fuse else 0
         self._lora_request = None
         self._next_lora_id = 1
         self._sleeping = False
@@ -245,6 +250,23 @@ class VLLMRolloutBackend(RolloutBackend):
         self.adapter_dir = Path(tempfile.mkdtemp(prefix="qerl-vllm-lora-", dir=root))
         self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.adapter_dir), True)
         self.last_sync_seconds = 0.0
+
+    def _fuse_lora_expand(self, fusion) -> int:
+        # Where it happened: at the model's first call while the engine started (before vLLM traced and captured
+        # it), or after the start when the engine never ran its model (then nothing was traced yet either).
+        self.lora_fusion_at = "engine start" if fusion.installed is not None else "after engine start"
+        if fusion.installed is None:
+            vllm_lora_fusion.install(self._model)
+        fused = vllm_lora_fusion.fused_layers(self._model)
+        ours = sum(getattr(getattr(layer.base_layer, "quant_method", None), "qerl_nvfp4", False)
+                   for layer in vllm_internals.lora_linear_layers(self._model))
+        if fused != ours:
+            raise vllm_internals.VLLMInternalsError(
+                f"vLLM {self.vllm_version}: the LoRA expand was fused into {fused} of the {ours} NVFP4 LoRA layers; "
+                "qerl/rollout/vllm_lora_fusion.py needs updating for this vLLM (or leave fuse_lora_expand off, "
+                "--vllm_fuse_lora_expand false)")
+        log.info("vLLM engine: LoRA expand fused into the NVFP4 GEMM on %d layers (%s)", fused, self.lora_fusion_at)
+        return fused
 
     # -- contract -------------------------------------------------------------------------------------------------
 

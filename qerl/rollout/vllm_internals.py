@@ -185,3 +185,45 @@ def supported_lora_ranks() -> tuple[int, ...]:
         return ranks or FALLBACK_LORA_RANKS
     except (ImportError, TypeError, ValueError):
         return FALLBACK_LORA_RANKS
+
+
+# -- the LoRA linear layers, for fusing the adapter's expand into the base GEMM (qerl/rollout/vllm_lora_fusion.py) --
+
+# What a vLLM LoRA linear layer holds (vLLM 0.26-0.32, ``vllm.lora.layers.BaseLinearLayerWithLoRA``): the wrapped
+# layer, A and B per output slice as (max_loras, 1, rows, cols) tensors that adapter loads refill in place, the
+# slices' widths, and the punica wrapper that runs the shrink / expand kernels for the current batch.
+LORA_LAYER_ATTRS = ("base_layer", "lora_a_stacked", "lora_b_stacked", "output_slices", "punica_wrapper")
+
+
+def lora_linear_layers(model: nn.Module) -> list[nn.Module]:
+    """The engine's LoRA linear layers (vLLM's ``BaseLinearLayerWithLoRA`` instances), each checked to hold what
+    the fused path reads; raises ``VLLMInternalsError`` if one does not."""
+    try:
+        from vllm.lora.layers.base_linear import BaseLinearLayerWithLoRA
+    except ImportError as exc:
+        raise _fail("the LoRA linear layer class", "vllm.lora.layers.base_linear.BaseLinearLayerWithLoRA is gone") from exc
+    layers = [m for m in model.modules() if isinstance(m, BaseLinearLayerWithLoRA)]
+    for layer in layers:
+        for attr in LORA_LAYER_ATTRS:
+            if not hasattr(layer, attr):
+                raise _fail("a LoRA linear layer", f"{type(layer).__name__} has no attribute {attr!r}")
+        if not callable(getattr(layer.punica_wrapper, "add_shrink", None)):
+            raise _fail("the LoRA shrink", f"{type(layer.punica_wrapper).__name__} has no add_shrink")
+    return layers
+
+
+def lora_shrink(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``u[s] = x @ A_s^T`` for every output slice s of a vLLM LoRA linear layer, through the engine's own shrink
+    kernel and token-to-adapter mapping: fp32 [slices, tokens, max_rank], zero for tokens without an adapter.
+
+    vLLM's CUDA shrink zeroes its output buffer itself (``lora_shrink_op``: "buffer is zeroed inside the shrink op"),
+    so the buffer is allocated uninitialised there (no extra memset launch); other punica wrappers accumulate into
+    it, so it starts at zero."""
+    a = layer.lora_a_stacked
+    buffer_shape = (len(a), x.shape[0], layer.lora_b_stacked[0].shape[-1])
+    if type(layer.punica_wrapper).__name__ == "PunicaWrapperGPU":
+        u = torch.empty(buffer_shape, dtype=torch.float32, device=x.device)
+    else:
+        u = torch.zeros(buffer_shape, dtype=torch.float32, device=x.device)
+    layer.punica_wrapper.add_shrink(u, x, a, 1.0)  # scale 1: vLLM folds alpha / r into B when it loads an adapter
+    return u

@@ -49,6 +49,8 @@ def register() -> str:
     # methods registered as supporting them.
     @register_weight_loader_v2_supported_method
     class QeRLNVFP4LinearMethod(LinearMethodBase):
+        qerl_nvfp4 = True  # how vllm_lora_fusion recognises the layers it can fuse the adapter's expand into
+
         def create_weights(self, layer: torch.nn.Module, input_size_per_partition: int,
                            output_partition_sizes: list[int], input_size: int, output_size: int,
                            params_dtype: torch.dtype, **extra_weight_attrs: Any) -> None:
