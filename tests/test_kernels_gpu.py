@@ -271,7 +271,7 @@ def test_lora_epilogue_op_in_a_cuda_graph_reads_the_adapter_in_place():
     from qerl.kernels.ops import nvfp4_lora_linear
 
     kw, x, bias, lora, reference = _lora_case(8, (2048, 2048), 1024, 32)
-    args = (kw.codes, kw.scales, kw.global_scale, kw.n, kw.k, bias, lora.u, list(lora.b))
+    args = (kw.codes, kw.scales, kw.global_scale, kw.n, kw.k, bias, lora.u, list(lora.b), torch.tensor([False]))
     nvfp4_lora_linear(x, *args)  # compile outside the capture
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

@@ -139,6 +139,21 @@ for m, slices, r, cfgs in [
     check(f"fwd+bias {m}x{n}", nvfp4_matmul(x, kw, FwdConfig(1, 16, 16, 1, 3), bias=bias),
           x.float() @ ref_w.T + bias.float())
 
+# The op as vLLM's fused layers call it: with vLLM's "no adapter in this batch" flag set, u was never written (NaN
+# here) and must be ignored; without it, the adapter's term is added.
+from qerl.kernels.ops import nvfp4_lora_linear
+kw, ref_w = weight(64, 144)
+x = torch.randn(3, 144, generator=gen).to(torch.bfloat16)
+bias = torch.randn(64, generator=gen).to(torch.bfloat16)
+bs = [(torch.randn(32, 16, generator=gen) * 0.1).to(torch.bfloat16) for _ in range(2)]
+u = torch.full((2, 3, 16), float("nan"))
+op_args = (kw.codes, kw.scales, kw.global_scale, kw.n, kw.k, bias, u, bs)
+check("op, no adapter in the batch", nvfp4_lora_linear(x, *op_args, torch.tensor([True])),
+      x.float() @ ref_w.T + bias.float())
+u.copy_(torch.randn(u.shape, generator=gen))
+check("op, adapter", nvfp4_lora_linear(x, *op_args, torch.tensor([False])),
+      x.float() @ ref_w.T + bias.float() + torch.cat([u[i] @ bs[i].float().T for i in range(2)], dim=1))
+
 # The fused split reductions leave every tile counter at zero for the next launch.
 counters = nvfp4_gemm._COUNTERS.get(("cpu", None))
 print(json.dumps({"seed": seed, "results": results, "fused_equals_two_kernel": same, "lora_in_kernel": lora_in_kernel,

@@ -510,7 +510,7 @@ def test_rollout_benchmark_sweep_and_dual_stream_setting_reach_the_engines(engin
 # -- the NVFP4 checkpoint served by this project's kernels (qerl/rollout/vllm_nvfp4.py) -------------------------------
 
 
-def test_nvfp4_checkpoint_loads_through_the_qerl_quantization_method(engines, tmp_path):
+def test_nvfp4_checkpoint_loads_through_the_qerl_quantization_method(engines, tmp_path, monkeypatch):
     """``fp4_kernel="qerl"``: every linear layer of the engine holds the checkpoint's NVFP4 weights through this
     project's vLLM quantization method (fused q/k/v and gate/up shards where vLLM puts them: each layer's product
     equals the codec's dequantized weights), and generation log-probs match the packed transformers model. On CPU the
@@ -525,6 +525,7 @@ def test_nvfp4_checkpoint_loads_through_the_qerl_quantization_method(engines, tm
     ckpt = bench.write_checkpoint(tmp_path, "tiny", "nvfp4", "random", device="cpu")
     with pytest.raises(UserError, match="unknown fp4_kernel"):
         VLLMRolloutBackend(ckpt, None, load="nvfp4", fp4_kernel="cutlass")
+    monkeypatch.delenv(vllm_internals.AOT_COMPILE_ENV, raising=False)
     backend = VLLMRolloutBackend(ckpt, None, load="nvfp4", fp4_kernel="qerl", max_lora_rank=RANK, max_model_len=128,
                                  dtype="float32", enforce_eager=True, fuse_lora_expand=True,
                                  engine_kwargs={"skip_tokenizer_init": True})
@@ -569,6 +570,8 @@ def test_nvfp4_checkpoint_loads_through_the_qerl_quantization_method(engines, tm
 
         lora_layers = vllm_internals.lora_linear_layers(model)
         assert backend.fused_lora_layers == len(lora_layers) == 8
+        # ... and vLLM will not load a trace saved by an engine without the fusion (keyed without the traced code).
+        assert os.environ[vllm_internals.AOT_COMPILE_ENV] == "0"
         assert all(layer.apply.__func__ is vllm_lora_fusion._fused_apply for layer in lora_layers)
         policy = attach_lora(reference, r=RANK, alpha=ALPHA)
         policy.eval()

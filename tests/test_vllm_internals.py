@@ -76,3 +76,39 @@ def test_lora_fusion_installs_at_the_first_call_of_the_model_then_unhooks(monkey
     with pytest.raises(RuntimeError), fusion.installer():
         raise RuntimeError("engine failed to start")
     assert len(hooks) == before
+
+
+@pytest.mark.vllm_cpu
+def test_installed_vllm_shrink_contract_the_fused_expand_relies_on():
+    """Fails when upstream moves: vLLM's CUDA shrink returns early when no token of the batch has an adapter (its
+    ``no_lora_flag_cpu``, reached through ``PunicaWrapperGPU.token_mapping_meta``) and otherwise zeroes its output
+    buffer itself; vllm_internals.lora_shrink allocates that buffer uninitialised and hands the flag on."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vllm is not installed in this environment")
+    import inspect
+
+    from vllm.lora.ops.triton_ops import lora_shrink_op
+    from vllm.lora.ops.triton_ops.lora_kernel_metadata import LoRAKernelMeta
+    from vllm.lora.punica_wrapper.punica_gpu import PunicaWrapperGPU
+
+    source = inspect.getsource(lora_shrink_op._lora_shrink)
+    assert "no_lora_flag_cpu.item()" in source and "output_tensor.zero_()" in source
+    assert source.index("no_lora_flag_cpu.item()") < source.index("output_tensor.zero_()")
+    assert "no_lora_flag_cpu" in LoRAKernelMeta.__dataclass_fields__
+    assert "self.token_mapping_meta = LoRAKernelMeta.make(" in inspect.getsource(PunicaWrapperGPU.__init__)
+
+
+@pytest.mark.vllm_cpu
+def test_installed_vllm_keys_its_saved_trace_without_the_traced_code():
+    """Fails when upstream moves: the environment variable that switches vLLM's saved trace off must still exist;
+    while vLLM keys that trace by configuration and environment only (not the traced code), the fused expand has to
+    switch it off (vllm_internals.disable_aot_compile_cache)."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vllm is not installed in this environment")
+    import inspect
+
+    import vllm.compilation.decorators as decorators
+    import vllm.envs as envs
+
+    assert vllm_internals.AOT_COMPILE_ENV in envs.environment_variables
+    assert "aot_compile_hash_factors(self.vllm_config)" in inspect.getsource(decorators)

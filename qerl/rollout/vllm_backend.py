@@ -237,6 +237,8 @@ class VLLMRolloutBackend(RolloutBackend):
         kwargs.update(engine_kwargs or {})
         self.vllm_version = vllm.__version__
         fuse = fuse_lora_expand and self.fp4_kernel == "qerl"
+        if fuse:
+            vllm_internals.disable_aot_compile_cache()
         with vllm_lora_fusion.installer(enabled=fuse) as fusion:
             self.llm = vllm.LLM(**kwargs)
         self._model = vllm_internals.engine_model(self.llm)

@@ -62,6 +62,20 @@ def require_inprocess_engine() -> None:
         )
 
 
+AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
+
+
+def disable_aot_compile_cache() -> None:
+    """Make vLLM trace the model at engine start instead of loading a saved trace.
+
+    vLLM (0.26-0.32, torch >= 2.10) saves the traced model (``VLLM_USE_AOT_COMPILE``) under a key made of the
+    configuration and the environment, not of the code the trace went through: an engine whose LoRA layers run the
+    fused expand (vllm_lora_fusion) would load the trace of an earlier engine without it, or the reverse. With the
+    saved trace off, vLLM keys its compile cache by the traced files too, which include the fused path's. Set before
+    the engine starts (vLLM reads it when it first compiles); it stays set for this process."""
+    os.environ[AOT_COMPILE_ENV] = "0"
+
+
 DUAL_STREAM_ENV = "VLLM_LORA_ENABLE_DUAL_STREAM"
 _DUAL_STREAM_MODULE = "vllm.lora.layers.base_linear"
 
@@ -212,18 +226,22 @@ def lora_linear_layers(model: nn.Module) -> list[nn.Module]:
     return layers
 
 
-def lora_shrink(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def lora_shrink(layer: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``u[s] = x @ A_s^T`` for every output slice s of a vLLM LoRA linear layer, through the engine's own shrink
-    kernel and token-to-adapter mapping: fp32 [slices, tokens, max_rank], zero for tokens without an adapter.
+    kernel and token-to-adapter mapping: fp32 [slices, tokens, max_rank], zero for tokens without an adapter; and the
+    engine's "no token has an adapter" flag (a one-element CPU bool tensor), or None where u is always written.
 
-    vLLM's CUDA shrink zeroes its output buffer itself (``lora_shrink_op``: "buffer is zeroed inside the shrink op"),
-    so the buffer is allocated uninitialised there (no extra memset launch); other punica wrappers accumulate into
-    it, so it starts at zero."""
+    vLLM's CUDA shrink (``lora_shrink_op``) zeroes its output buffer itself, so the buffer is allocated uninitialised
+    there (no extra memset launch), but it returns before touching the buffer when the batch has no adapter at all
+    (its ``no_lora_flag_cpu``): the flag comes back so that u is ignored then. Other punica wrappers accumulate into
+    the buffer and skip the no-adapter case on their own, so it starts at zero."""
     a = layer.lora_a_stacked
     buffer_shape = (len(a), x.shape[0], layer.lora_b_stacked[0].shape[-1])
     if type(layer.punica_wrapper).__name__ == "PunicaWrapperGPU":
         u = torch.empty(buffer_shape, dtype=torch.float32, device=x.device)
+        no_lora = _walk(layer.punica_wrapper, "token_mapping_meta.no_lora_flag_cpu", "the LoRA no-adapter flag")
     else:
         u = torch.zeros(buffer_shape, dtype=torch.float32, device=x.device)
+        no_lora = None
     layer.punica_wrapper.add_shrink(u, x, a, 1.0)  # scale 1: vLLM folds alpha / r into B when it loads an adapter
-    return u
+    return u, no_lora

@@ -45,14 +45,15 @@ def _eligible(layer: nn.Module) -> bool:
 def _fused_apply(self: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``apply`` of a fused layer: vLLM's shrink, then base GEMM + bias + expand in one kernel."""
     x2 = x.reshape(-1, x.shape[-1])
-    u = vllm_internals.lora_shrink(self, x2)
+    u, no_lora = vllm_internals.lora_shrink(self, x2)
     b = [t[0, 0] for t in self.lora_b_stacked]  # slot 0, the engine's one adapter slot: [N_s, max_rank] per slice
     base = self.base_layer
     if base.qerl_shape is None:  # a CPU engine holds the dequantized weight: the same sum in torch
         y = add_bias_and_lora_(F.linear(x2, base.weight), bias, LoRAEpilogue(u, tuple(b)))
     else:
         n, k = base.qerl_shape
-        y = nvfp4_lora_linear(x2, base.weight, base.weight_scale, base.weight_global_scale, n, k, bias, u, b)
+        y = nvfp4_lora_linear(x2, base.weight, base.weight_scale, base.weight_global_scale, n, k, bias, u, b,
+                              no_lora)
     if y.dtype != x.dtype:
         y = y.to(x.dtype)
     return y.reshape(*x.shape[:-1], y.shape[-1])
