@@ -6,6 +6,10 @@ tile on twice the warps (half the registers per thread for the same tile). These
 faster is measured on the GPU (``benchmarks/gemm_nvfp4.py --tune`` has the twins among its candidates).
 
     python benchmarks/kernel_resources.py [--capability 90] [--json out.json]
+    python benchmarks/kernel_resources.py --loops     # instructions in the forward main loop of each distinct pick
+
+A warp scheduler issues about one instruction per cycle, so the main loop's warp instructions per weight bound the
+weights per second an SM can dequantize and multiply, independently of memory bandwidth (``--loops``).
 """
 
 from __future__ import annotations
@@ -26,10 +30,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--capability", type=int, default=90, help="compute capability to compile for (90: Hopper)")
     p.add_argument("--max-m", type=int, default=128, help="largest M bucket of TUNED to report")
     p.add_argument("--json", help="also write the rows here")
+    p.add_argument("--loops", action="store_true",
+                   help="instead: SASS opcode counts of the forward main loop of every distinct decode pick and of "
+                        "its 2x-warps twin")
     args = p.parse_args(argv)
     if aot.ptxas_path() is None:
         print("this Triton build ships no ptxas: nothing to report", file=sys.stderr)
         return 1
+    if args.loops:
+        return loops(args)
     rows, cache = [], {}
 
     def resources(cfg: kern.FwdConfig | kern.BwdConfig) -> dict[str, int]:
@@ -55,6 +64,29 @@ def main(argv: list[str] | None = None) -> int:
               f"{pick['spill_bytes']} | {wide['registers']} | {wide['spill_bytes']} |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"capability": args.capability, "rows": rows}, indent=1))
+    return 0
+
+
+def loops(args: argparse.Namespace) -> int:
+    picks = sorted({cfg for (direction, m, _, _), cfg in kern.TUNED.items()
+                    if direction == "fwd" and m <= args.max_m}, key=lambda c: (c.bm, c.mode, c.bn, c.ch, c.num_warps))
+    rows = []
+    print("| tile (mode, BM x BN, chunks, warps) | loop warp instr | per weight | top opcodes |")
+    print("|---|---|---|---|")
+    seen = set()
+    for cfg in picks:
+        for c in (cfg._replace(split_k=2), cfg._replace(split_k=2, num_warps=2 * cfg.num_warps)):
+            key = (c.mode, c.bm, c.bn, c.ch, c.num_warps)
+            if key in seen:
+                continue
+            seen.add(key)
+            prof = aot.fwd_loop_profile(c, capability=args.capability)
+            top = ", ".join(f"{op} {n}" for op, n in list(prof["opcodes"].items())[:8])
+            print(f"| {c.mode}, {c.bm}x{c.bn}, {c.ch}, {c.num_warps} | {prof['loop_instructions']} | "
+                  f"{prof['per_weight']:.3f} | {top} |", flush=True)
+            rows.append({"tile": dict(zip(("mode", "bm", "bn", "ch", "num_warps"), key)), **prof})
+    if args.json:
+        Path(args.json).write_text(json.dumps({"capability": args.capability, "loops": rows}, indent=1))
     return 0
 
 

@@ -56,3 +56,25 @@ def test_the_searched_twins_of_spilling_tiles_do_not_spill():
         (twin,) = bench._spill_free_twins([cfg])
         assert aot.fwd_resources(cfg)["spill_bytes"] > 0, cfg
         assert aot.fwd_resources(twin)["spill_bytes"] == 0, twin
+
+
+def test_main_loop_profile_counts_the_loop_of_the_decode_kernel():
+    """The SASS loop finder on a hand-written listing, then on the real decode kernel: its loop holds the tensor-core
+    instructions and the dequantization's bf16x2 multiplies (one per 2 weights per lane: BN x 128 / 2 / 32 per warp
+    and step), and far fewer than one warp instruction per weight."""
+    listing = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+.L_x_3:
+        /*0010*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+        /*0020*/              @!P0 HMMA.16816.F32.BF16 R8, R4, R6, R8 ;
+        /*0030*/                   ISETP.GE.AND P0, PT, R0, 0x4, PT ;
+        /*0040*/               @P0 BRA `(.L_x_3) ;
+        /*0050*/                   EXIT ;
+"""
+    assert dict(aot.main_loop_opcodes(listing)) == {"LDG": 1, "HMMA": 1, "ISETP": 1, "BRA": 1}
+    cfg = kern.FwdConfig(2, 8, 64, 1, 4, 2)
+    prof = aot.fwd_loop_profile(cfg)
+    assert prof["opcodes"].get("HMMA", 0) > 0
+    weights_per_lane = cfg.bn * cfg.ch * 128 // cfg.num_warps // 32
+    assert prof["opcodes"].get("HMUL2", 0) == weights_per_lane // 2
+    assert 0 < prof["per_weight"] < 1

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import tempfile
+from collections import Counter
 
 from qerl.kernels import nvfp4_gemm as kern
 
@@ -30,8 +31,9 @@ def ptxas_path() -> str | None:
     return path if os.path.exists(path) else None
 
 
-def _resources(fn, const: dict, pointers: dict, num_warps: int, num_stages: int, maxnreg: int | None,
-               capability: int) -> dict[str, int]:
+def _assemble(fn, const: dict, pointers: dict, num_warps: int, num_stages: int, maxnreg: int | None,
+              capability: int, disassemble: bool = False) -> tuple[str, str]:
+    """(ptxas -v report, SASS listing if ``disassemble``) of ``fn`` specialised on ``const``."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -49,18 +51,80 @@ def _resources(fn, const: dict, pointers: dict, num_warps: int, num_stages: int,
                                    options=options)
     arch = f"sm_{capability}a" if capability >= 90 else f"sm_{capability}"
     with tempfile.TemporaryDirectory() as tmp:
-        ptx = os.path.join(tmp, "kernel.ptx")
+        ptx, cubin = os.path.join(tmp, "kernel.ptx"), os.path.join(tmp, "kernel.cubin")
         with open(ptx, "w") as f:
             f.write(compiled.asm["ptx"])
-        proc = subprocess.run([ptxas, "-v", "--gpu-name", arch, ptx, "-o", os.path.join(tmp, "kernel.cubin")],
-                              capture_output=True, text=True, timeout=300)
-    if proc.returncode:
-        raise RuntimeError(f"ptxas failed for {const}: {proc.stderr[-2000:]}")
-    regs = re.search(r"Used (\d+) registers", proc.stderr)
-    spills = re.search(r"(\d+) bytes spill stores", proc.stderr)
+        proc = subprocess.run([ptxas, "-v", "--gpu-name", arch, ptx, "-o", cubin], capture_output=True, text=True,
+                              timeout=300)
+        if proc.returncode:
+            raise RuntimeError(f"ptxas failed for {const}: {proc.stderr[-2000:]}")
+        sass = ""
+        if disassemble:
+            nvdisasm = os.path.join(os.path.dirname(ptxas), "nvdisasm")
+            sass = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True, timeout=300,
+                                  check=True).stdout
+    return proc.stderr, sass
+
+
+def _resources(fn, const: dict, pointers: dict, num_warps: int, num_stages: int, maxnreg: int | None,
+               capability: int) -> dict[str, int]:
+    report, _ = _assemble(fn, const, pointers, num_warps, num_stages, maxnreg, capability)
+    regs = re.search(r"Used (\d+) registers", report)
+    spills = re.search(r"(\d+) bytes spill stores", report)
     if not regs or not spills:
-        raise RuntimeError(f"unexpected ptxas report: {proc.stderr[-1000:]}")
+        raise RuntimeError(f"unexpected ptxas report: {report[-1000:]}")
     return {"registers": int(regs.group(1)), "spill_bytes": int(spills.group(1))}
+
+
+_SASS_LINE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?);")
+
+
+def main_loop_opcodes(sass: str) -> Counter:
+    """Opcode counts (predicates and modifiers dropped: ``@P0 LDG.E.128`` -> ``LDG``) of the largest loop in a SASS
+    listing: the longest stretch closed by a backward branch."""
+    instrs, labels = [], {}
+    pending: list[str] = []
+    for line in sass.splitlines():
+        label = re.match(r"^\s*\.(L_x_\d+):", line)
+        if label:
+            pending.append(label.group(1))
+            continue
+        m = _SASS_LINE.match(line)
+        if m:
+            addr = int(m.group(1), 16)
+            for name in pending:
+                labels[name] = addr
+            pending = []
+            instrs.append((addr, m.group(2)))
+    best: list[str] = []
+    for addr, text in instrs:
+        target = re.search(r"\bBRA\b.*?\.?(L_x_\d+)", text)
+        if target and labels.get(target.group(1), addr + 1) < addr:
+            body = [t for a, t in instrs if labels[target.group(1)] <= a <= addr]
+            best = body if len(body) > len(best) else best
+    ops = Counter()
+    for text in best:
+        words = [w for w in text.split() if not w.startswith("@")]
+        ops[words[0].split(".")[0]] += 1
+    return ops
+
+
+def fwd_loop_profile(cfg: kern.FwdConfig, capability: int = 90) -> dict:
+    """Instructions in ``_fwd_kernel``'s main loop for ``cfg`` (SASS, sm_<capability>a): opcode counts and warp
+    instructions per weight (one loop step covers BN x CH x 128 weights on ``num_warps`` warps). A warp scheduler
+    issues about one instruction per cycle, so this bounds the weights per second an SM can dequantize and
+    multiply, whatever the memory bandwidth."""
+    const = dict(BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=cfg.asm, GROUP_M=cfg.group_m, EVEN_K=True,
+                 OUT_F32=cfg.split_k > 1, FUSED=cfg.fused and cfg.split_k > 1, HAS_BIAS=False, LORA_SLICES=0,
+                 LORA_R=1, LORA_RC=1, LORA_DOT=False)
+    _, sass = _assemble(kern._fwd_kernel, const, _POINTERS, cfg.num_warps, cfg.num_stages, cfg.maxnreg, capability,
+                        disassemble=True)
+    ops = main_loop_opcodes(sass)
+    if not ops:
+        raise RuntimeError(f"no loop found in the SASS of {cfg}")
+    weights_per_warp = cfg.bn * cfg.ch * kern.CHUNK / cfg.num_warps
+    return {"loop_instructions": sum(ops.values()), "per_weight": sum(ops.values()) / weights_per_warp,
+            "opcodes": dict(ops.most_common())}
 
 
 def fwd_resources(cfg: kern.FwdConfig, lora_slices: int = 0, lora_rank: int = 1, bias: bool = False,
