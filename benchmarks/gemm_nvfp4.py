@@ -89,17 +89,6 @@ def fp32_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------------------------- candidates
-# Tiles that spill at their searched warp count when compiled for sm_90a (benchmarks/kernel_resources.py: 168-1392
-# bytes per thread at 255 registers) and do not on twice the warps; the twins are searched too.
-_SPILLING_TILES = {(2, 8, 128, 2, 4), (1, 16, 128, 2, 4), (2, 16, 64, 1, 2), (1, 64, 128, 1, 4), (1, 64, 64, 1, 4)}
-
-
-def _spill_free_twins(configs: list[FwdConfig]) -> list[FwdConfig]:
-    twins = [c._replace(num_warps=2 * c.num_warps) for c in configs
-             if (c.mode, c.bm, c.bn, c.ch, c.num_warps) in _SPILLING_TILES and c.asm and c.fused]
-    return list(dict.fromkeys(t for t in twins if t not in configs))
-
-
 def fwd_candidates(m: int) -> list[FwdConfig]:
     if m <= 16:
         c = [FwdConfig(1, 16, 64, 1, s) for s in (2, 4, 8)]
@@ -124,7 +113,6 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
             c += [FwdConfig(0, bm, 64, 1, s) for s in (4, 8)]
         if m == 16:
             c += [FwdConfig(1, 16, 64, 1, 4, asm=False)]
-        c += _spill_free_twins(c)
         return c
     if m <= 128:
         c = [FwdConfig(1, 64, 64, 1, s) for s in (1, 2, 4, 8)]
@@ -134,7 +122,6 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
         c += [FwdConfig(2, 64, 128, 1, 1), FwdConfig(1, 128, 128, 1, 1, 8)]
         if m == 128:
             c += [FwdConfig(1, 64, 128, 1, 1, asm=False)]
-        c += _spill_free_twins(c)
         return c
     c = [FwdConfig(1, 128, 128, 1, 1, 8, 3), FwdConfig(1, 128, 256, 1, 1, 8, 3), FwdConfig(2, 128, 128, 1, 1, 8, 3),
          FwdConfig(1, 128, 128, 1, 1, 8, 4)]

@@ -2,8 +2,8 @@
 target (default sm_90a, Hopper) on any machine, no GPU needed (``qerl.kernels.aot``: Triton to PTX, Triton's ptxas).
 
 For each decode-sized entry of ``TUNED`` (M <= 128; forward and input gradient) it reports the pick and the same
-tile on twice the warps (half the registers per thread for the same tile). These are compile facts, not timings: whether a spill-free twin is
-faster is measured on the GPU (``benchmarks/gemm_nvfp4.py --tune`` has the twins among its candidates).
+tile on twice the warps (fewer registers per thread, so more resident warps per SM). These are compile facts, not
+timings (``benchmarks/gemm_nvfp4.py`` measures time on the GPU).
 
     python benchmarks/kernel_resources.py [--capability 90] [--json out.json]
     python benchmarks/kernel_resources.py --loops     # instructions in the forward main loop of each distinct pick
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="also write the rows here")
     p.add_argument("--loops", action="store_true",
                    help="instead: SASS opcode counts of the forward main loop of every distinct decode pick and of "
-                        "its 2x-warps twin")
+                        "the same tile on 2x warps")
     args = p.parse_args(argv)
     if aot.ptxas_path() is None:
         print("this Triton build ships no ptxas: nothing to report", file=sys.stderr)

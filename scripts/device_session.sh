@@ -450,9 +450,4 @@ case "$phase" in
         | grep "\[bench\]\|rror"
     fi
     ;;
-  16f)  # the 14B forward launch search again, now with the spill-free twins among the candidates (kernel_resources.py)
-    vllm_env
-    timeout 560 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 14b --dirs fwd --ms 1,8,16,64,128 \
-      --out "$out/gemm_tune_14b_fwd_twins" 2>&1 | tail -30
-    ;;
 esac

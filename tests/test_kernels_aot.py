@@ -19,7 +19,7 @@ SHAPES_14B = {"qkv": (7168, 5120, 3, True), "o": (5120, 5120, 1, False), "gate_u
               "down": (5120, 13824, 1, False)}
 
 
-def test_lora_epilogue_assembles_for_hopper_without_extra_spills():
+def test_lora_epilogue_assembles_for_hopper_without_extra_registers_or_spills():
     seen = set()
     for n, k, slices, bias in SHAPES_14B.values():
         for m in (1, 8, 16, 64):
@@ -30,8 +30,10 @@ def test_lora_epilogue_assembles_for_hopper_without_extra_spills():
             plain = aot.fwd_resources(cfg)
             for rank in (32, 8):
                 fused = aot.fwd_resources(cfg, slices, rank, bias)
-                # The epilogue runs once per tile after the main loop; it must not push the loop's state to memory.
-                assert fused["spill_bytes"] <= plain["spill_bytes"] + 64, (cfg, slices, rank, plain, fused)
+                # The epilogue runs once per tile after the main loop: it must not push the loop's state to memory
+                # nor take registers from it (fewer resident warps per SM).
+                assert fused["spill_bytes"] <= plain["spill_bytes"], (cfg, slices, rank, plain, fused)
+                assert fused["registers"] <= plain["registers"] + 16, (cfg, slices, rank, plain, fused)
     assert len(seen) >= 4
 
 
@@ -40,22 +42,6 @@ def test_resource_report_sees_register_pressure():
     narrow = aot.fwd_resources(kern.FwdConfig(2, 8, 128, 1, 4, 4))
     wide = aot.fwd_resources(kern.FwdConfig(2, 8, 128, 1, 4, 8))
     assert 0 < wide["registers"] < narrow["registers"] <= 255
-
-
-def test_the_searched_twins_of_spilling_tiles_do_not_spill():
-    """benchmarks/gemm_nvfp4.py adds a twice-the-warps twin of each tile it lists as spilling; both claims hold."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gemm_nvfp4.py"
-    spec = importlib.util.spec_from_file_location("gemm_nvfp4_bench", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    for mode, bm, bn, ch, warps in sorted(bench._SPILLING_TILES):
-        cfg = kern.FwdConfig(mode, bm, bn, ch, 2, warps)
-        (twin,) = bench._spill_free_twins([cfg])
-        assert aot.fwd_resources(cfg)["spill_bytes"] > 0, cfg
-        assert aot.fwd_resources(twin)["spill_bytes"] == 0, twin
 
 
 def test_main_loop_profile_counts_the_loop_of_the_decode_kernel():

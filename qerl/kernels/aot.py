@@ -44,10 +44,17 @@ def _assemble(fn, const: dict, pointers: dict, num_warps: int, num_stages: int, 
     if missing:
         raise RuntimeError(f"{fn.__name__} has no parameters {sorted(missing)}: update qerl/kernels/aot.py")
     sig = {n: "constexpr" if n in const else pointers.get(n, "i32") for n in fn.arg_names}
+    # What a launch on the shapes this project serves specialises on (Triton's runtime does it from the values):
+    # 16-byte aligned pointers and integer arguments that are multiples of 16 (every Qwen2.5 dimension and stride),
+    # except the arguments the kernel opts out of (M, per-split step counts). Without these hints Triton cannot
+    # prove contiguity and alignment and emits byte-wise loads, a different kernel from the one that runs.
+    skip = {p.name for p in fn.params if p.do_not_specialize}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
+             if n not in const and n not in skip}
     options = {"num_warps": num_warps, "num_stages": num_stages}
     if maxnreg is not None:
         options["maxnreg"] = maxnreg
-    compiled = kern.triton.compile(ASTSource(fn, sig, const), target=GPUTarget("cuda", capability, 32),
+    compiled = kern.triton.compile(ASTSource(fn, sig, const, attrs), target=GPUTarget("cuda", capability, 32),
                                    options=options)
     arch = f"sm_{capability}a" if capability >= 90 else f"sm_{capability}"
     with tempfile.TemporaryDirectory() as tmp:
