@@ -96,6 +96,9 @@ class QeRLConfig(GRPOConfig):
             raise ValueError(f"algorithm {self.algorithm!r} is not one of {ALGORITHMS}")
         if self.vllm_fp4_kernel not in FP4_KERNELS:
             raise ValueError(f"vllm_fp4_kernel {self.vllm_fp4_kernel!r} is not one of {FP4_KERNELS}")
+        if self.vllm_fuse_lora_expand and self.load == "nvfp4" and self.vllm_fp4_kernel != "qerl":
+            raise ValueError("vllm_fuse_lora_expand adds the adapter's expand in this project's NVFP4 GEMM: it needs "
+                             "--vllm_fp4_kernel qerl (Marlin is vLLM's kernel and has no such epilogue)")
         if self.learning_rate is None:
             self.learning_rate = DEFAULT_LR.get(self.load, 1e-5)
         preset = {"grpo": "grpo", "dapo": "dapo", "dr_grpo": "dr_grpo"}[self.algorithm]

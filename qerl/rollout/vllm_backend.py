@@ -237,6 +237,9 @@ class VLLMRolloutBackend(RolloutBackend):
         kwargs.update(engine_kwargs or {})
         self.vllm_version = vllm.__version__
         fuse = fuse_lora_expand and self.fp4_kernel == "qerl"
+        if fuse_lora_expand and not fuse:
+            log.warning("fuse_lora_expand applies to an NVFP4 engine on fp4_kernel='qerl' only; this %s engine%s "
+                        "runs vLLM's own LoRA kernels", load, "" if load != "nvfp4" else f" on {fp4_kernel}")
         if fuse:
             vllm_internals.disable_aot_compile_cache()
         with vllm_lora_fusion.installer(enabled=fuse) as fusion:
