@@ -154,6 +154,38 @@ u.copy_(torch.randn(u.shape, generator=gen))
 check("op, adapter", nvfp4_lora_linear(x, *op_args, torch.tensor([False])),
       x.float() @ ref_w.T + bias.float() + torch.cat([u[i] @ bs[i].float().T for i in range(2)], dim=1))
 
+# vLLM's fused LoRA layer (qerl/rollout/vllm_lora_fusion.py) on its CUDA branch, wired to stand-ins with the
+# attributes vLLM's layer and CUDA punica wrapper have: the shrink writes u only when the batch has an adapter
+# (like vLLM's), B is read from slot 0 of the (max_loras, 1, N_s, R) stacks, the bias goes into the epilogue.
+import types
+from qerl.rollout import vllm_lora_fusion
+
+class PunicaWrapperGPU:  # the name selects the CUDA branch of vllm_internals.lora_shrink
+    def __init__(self):
+        self.token_mapping_meta = types.SimpleNamespace(no_lora_flag_cpu=torch.tensor([False]))
+    def add_shrink(self, y, x, lora_a_stacked, scale):
+        if self.token_mapping_meta.no_lora_flag_cpu.item():
+            y.fill_(float("nan"))  # vLLM leaves the buffer unwritten then; poisoned, so reading it would show
+            return
+        for s, a in enumerate(lora_a_stacked):
+            y[s] = (x.float() @ a[0, 0].float().T) * scale
+
+kw, ref_w = weight(96, 144)
+layer = torch.nn.Module()
+layer.base_layer = types.SimpleNamespace(qerl_shape=(kw.n, kw.k), weight=kw.codes, weight_scale=kw.scales,
+                                         weight_global_scale=kw.global_scale)
+layer.lora_a_stacked = tuple((torch.randn(1, 1, 16, 144, generator=gen) * 0.1).to(torch.bfloat16) for _ in range(3))
+layer.lora_b_stacked = tuple((torch.randn(1, 1, n, 16, generator=gen) * 0.1).to(torch.bfloat16) for n in (32, 32, 32))
+layer.punica_wrapper = PunicaWrapperGPU()
+x = torch.randn(5, 144, generator=gen).to(torch.bfloat16)
+bias = torch.randn(96, generator=gen).to(torch.bfloat16)
+u = [x.float() @ a[0, 0].float().T for a in layer.lora_a_stacked]
+expand = torch.cat([u[s].to(torch.bfloat16).float() @ b[0, 0].float().T for s, b in enumerate(layer.lora_b_stacked)], 1)
+check("vLLM fused layer, adapter", vllm_lora_fusion._fused_apply(layer, x, bias), x.float() @ ref_w.T + bias.float() + expand)
+layer.punica_wrapper.token_mapping_meta.no_lora_flag_cpu.fill_(True)
+check("vLLM fused layer, no adapter in the batch", vllm_lora_fusion._fused_apply(layer, x, bias),
+      x.float() @ ref_w.T + bias.float())
+
 # The fused split reductions leave every tile counter at zero for the next launch.
 counters = nvfp4_gemm._COUNTERS.get(("cpu", None))
 print(json.dumps({"seed": seed, "results": results, "fused_equals_two_kernel": same, "lora_in_kernel": lora_in_kernel,
