@@ -383,11 +383,11 @@ case "$phase" in
     ;;
   # Run 5, third machine: the shipped state (the 14B GEMM entries in TUNED, the LoRA tables picked by auto, nothing
   # from the environment): GPU tests, then the 14B rank-32 rollouts on this project's kernels and on BF16.
-  14a)
+  14a|16a)
     bash .device/vllm/c1/vllm_unpack.sh .device/vllm
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
-    timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
-      | tail -5 | tee "$out/gpu_tests.txt"
+    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
+      | tail -8 | tee "$out/gpu_tests.txt"
     timeout 300 python3 benchmarks/rollout_vllm.py checkpoint --shape 14b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
     ;;
   14b)
@@ -421,13 +421,7 @@ case "$phase" in
     ;;
   # Run 6: the LoRA expand in the NVFP4 GEMM's epilogue inside vLLM (qerl/rollout/vllm_lora_fusion.py), 16a-16e on
   # one machine: GPU tests, the vLLM check on the fused path with CUDA graphs, 14B rank-32 rollouts fused / not fused.
-  16a)
-    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
-    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
-      | tail -8 | tee "$out/gpu_tests.txt"
-    timeout 200 python3 benchmarks/rollout_vllm.py checkpoint --shape 14b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
-    ;;
+  # 16a: the same as 14a (bundle part 1, GPU tests, the 14B checkpoint).
   16b)
     bash .device/vllm/c2/vllm_unpack.sh .device/vllm
     timeout 200 python3 benchmarks/rollout_vllm.py checkpoint --shape 7b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1

@@ -83,6 +83,15 @@ def _resources(fn, const: dict, pointers: dict, num_warps: int, num_stages: int,
     return {"registers": int(regs.group(1)), "spill_bytes": int(spills.group(1))}
 
 
+def _fwd_constexprs(cfg: kern.FwdConfig, lora_slices: int = 0, lora_rank: int = 1, bias: bool = False,
+                    even_k: bool = True) -> dict:
+    """The constexprs ``nvfp4_matmul`` launches ``_fwd_kernel`` with for ``cfg`` (split-K partials in fp32, summed
+    by the last program)."""
+    return dict(BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=cfg.asm, GROUP_M=cfg.group_m, EVEN_K=even_k,
+                OUT_F32=cfg.split_k > 1, FUSED=cfg.fused and cfg.split_k > 1, HAS_BIAS=bias,
+                **kern.lora_constexprs(cfg, lora_slices, lora_rank))
+
+
 _SASS_LINE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?);")
 
 
@@ -121,10 +130,7 @@ def fwd_loop_profile(cfg: kern.FwdConfig, capability: int = 90) -> dict:
     instructions per weight (one loop step covers BN x CH x 128 weights on ``num_warps`` warps). A warp scheduler
     issues about one instruction per cycle, so this bounds the weights per second an SM can dequantize and
     multiply, whatever the memory bandwidth."""
-    const = dict(BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=cfg.asm, GROUP_M=cfg.group_m, EVEN_K=True,
-                 OUT_F32=cfg.split_k > 1, FUSED=cfg.fused and cfg.split_k > 1, HAS_BIAS=False, LORA_SLICES=0,
-                 LORA_R=1, LORA_RC=1, LORA_DOT=False)
-    _, sass = _assemble(kern._fwd_kernel, const, _POINTERS, cfg.num_warps, cfg.num_stages, cfg.maxnreg, capability,
+    _, sass = _assemble(kern._fwd_kernel, _fwd_constexprs(cfg), _POINTERS, cfg.num_warps, cfg.num_stages, cfg.maxnreg, capability,
                         disassemble=True)
     ops = main_loop_opcodes(sass)
     if not ops:
@@ -138,10 +144,7 @@ def fwd_resources(cfg: kern.FwdConfig, lora_slices: int = 0, lora_rank: int = 1,
                   even_k: bool = True, capability: int = 90) -> dict[str, int]:
     """Registers per thread and spill bytes of ``_fwd_kernel`` as ``nvfp4_matmul`` launches it with ``cfg`` (and
     optionally the bias / LoRA epilogue), compiled for ``sm_<capability>a``."""
-    dot = lora_slices > 0 and kern._lora_dot(cfg)
-    const = dict(BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=cfg.asm, GROUP_M=cfg.group_m, EVEN_K=even_k,
-                 OUT_F32=cfg.split_k > 1, FUSED=cfg.fused and cfg.split_k > 1, HAS_BIAS=bias,
-                 LORA_SLICES=lora_slices, LORA_R=lora_rank, LORA_RC=kern._rank_chunk(lora_rank, dot), LORA_DOT=dot)
+    const = _fwd_constexprs(cfg, lora_slices, lora_rank, bias, even_k)
     return _resources(kern._fwd_kernel, const, _POINTERS, cfg.num_warps, cfg.num_stages, cfg.maxnreg, capability)
 
 

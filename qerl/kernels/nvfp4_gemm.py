@@ -1052,16 +1052,15 @@ def nvfp4_matmul(
     cps = kc // split
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
     target, stride_split, counters = _split_target(y, split, grid[0], cfg.fused)
-    lora_args, lora_meta = _lora_launch_args(fused_lora, w.global_scale, x2, cfg)
+    lora_args, lora_strides, lora_const = _lora_launch_args(fused_lora, w.global_scale, x2, cfg)
     _fwd_kernel[grid](
         x2, w.codes, w.scales, w.global_scale, target, y, target if counters is None else counters,
         x2 if bias is None else bias, *lora_args,
         m, w.n, w.k, cps,
-        x2.stride(0), w.codes.stride(0), w.scales.stride(0), w.n, stride_split, *lora_meta["strides"],
+        x2.stride(0), w.codes.stride(0), w.scales.stride(0), w.n, stride_split, *lora_strides,
         BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m,
         EVEN_K=(w.k % CHUNK == 0), OUT_F32=split > 1, FUSED=counters is not None,
-        HAS_BIAS=bias is not None, LORA_SLICES=lora_meta["slices"], LORA_R=lora_meta["r"], LORA_RC=lora_meta["rc"],
-        LORA_DOT=lora_meta["dot"],
+        HAS_BIAS=bias is not None, **lora_const,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_reg_cap(cfg.maxnreg),
     )
     if split > 1 and counters is None:
@@ -1071,19 +1070,28 @@ def nvfp4_matmul(
     return y.reshape(*x.shape[:-1], w.n)
 
 
+NO_LORA_CONSTEXPRS = {"LORA_SLICES": 0, "LORA_R": 1, "LORA_RC": 1, "LORA_DOT": False}
+
+
+def lora_constexprs(cfg: FwdConfig, slices: int, rank: int) -> dict:
+    """``_fwd_kernel``'s compile-time LoRA epilogue parameters for ``slices`` output slices of rank ``rank``
+    (``NO_LORA_CONSTEXPRS`` without an adapter); also used by ``qerl.kernels.aot``."""
+    if slices == 0:
+        return NO_LORA_CONSTEXPRS
+    dot = _lora_dot(cfg)
+    return {"LORA_SLICES": slices, "LORA_R": rank, "LORA_RC": _rank_chunk(rank, dot), "LORA_DOT": dot}
+
+
 def _lora_launch_args(lora: LoRAEpilogue | None, f32_dummy: torch.Tensor, bf16_dummy: torch.Tensor, cfg: FwdConfig):
-    """Pointer arguments (u, B_0..B_2, slice ends) and metadata of ``_fwd_kernel``'s LoRA epilogue; dummies of
-    fixed dtypes when there is none (so the kernel's signature, hence its compiled variant, stays the same)."""
+    """Pointer arguments (u, B_0..B_2, slice ends), strides and constexprs of ``_fwd_kernel``'s LoRA epilogue;
+    dummies of fixed dtypes when there is none (so the kernel's signature, hence its compiled variant, stays the
+    same)."""
     if lora is None:
-        return ((f32_dummy, bf16_dummy, bf16_dummy, bf16_dummy, 0, 0),
-                {"strides": (0, 0, 0, 0), "slices": 0, "r": 1, "rc": 1, "dot": False})
+        return (f32_dummy, bf16_dummy, bf16_dummy, bf16_dummy, 0, 0), (0, 0, 0, 0), NO_LORA_CONSTEXPRS
     bs = list(lora.b) + [lora.b[0]] * (MAX_LORA_SLICES - len(lora.b))
     ends = list(itertools.accumulate(b.shape[0] for b in lora.b)) + [0, 0]
-    r = lora.u.shape[2]
-    dot = _lora_dot(cfg)
-    return ((lora.u, *bs, ends[0], ends[1]),
-            {"strides": (lora.u.stride(0), *(b.stride(0) for b in bs)), "slices": len(lora.b), "r": r,
-             "rc": _rank_chunk(r, dot), "dot": dot})
+    return ((lora.u, *bs, ends[0], ends[1]), (lora.u.stride(0), *(b.stride(0) for b in bs)),
+            lora_constexprs(cfg, len(lora.b), lora.u.shape[2]))
 
 
 def nvfp4_matmul_grad_input(
