@@ -313,6 +313,11 @@ def run_one(args: argparse.Namespace) -> dict:
             "vllm_version": backend.vllm_version, "rows": rows}
 
 
+def fuse_flag(fuse: bool | None) -> list[str]:
+    """The child engine's --fuse-lora-expand setting, passed on as given (None: the backend's default)."""
+    return [] if fuse is None else ["--fuse-lora-expand" if fuse else "--no-fuse-lora-expand"]
+
+
 def rollout(args: argparse.Namespace) -> dict:
     info = device_info()
     results = []
@@ -327,7 +332,7 @@ def rollout(args: argparse.Namespace) -> dict:
                    "--bf16-weights", args.bf16_weights, "--fp4-kernel", args.fp4_kernel,
                    "--lora-kernel-configs", args.lora_kernel_configs]
             cmd += ["--specialize-active-lora"] if args.specialize_active_lora else []
-            cmd += ["--fuse-lora-expand"] if args.fuse_lora_expand else []
+            cmd += fuse_flag(args.fuse_lora_expand)
             cmd += ["--eager"] if args.eager else []
             env = dict(os.environ)
             if args.lora_dual_stream:  # read by vLLM when its LoRA layers are imported: set before the child starts
@@ -577,9 +582,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         r.add_argument("--lora-kernel-configs", default="auto",
                        help="launch configs of vLLM's LoRA kernels: auto (the tables shipped for this GPU, if any) | "
                             "vllm (vLLM's defaults) | a folder written by benchmarks/tune_vllm_lora.py")
-        r.add_argument("--fuse-lora-expand", action="store_true",
-                       help="with --fp4-kernel qerl: add the adapter's expand in the NVFP4 GEMM's epilogue instead of "
-                            "vLLM's separate LoRA expand kernels (qerl/rollout/vllm_lora_fusion.py)")
+        r.add_argument("--fuse-lora-expand", action=argparse.BooleanOptionalAction, default=None,
+                       help="the adapter's expand in the NVFP4 GEMM's epilogue instead of vLLM's separate LoRA expand "
+                            "kernels (qerl/rollout/vllm_lora_fusion.py); default: on with --fp4-kernel qerl")
 
     s = sub.add_parser("rl-step", help="one RL step on the colocated NVFP4 engine + trainer")
     common(s)

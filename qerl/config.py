@@ -71,10 +71,10 @@ class QeRLConfig(GRPOConfig):
                                                                             "this GPU, else vLLM's) | vllm (vLLM's "
                                                                             "defaults) | a VLLM_TUNED_CONFIG_FOLDER "
                                                                             "folder"})
-    vllm_fuse_lora_expand: bool = field(default=False, metadata={"help": "with vllm_fp4_kernel qerl: add the "
-                                                                          "adapter's expand (and the bias) in the "
-                                                                          "NVFP4 GEMM's epilogue instead of separate "
-                                                                          "kernels (not yet measured on a GPU)"})
+    vllm_fuse_lora_expand: bool | None = field(default=None, metadata={"help": "add the adapter's expand (and the "
+                                                                                 "bias) in the NVFP4 GEMM's epilogue "
+                                                                                 "instead of separate kernels; default: "
+                                                                                 "on with vllm_fp4_kernel qerl"})
     # --- AQN --------------------------------------------------------------------------------------------------
     aqn_mode: str = field(default="exponential", metadata={"help": "exponential | constant | off"})
     aqn_sigma_start: float = 1e-2

@@ -440,8 +440,43 @@ case "$phase" in
         --json "$out/rollout_14b_r32_fused.json" 2>&1 | grep "\[bench\]\|rror"
     else
       timeout 400 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4 --ranks 32 --batches 1,8,64 \
-        --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r32_unfused.json" 2>&1 \
+        --fp4-kernel qerl --no-fuse-lora-expand --workdir /tmp/qb --json "$out/rollout_14b_r32_unfused.json" 2>&1 \
         | grep "\[bench\]\|rror"
     fi
+    ;;
+  # Run 6, second machine (no vLLM): Nsight Compute over the decode-shaped GEMMs, stall reasons per instruction.
+  17a)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    ncu --version | tail -1 | tee -a "$out/device.txt"
+    OUT="$out" timeout 560 bash benchmarks/profile_gemm.sh 2>&1 | grep -v "^ " | tail -40
+    ;;
+  17b)  # the chunk-half-major scale layout: GPU tests, then the small-M GEMMs on it and on the previous layout (the
+        # committed code before it, carried as .device/old: git archive <rev> qerl benchmarks/gemm_nvfp4.py) in the
+        # same run, then ncu on two cases of the new layout
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
+      | tail -4 | tee "$out/gpu_tests.txt"
+    for v in old new; do
+      script=benchmarks/gemm_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/gemm_nvfp4.py
+      timeout 220 python3 $script --no-marlin --models 7b,32b --ms 1,8,16,64,128 --out "$out/gemm_$v" 2>&1 | tail -3
+    done
+    mkdir -p /tmp/p17 && OUT=/tmp/p17 timeout 100 bash benchmarks/profile_gemm.sh 7b:gate_up:1:fwd:qerl \
+      7b:gate_up:1:bwd:qerl 2>&1 | grep -v "^ " | tail -8
+    cp /tmp/p17/sass.tar.gz "$out/sass_new.tar.gz"
+    ;;
+  # Run 6, third machine: the shipped state after 17b (the new scale layout, the expand fusion on by default with
+  # --fp4-kernel qerl): 14B rank-32 rollouts, NVFP4 on our kernels and BF16. 18a-18c ferry the bundle.
+  18a)
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 300 python3 benchmarks/rollout_vllm.py checkpoint --shape 14b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    ;;
+  18b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    ;;
+  18c)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
+      --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r32_shipped.json" 2>&1 | grep "\[bench\]\|rror"
     ;;
 esac

@@ -54,8 +54,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=8, help="completions per generation")
     p.add_argument("--sleep-mode", action="store_true", help="start the engine with sleep mode and check it")
     p.add_argument("--cuda-graphs", action="store_true", help="do not force eager mode (noise checked on weights)")
-    p.add_argument("--fuse-lora-expand", action="store_true",
-                   help="with --fp4-kernel qerl: the adapter's expand in the NVFP4 GEMM's epilogue (vllm_lora_fusion)")
+    p.add_argument("--fuse-lora-expand", action=argparse.BooleanOptionalAction, default=None,
+                   help="the adapter's expand in the NVFP4 GEMM's epilogue (vllm_lora_fusion); default: on with "
+                        "--fp4-kernel qerl")
     p.add_argument("--max-mean-logprob-diff", type=float, default=0.25,
                    help="fail if mean |rollout - trainer| log-prob difference exceeds this (sanity bound)")
     p.add_argument("--trainer-device", default=None, help="device of the trainer-side policy (default: cuda if present)")
@@ -173,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.load == "nvfp4" and args.fp4_kernel == "qerl":  # this project's method, on the Triton path
             bad = [n for n, k in quantized.items() if k["quant_method"] != "QeRLNVFP4LinearMethod"
                    or getattr(modules[n], "qerl_shape", None) is None]
-            # With --fuse-lora-expand the adapter's expand runs in the GEMM's epilogue on every one of them.
-            ok = bool(quantized) and not bad and (not args.fuse_lora_expand
-                                                  or backend.fused_lora_layers == len(quantized))
+            # Unless --no-fuse-lora-expand, the adapter's expand runs in the GEMM's epilogue on every one of them.
+            want_fused = len(quantized) if args.fuse_lora_expand is not False else 0
+            ok = bool(quantized) and not bad and backend.fused_lora_layers == want_fused
             summary["fused_lora_layers"] = backend.fused_lora_layers
             summary["lora_fusion_at"] = backend.lora_fusion_at
         elif args.load == "nvfp4":

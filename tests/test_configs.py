@@ -63,7 +63,10 @@ def test_rollout_kernel_choice_is_checked_when_the_config_is_parsed(tmp_path):
     assert parse("--vllm_fp4_kernel", "qerl", "--vllm_lora_dual_stream", "true").vllm_fp4_kernel == "qerl"
     with pytest.raises(ValueError, match="vllm_fp4_kernel 'cutlass' is not one of"):
         parse("--vllm_fp4_kernel", "cutlass")
-    assert not parse().vllm_fuse_lora_expand
-    assert parse("--vllm_fp4_kernel", "qerl", "--vllm_fuse_lora_expand", "true").vllm_fuse_lora_expand
+    # Default None: the backend fuses wherever it applies (NVFP4 on qerl); an explicit value is kept as given.
+    assert parse().vllm_fuse_lora_expand is None
+    assert parse("--vllm_fp4_kernel", "qerl").vllm_fuse_lora_expand is None
+    assert parse("--vllm_fp4_kernel", "qerl", "--vllm_fuse_lora_expand", "true").vllm_fuse_lora_expand is True
+    assert parse("--vllm_fp4_kernel", "qerl", "--vllm_fuse_lora_expand", "false").vllm_fuse_lora_expand is False
     with pytest.raises(ValueError, match="needs --vllm_fp4_kernel qerl"):
         parse("--vllm_fuse_lora_expand", "true")

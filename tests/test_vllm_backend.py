@@ -499,12 +499,12 @@ def test_rollout_benchmark_sweep_and_dual_stream_setting_reach_the_engines(engin
     assert dual["lora_dual_stream"] and run["error"].startswith("exit")
     assert "Dual CUDA streams are only supported on CUDA" in run["tail"]
 
-    # --fuse-lora-expand reaches the NVFP4 engine on this project's kernels: every LoRA layer (4 per decoder layer).
+    # The NVFP4 engine on this project's kernels fuses the expand by default: every LoRA layer (4 per decoder layer).
     common[common.index("bf16")] = "nvfp4"
-    fused = bench.rollout(bench.parse_args([*common, "--ranks", "8", "--fp4-kernel", "qerl", "--fuse-lora-expand"]))
+    fused = bench.rollout(bench.parse_args([*common, "--ranks", "8", "--fp4-kernel", "qerl"]))
     (run,) = fused["runs"]
     assert "error" not in run, run.get("tail")
-    assert fused["fuse_lora_expand"] and run["fused_lora_layers"] == 4 * 2 and run["fp4_kernel"] == "qerl"
+    assert fused["fuse_lora_expand"] is None and run["fused_lora_layers"] == 4 * 2 and run["fp4_kernel"] == "qerl"
 
 
 # -- the NVFP4 checkpoint served by this project's kernels (qerl/rollout/vllm_nvfp4.py) -------------------------------
@@ -527,7 +527,7 @@ def test_nvfp4_checkpoint_loads_through_the_qerl_quantization_method(engines, tm
         VLLMRolloutBackend(ckpt, None, load="nvfp4", fp4_kernel="cutlass")
     monkeypatch.delenv(vllm_internals.AOT_COMPILE_ENV, raising=False)
     backend = VLLMRolloutBackend(ckpt, None, load="nvfp4", fp4_kernel="qerl", max_lora_rank=RANK, max_model_len=128,
-                                 dtype="float32", enforce_eager=True, fuse_lora_expand=True,
+                                 dtype="float32", enforce_eager=True,  # the expand fusion: on by default here
                                  engine_kwargs={"skip_tokenizer_init": True})
     try:
         assert backend.fp4_kernel == "qerl"

@@ -112,3 +112,33 @@ def test_installed_vllm_keys_its_saved_trace_without_the_traced_code():
 
     assert vllm_internals.AOT_COMPILE_ENV in envs.environment_variables
     assert "aot_compile_hash_factors(self.vllm_config)" in inspect.getsource(decorators)
+
+
+def test_fuse_lora_expand_defaults_to_on_where_it_applies(caplog):
+    """None (the config's default) fuses on NVFP4 engines on this project's kernels only; an explicit False keeps
+    vLLM's own expand; an explicit True where it cannot apply (Marlin, BF16) is ignored with a warning."""
+    from qerl.rollout.vllm_backend import fuse_lora_expand_enabled
+
+    assert fuse_lora_expand_enabled(None, "nvfp4", "qerl")
+    assert not fuse_lora_expand_enabled(False, "nvfp4", "qerl")
+    assert fuse_lora_expand_enabled(True, "nvfp4", "qerl")
+    for load, kernel in (("nvfp4", "marlin"), ("bf16", "qerl"), ("nf4", "marlin")):
+        assert not fuse_lora_expand_enabled(None, load, kernel)
+    assert not caplog.records
+    with caplog.at_level("WARNING"):
+        assert not fuse_lora_expand_enabled(True, "nvfp4", "marlin")
+    assert "fp4_kernel='qerl' only" in caplog.text
+
+
+def test_rollout_benchmark_passes_the_fusion_setting_to_its_engine_processes():
+    """benchmarks/rollout_vllm.py hands --fuse-lora-expand / --no-fuse-lora-expand to each engine process as given,
+    and nothing when unset (the backend's default)."""
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "rollout_vllm.py")
+    spec = importlib.util.spec_from_file_location("rollout_vllm_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    common = ["rollout", "--shape", "tiny", "--formats", "nvfp4"]
+    assert bench.parse_args(common).fuse_lora_expand is None
+    assert bench.parse_args([*common, "--no-fuse-lora-expand"]).fuse_lora_expand is False
+    assert [bench.fuse_flag(v) for v in (None, True, False)] == [[], ["--fuse-lora-expand"],
+                                                                 ["--no-fuse-lora-expand"]]

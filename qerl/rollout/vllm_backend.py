@@ -152,6 +152,18 @@ def write_adapter(directory: Path, tensors: dict[str, torch.Tensor], config: Any
     return directory
 
 
+def fuse_lora_expand_enabled(requested: bool | None, load: str, fp4_kernel: str) -> bool:
+    """Whether the engine adds the adapter's expand in this project's NVFP4 GEMM epilogue
+    (``qerl/rollout/vllm_lora_fusion.py``). ``None`` (the default) means wherever it applies: an NVFP4 engine on
+    ``fp4_kernel="qerl"``, where it was measured faster (benchmarks/RESULTS.md, run 6); Marlin, BF16 and NF4 engines
+    run vLLM's own LoRA kernels. ``True`` where it cannot apply logs a warning and is ignored."""
+    applies = load == "nvfp4" and fp4_kernel == "qerl"
+    if requested and not applies:
+        log.warning("fuse_lora_expand applies to an NVFP4 engine on fp4_kernel='qerl' only; this %s engine%s "
+                    "runs vLLM's own LoRA kernels", load, "" if load != "nvfp4" else f" on {fp4_kernel}")
+    return applies if requested is None else bool(requested) and applies
+
+
 class VLLMRolloutBackend(RolloutBackend):
     """A colocated ``vllm.LLM`` on the frozen base with the trainer's live LoRA adapter and AQN on its norms."""
 
@@ -173,7 +185,7 @@ class VLLMRolloutBackend(RolloutBackend):
         lora_dual_stream: bool = False,
         fp4_kernel: str = "marlin",
         lora_kernel_configs: str = "auto",
-        fuse_lora_expand: bool = False,
+        fuse_lora_expand: bool | None = None,
         adapter_root: str | Path | None = None,
         eos_token_ids: list[int] | None = None,
         engine_kwargs: dict[str, Any] | None = None,
@@ -236,10 +248,7 @@ class VLLMRolloutBackend(RolloutBackend):
         )
         kwargs.update(engine_kwargs or {})
         self.vllm_version = vllm.__version__
-        fuse = fuse_lora_expand and self.fp4_kernel == "qerl"
-        if fuse_lora_expand and not fuse:
-            log.warning("fuse_lora_expand applies to an NVFP4 engine on fp4_kernel='qerl' only; this %s engine%s "
-                        "runs vLLM's own LoRA kernels", load, "" if load != "nvfp4" else f" on {fp4_kernel}")
+        fuse = fuse_lora_expand_enabled(fuse_lora_expand, load, fp4_kernel)
         if fuse:
             vllm_internals.disable_aot_compile_cache()
         with vllm_lora_fusion.installer(enabled=fuse) as fusion:
