@@ -16,6 +16,11 @@ vllm_env() {  # the environment vllm_unpack.sh sets, for calls after the bundle 
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1
   export DO_NOT_TRACK=1 VLLM_USE_FLASHINFER_SAMPLER=0
 }
+bundle_part1_and_checkpoint() {  # bundle part 1, the device's name, a random NVFP4 checkpoint of shape $1 (limit $2 s)
+  bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+  timeout "$2" python3 benchmarks/rollout_vllm.py checkpoint --shape "$1" --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+}
 case "$phase" in
   1)
     bash .device/vllm/c1/vllm_unpack.sh .device/vllm
@@ -363,9 +368,7 @@ case "$phase" in
   # Run 5, second machine: the vLLM check on this project's kernels (11a-11c's command) and the shipped LoRA tables
   # (tuned on the 14B shape) on the 7B shape they were not tuned for: 13d with them (auto), 13e with vLLM's defaults.
   13a)
-    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
-    timeout 200 python3 benchmarks/rollout_vllm.py checkpoint --shape 7b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    bundle_part1_and_checkpoint 7b 200
     ;;
   13b)
     bash .device/vllm/c2/vllm_unpack.sh .device/vllm
@@ -467,9 +470,7 @@ case "$phase" in
   # Run 6, third machine: the shipped state after 17b (the new scale layout, the expand fusion on by default with
   # --fp4-kernel qerl): 14B rank-32 rollouts, NVFP4 on our kernels and BF16. 18a-18c ferry the bundle.
   18a)
-    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
-    timeout 300 python3 benchmarks/rollout_vllm.py checkpoint --shape 14b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    bundle_part1_and_checkpoint 14b 300
     ;;
   18b)
     bash .device/vllm/c2/vllm_unpack.sh .device/vllm
