@@ -480,4 +480,17 @@ case "$phase" in
     timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
       --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r32_shipped.json" 2>&1 | grep "\[bench\]\|rror"
     ;;
+  # Run 6, fourth machine: the input gradient with its dY column blocks on whole BN steps (16-byte dY loads): GPU
+  # tests, then the small-M input gradient on it and on the commit before it (.device/old: git archive 238f6a8 qerl
+  # benchmarks/gemm_nvfp4.py) in the same run.
+  19a)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
+      | tail -4 | tee "$out/gpu_tests.txt"
+    for v in old new; do
+      script=benchmarks/gemm_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/gemm_nvfp4.py
+      timeout 150 python3 $script --no-marlin --models 7b,32b --ms 1,8,16,64,128 --dirs bwd --out "$out/gemm_$v" 2>&1 \
+        | tail -3
+    done
+    ;;
 esac

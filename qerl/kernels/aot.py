@@ -95,9 +95,8 @@ def _fwd_constexprs(cfg: kern.FwdConfig, lora_slices: int = 0, lora_rank: int = 
 _SASS_LINE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?);")
 
 
-def main_loop_opcodes(sass: str) -> Counter:
-    """Opcode counts (predicates and modifiers dropped: ``@P0 LDG.E.128`` -> ``LDG``) of the largest loop in a SASS
-    listing: the longest stretch closed by a backward branch."""
+def main_loop_instructions(sass: str) -> list[str]:
+    """The instructions of the largest loop in a SASS listing: the longest stretch closed by a backward branch."""
     instrs, labels = [], {}
     pending: list[str] = []
     for line in sass.splitlines():
@@ -118,8 +117,14 @@ def main_loop_opcodes(sass: str) -> Counter:
         if target and labels.get(target.group(1), addr + 1) < addr:
             body = [t for a, t in instrs if labels[target.group(1)] <= a <= addr]
             best = body if len(body) > len(best) else best
+    return best
+
+
+def main_loop_opcodes(sass: str) -> Counter:
+    """Opcode counts (predicates and modifiers dropped: ``@P0 LDG.E.128`` -> ``LDG``) of the largest loop in a SASS
+    listing (``main_loop_instructions``)."""
     ops = Counter()
-    for text in best:
+    for text in main_loop_instructions(sass):
         words = [w for w in text.split() if not w.startswith("@")]
         ops[words[0].split(".")[0]] += 1
     return ops
@@ -148,10 +153,29 @@ def fwd_resources(cfg: kern.FwdConfig, lora_slices: int = 0, lora_rank: int = 1,
     return _resources(kern._fwd_kernel, const, _POINTERS, cfg.num_warps, cfg.num_stages, cfg.maxnreg, capability)
 
 
+_BWD_POINTERS = {"dy_ptr": "*bf16", "w_ptr": "*u8", "s_ptr": "*u8", "gs_ptr": "*fp32", "dx_ptr": "*fp32",
+                 "out_ptr": "*bf16", "cnt_ptr": "*i32"}
+
+
+def _bwd_constexprs(cfg: kern.BwdConfig, even_n: bool = True) -> dict:
+    return dict(BM=cfg.bm, BN=cfg.bn, MODE=cfg.mode, ASM=cfg.asm, GROUP_M=cfg.group_m, EVEN_N=even_n,
+                OUT_F32=cfg.split_n > 1, FUSED=cfg.fused and cfg.split_n > 1)
+
+
 def bwd_resources(cfg: kern.BwdConfig, even_n: bool = True, capability: int = 90) -> dict[str, int]:
     """The same for ``_bwd_kernel`` (input gradient) as ``nvfp4_matmul_grad_input`` launches it with ``cfg``."""
-    const = dict(BM=cfg.bm, BN=cfg.bn, MODE=cfg.mode, ASM=cfg.asm, GROUP_M=cfg.group_m, EVEN_N=even_n,
-                 OUT_F32=cfg.split_n > 1, FUSED=cfg.fused and cfg.split_n > 1)
-    pointers = {"dy_ptr": "*bf16", "w_ptr": "*u8", "s_ptr": "*u8", "gs_ptr": "*fp32", "dx_ptr": "*fp32",
-                "out_ptr": "*bf16", "cnt_ptr": "*i32"}
-    return _resources(kern._bwd_kernel, const, pointers, cfg.num_warps, cfg.num_stages, None, capability)
+    return _resources(kern._bwd_kernel, _bwd_constexprs(cfg, even_n), _BWD_POINTERS, cfg.num_warps, cfg.num_stages,
+                      None, capability)
+
+
+def bwd_loop_global_loads(cfg: kern.BwdConfig, capability: int = 90) -> Counter:
+    """Global-memory load instructions (``LDG`` / ``LDGSTS`` with their width suffixes, e.g. ``LDGSTS.E.BYPASS.128``)
+    in ``_bwd_kernel``'s main loop for ``cfg``: what the loop streams W's bytes and dY with."""
+    _, sass = _assemble(kern._bwd_kernel, _bwd_constexprs(cfg), _BWD_POINTERS, cfg.num_warps, cfg.num_stages, None,
+                        capability, disassemble=True)
+    loads = Counter()
+    for text in main_loop_instructions(sass):
+        op = next(w for w in text.split() if not w.startswith("@"))
+        if op.startswith("LDG"):
+            loads[op] += 1
+    return loads

@@ -469,10 +469,10 @@ if triton is not None:
                 total = _sum_splits(y_ptr + y_offs, stride_ysplit, y_mask, nsplit, out)
                 tl.store(out_ptr + y_offs, total.to(tl.bfloat16), mask=y_mask)
 
-    @triton.jit(do_not_specialize=["M", "n_per_split"])
+    @triton.jit(do_not_specialize=["M", "steps_per_split"])
     def _bwd_kernel(
         dy_ptr, w_ptr, s_ptr, gs_ptr, dx_ptr, out_ptr, cnt_ptr,
-        M, N, K, n_per_split,
+        M, N, K, steps_per_split,
         stride_dym, stride_wn, stride_s, stride_dxm, stride_dxsplit,
         BM: tl.constexpr, BN: tl.constexpr, MODE: tl.constexpr, ASM: tl.constexpr, GROUP_M: tl.constexpr,
         EVEN_N: tl.constexpr, OUT_F32: tl.constexpr, FUSED: tl.constexpr,
@@ -495,15 +495,18 @@ if triton is not None:
         offs_h = tl.arange(0, 64)
         dy_rows = dy_ptr + rows_m[:, None].to(tl.int64) * stride_dym
 
-        n_begin = pid_s * n_per_split
+        # In whole BN steps, so the compiler knows every dY column block starts on a multiple of BN: its loads are
+        # then 16-byte vectors (a row count per split of unknown divisibility gave 2-byte loads, the kernel's top
+        # stall in Nsight Compute, run 6).
+        n_begin = pid_s * steps_per_split * BN
         if MODE == 1:
             acc_lo = tl.zeros([BM, 64], dtype=tl.float32)
             acc_hi = tl.zeros([BM, 64], dtype=tl.float32)
         else:
             acc_lo = tl.zeros([64, BM], dtype=tl.float32)
             acc_hi = tl.zeros([64, BM], dtype=tl.float32)
-        for i in range(0, n_per_split, BN):
-            offs_n = n_begin + i + tl.arange(0, BN)
+        for i in range(0, steps_per_split):
+            offs_n = n_begin + i * BN + tl.arange(0, BN)
             rows_n = tl.minimum(offs_n, N - 1)
             wb = tl.load(w_ptr + rows_n[:, None].to(tl.int64) * stride_wn + (c * 64 + offs_h)[None, :])
             w_lo, w_hi = _dequant(wb, s_ptr + rows_n[:, None].to(tl.int64) * 4, stride_s, c, BN, 1, ASM)
@@ -1119,7 +1122,7 @@ def nvfp4_matmul_grad_input(
     cfg = config
     n_steps = -(-w.n // cfg.bn)
     split = _even_split(n_steps, cfg.split_n)
-    per = n_steps // split * cfg.bn  # rows of N per split, a multiple of BN
+    per = n_steps // split  # BN steps of N per split
     grid = (-(-m // cfg.bm) * kc, split)
     target, stride_split, counters = _split_target(dx, split, grid[0], cfg.fused)
     _bwd_kernel[grid](
