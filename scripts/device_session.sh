@@ -453,7 +453,7 @@ case "$phase" in
     ncu --version | tail -1 | tee -a "$out/device.txt"
     OUT="$out" timeout 560 bash benchmarks/profile_gemm.sh 2>&1 | grep -v "^ " | tail -40
     ;;
-  17b)  # the chunk-half-major scale layout: GPU tests, then the small-M GEMMs on it and on the previous layout (the
+  17b)  # third machine: the chunk-half-major scale layout: GPU tests, then the small-M GEMMs on it and on the previous layout (the
         # committed code before it, carried as .device/old: git archive <rev> qerl benchmarks/gemm_nvfp4.py) in the
         # same run, then ncu on two cases of the new layout
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
@@ -467,7 +467,7 @@ case "$phase" in
       7b:gate_up:1:bwd:qerl 2>&1 | grep -v "^ " | tail -8
     cp /tmp/p17/sass.tar.gz "$out/sass_new.tar.gz"
     ;;
-  # Run 6, third machine: the shipped state after 17b (the new scale layout, the expand fusion on by default with
+  # Run 6, fourth machine: 14B rollouts after 17b (the new scale layout, the expand fusion on by default with
   # --fp4-kernel qerl): 14B rank-32 rollouts, NVFP4 on our kernels and BF16. 18a-18c ferry the bundle.
   18a)
     bundle_part1_and_checkpoint 14b 300
@@ -480,7 +480,7 @@ case "$phase" in
     timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
       --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r32_shipped.json" 2>&1 | grep "\[bench\]\|rror"
     ;;
-  # Run 6, fourth machine: the input gradient with its dY column blocks on whole BN steps (16-byte dY loads): GPU
+  # Run 6, fifth machine: the input gradient with its dY column blocks on whole BN steps (16-byte dY loads): GPU
   # tests, then the small-M input gradient on it and on the commit before it (.device/old: git archive 238f6a8 qerl
   # benchmarks/gemm_nvfp4.py) in the same run.
   19a)
@@ -491,6 +491,17 @@ case "$phase" in
       script=benchmarks/gemm_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/gemm_nvfp4.py
       timeout 150 python3 $script --no-marlin --models 7b,32b --ms 1,8,16,64,128 --dirs bwd --out "$out/gemm_$v" 2>&1 \
         | tail -3
+    done
+    ;;
+  # Run 6, sixth machine: the chunk-major scale layout (8 bytes per W row and chunk, one load for both halves) against the chunk-half-major
+  # one (.device/old: git archive a7a55fd qerl benchmarks/gemm_nvfp4.py), forward and input gradient, same run.
+  19b)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
+      | tail -4 | tee "$out/gpu_tests.txt"
+    for v in old new; do
+      script=benchmarks/gemm_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/gemm_nvfp4.py
+      timeout 60 python3 $script --no-marlin --models 7b,32b --ms 1,8,16,64,128 --out "$out/gemm_$v" 2>&1 | tail -2
     done
     ;;
 esac

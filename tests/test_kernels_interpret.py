@@ -234,7 +234,7 @@ def test_prepare_weight_layout():
     q = nvfp4.quantize(w)
     kw = prepare_weight(q.packed, q.scale, q.global_scale)
     assert (kw.n, kw.k, kw.k_pad) == (n, k, 2 * CHUNK)
-    assert kw.codes.shape == (n, CHUNK) and kw.scales.shape == (2 * 2, n * 4)
+    assert kw.codes.shape == (n, CHUNK) and kw.scales.shape == (2, n * 8)
     codes = nvfp4.unpack(q.packed)
     # Byte j of chunk c: element 128c + j in the low nibble, 128c + 64 + j in the high nibble; padding is 0.
     padded = torch.nn.functional.pad(codes, (0, 2 * CHUNK - k))
@@ -242,12 +242,10 @@ def test_prepare_weight_layout():
         chunk = kw.codes[:, c * 64:(c + 1) * 64]
         assert torch.equal(chunk & 15, padded[:, c * CHUNK:c * CHUNK + 64])
         assert torch.equal(chunk >> 4, padded[:, c * CHUNK + 64:(c + 1) * CHUNK])
-    # Scale row 2c + h holds the 4 group scales of chunk c's half h for W row r at bytes 4r .. 4r + 3, i.e. groups
-    # 8c + 4h .. 8c + 4h + 3 of row r.
+    # Scale row c holds chunk c's 8 group scales of W row r at bytes 8r .. 8r + 7, i.e. groups 8c .. 8c + 7 of row r.
     by_group = torch.empty(n, 16, dtype=torch.uint8)
     for c in range(2):
-        for h in range(2):
-            by_group[:, 8 * c + 4 * h:8 * c + 4 * h + 4] = kw.scales[2 * c + h].reshape(n, 4)
+        by_group[:, 8 * c:8 * c + 8] = kw.scales[c].reshape(n, 8)
     assert torch.equal(decode_e5m3(by_group[:, :9]), q.scale.float())
     assert torch.equal(decode_e5m3(by_group[:, 9:]), torch.ones(n, 7))  # padding groups: scale 1, codes 0
     back_packed, back_scale = codec_from_kernel_weight(kw)

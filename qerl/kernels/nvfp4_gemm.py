@@ -11,13 +11,14 @@ Kernel layout (``KernelWeight``):
     So the low nibbles of a chunk are 64 consecutive elements (groups 8c..8c+3) and the high nibbles the next
     64 (groups 8c+4..8c+7): a kernel turns one coalesced byte tile into two dense [rows, 64] weight tiles and
     feeds each straight to ``tl.dot`` against a contiguous slice of X, with no interleaving shuffle.
-  * ``scales`` uint8 [K_pad // 64, N * 4]: the group scales re-encoded exactly as unsigned E5M3 (``encode_e5m3``),
+  * ``scales`` uint8 [K_pad // 128, N * 8]: the group scales re-encoded exactly as unsigned E5M3 (``encode_e5m3``),
     so a kernel gets ``scale * 2**112`` as bf16 bits with one shift-add (E4M3 subnormals need no special case).
-    Row ``2c + h`` holds, for every row n of W, the 4 scales of chunk c's low (h = 0) or high (h = 1) nibbles at
-    ``4n .. 4n + 3``: a tile's scales for one chunk half are one contiguous run of 4 bytes per W row, so the warps'
-    loads coalesce (a row-major [N, K_pad // 16] layout spent one 32-byte sector per 4-byte load: Nsight Compute
-    counted 21-35% excess sectors in the decode kernels, run 6). Padding groups get scale 1; a group whose scale is
-    0 gets scale 1 and all-zero codes (same weights).
+    Row c holds, for every row n of W, chunk c's 8 group scales at ``8n .. 8n + 7`` (the low nibbles' 4, then the
+    high nibbles' 4): a tile's scales for one chunk are one contiguous run of 8 bytes per W row, so the warps' loads
+    coalesce and every tile gets them by asynchronous copies of at least 4 bytes a thread. (A row-major
+    [N, K_pad // 16] layout spent a 32-byte sector per 4-byte load: Nsight Compute counted 21-35% excess sectors in
+    the decode kernels, run 6; a layout with the two halves in separate rows left some tiles 2-byte synchronous
+    loads.) Padding groups get scale 1; a group whose scale is 0 gets scale 1 and all-zero codes (same weights).
   * ``global_scale`` float32 [1] on the weight's device (read by the kernels, so no host sync).
 
 Decoding in registers (``_dequant``): the tile fed to the tensor cores is ``e2m1 * scale * 2**-14`` in bf16, which
@@ -76,7 +77,7 @@ class KernelWeight(NamedTuple):
     """A frozen NVFP4 weight in the kernel layout (see the module docstring)."""
 
     codes: torch.Tensor  # uint8 [N, K_pad // 2]
-    scales: torch.Tensor  # uint8 [K_pad // 64, N * 4] (E5M3, see encode_e5m3; chunk-half-major, module docstring)
+    scales: torch.Tensor  # uint8 [K_pad // 128, N * 8] (E5M3, see encode_e5m3; chunk-major, module docstring)
     global_scale: torch.Tensor  # float32 [1]
     n: int
     k: int
@@ -113,7 +114,7 @@ def prepare_weight(packed: torch.Tensor, scale: torch.Tensor, global_scale: torc
     codes = codes.reshape(n, k_pad // CHUNK, 2, _HALF)
     relaid = (codes[:, :, 0, :] | (codes[:, :, 1, :] << 4)).reshape(n, k_pad // 2).contiguous()
     sbits = encode_e5m3(scale_f.masked_fill(zero, 1.0))  # [N, K_pad // 16]
-    sbits = sbits.reshape(n, k_pad // _HALF, _GROUPS_PER_HALF).transpose(0, 1).reshape(k_pad // _HALF, n * 4)
+    sbits = sbits.reshape(n, k_pad // CHUNK, 8).transpose(0, 1).reshape(k_pad // CHUNK, n * 8)
     gs = global_scale.to(device=packed.device, dtype=torch.float32).reshape(1).contiguous()
     return KernelWeight(relaid, sbits, gs, n, k)
 
@@ -125,7 +126,7 @@ def codec_from_kernel_weight(w: KernelWeight) -> tuple[torch.Tensor, torch.Tenso
     halves = w.codes.reshape(n, k_pad // CHUNK, _HALF)
     codes = torch.stack((halves & 0x0F, halves >> 4), dim=2).reshape(n, k_pad)[:, : w.k]
     packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).contiguous()
-    rows = w.scales.reshape(k_pad // _HALF, n, _GROUPS_PER_HALF).transpose(0, 1).reshape(n, k_pad // GROUP_SIZE)
+    rows = w.scales.reshape(k_pad // CHUNK, n, 8).transpose(0, 1).reshape(n, k_pad // GROUP_SIZE)
     scale = decode_e5m3(rows[:, : w.k // GROUP_SIZE]).to(torch.float8_e4m3fn).contiguous()
     return packed, scale
 
@@ -227,13 +228,14 @@ if triton is not None:
         return ((u.to(tl.int16) << 4) + 29440).to(tl.bfloat16, bitcast=True)
 
     @triton.jit
-    def _group_scales(s_row_ptrs, stride_s, c, HALF_IDX: tl.constexpr, CH: tl.constexpr):
-        """E5M3 scale bytes of the low (HALF_IDX 0) or high (1) halves of CH chunks from chunk c: [rows, CH*4].
-        ``s_row_ptrs`` [rows, 1] point at each W row's 4 bytes in scale row 0; ``stride_s`` is a scale row."""
-        q = tl.arange(0, CH * 4)
-        # The step's scalar part first, then the [CH*4] part that is the same every step (hoisted by the compiler).
-        base = s_row_ptrs + (c * 2 + HALF_IDX).to(tl.int64) * stride_s
-        return tl.load(base + ((q // 4) * (2 * stride_s) + q % 4)[None, :])
+    def _chunk_scales(s_row_ptrs, stride_s, c, BN: tl.constexpr, CH: tl.constexpr):
+        """E5M3 scale bytes of CH chunks from chunk c, split into the low and high halves' groups: two [BN, CH*4].
+        ``s_row_ptrs`` [BN, 1] point at each W row's 8 bytes in scale row 0; ``stride_s`` is a scale row."""
+        q = tl.arange(0, CH * 8)
+        base = s_row_ptrs + c.to(tl.int64) * stride_s
+        sb = tl.load(base + ((q // 8) * stride_s + q % 8)[None, :])  # [BN, CH*8]: per chunk 4 low, 4 high
+        sb = tl.reshape(tl.permute(tl.reshape(sb, [BN, CH, 2, 4]), (0, 1, 3, 2)), [BN, CH * 4, 2])
+        return tl.split(sb)
 
     @triton.jit
     def _expand(s, BN: tl.constexpr, CH: tl.constexpr):
@@ -276,8 +278,7 @@ if triton is not None:
     @triton.jit
     def _dequant(wb, s_rows, stride_s, c, BN: tl.constexpr, CH: tl.constexpr, ASM: tl.constexpr):
         """Code bytes [BN, CH*64] of chunks c.. -> bf16 (w_lo, w_hi) = E2M1 * scale * 2**-14, exact."""
-        sb_lo = _group_scales(s_rows, stride_s, c, 0, CH)
-        sb_hi = _group_scales(s_rows, stride_s, c, 1, CH)
+        sb_lo, sb_hi = _chunk_scales(s_rows, stride_s, c, BN, CH)
         if ASM:
             p_lo = _expand(_scale_x2pow112(sb_lo), BN, CH)
             p_hi = _expand(_scale_x2pow112(sb_hi), BN, CH)
@@ -389,7 +390,7 @@ if triton is not None:
         k_lo = (offs_b // 64) * 128 + offs_b % 64
 
         w_rows = w_ptr + rows_n[:, None].to(tl.int64) * stride_wn
-        s_rows = s_ptr + rows_n[:, None].to(tl.int64) * 4
+        s_rows = s_ptr + rows_n[:, None].to(tl.int64) * 8
         x_rows = x_ptr + rows_m[:, None].to(tl.int64) * stride_xm
 
         c_begin = pid_k * chunks_per_split  # the launcher makes chunks_per_split divide the chunk count
@@ -509,7 +510,7 @@ if triton is not None:
             offs_n = n_begin + i * BN + tl.arange(0, BN)
             rows_n = tl.minimum(offs_n, N - 1)
             wb = tl.load(w_ptr + rows_n[:, None].to(tl.int64) * stride_wn + (c * 64 + offs_h)[None, :])
-            w_lo, w_hi = _dequant(wb, s_ptr + rows_n[:, None].to(tl.int64) * 4, stride_s, c, BN, 1, ASM)
+            w_lo, w_hi = _dequant(wb, s_ptr + rows_n[:, None].to(tl.int64) * 8, stride_s, c, BN, 1, ASM)
             # dY columns past N must be zero: the clamped W rows there are real rows.
             if EVEN_N:
                 dy = tl.load(dy_rows + offs_n[None, :])
@@ -561,7 +562,7 @@ if triton is not None:
         rows = row0 + tl.minimum(local, n_rows - 1)  # clamped loads; stores are masked
         j = tl.arange(0, 64)
         wb = tl.load(codes_ptr + rows[:, None] * stride_c + c * 64 + j[None, :])
-        w_lo, w_hi = _dequant(wb, scales_ptr + rows[:, None].to(tl.int64) * 4, stride_s, c, BN, 1, ASM)
+        w_lo, w_hi = _dequant(wb, scales_ptr + rows[:, None].to(tl.int64) * 8, stride_s, c, BN, 1, ASM)
         inv = 16384.0 / tl.load(gs_ptr)  # undo the kernels' 2**-14 and apply 1 / global_scale
         k_lo = c * 128 + j
         o_rows = out_ptr + local[:, None] * stride_o
