@@ -70,7 +70,7 @@ except ImportError:  # pragma: no cover - exercised only where triton is missing
 
 CHUNK = 128  # elements of K per layout chunk (64 bytes of codes, 8 scale groups)
 _HALF = CHUNK // 2
-_GROUPS_PER_HALF = _HALF // GROUP_SIZE  # 4
+_SCALES_PER_CHUNK = CHUNK // GROUP_SIZE  # 8: one scale row holds this many bytes per W row
 
 
 class KernelWeight(NamedTuple):
@@ -114,7 +114,7 @@ def prepare_weight(packed: torch.Tensor, scale: torch.Tensor, global_scale: torc
     codes = codes.reshape(n, k_pad // CHUNK, 2, _HALF)
     relaid = (codes[:, :, 0, :] | (codes[:, :, 1, :] << 4)).reshape(n, k_pad // 2).contiguous()
     sbits = encode_e5m3(scale_f.masked_fill(zero, 1.0))  # [N, K_pad // 16]
-    sbits = sbits.reshape(n, k_pad // CHUNK, 8).transpose(0, 1).reshape(k_pad // CHUNK, n * 8)
+    sbits = sbits.reshape(n, k_pad // CHUNK, _SCALES_PER_CHUNK).transpose(0, 1).reshape(k_pad // CHUNK, n * _SCALES_PER_CHUNK)
     gs = global_scale.to(device=packed.device, dtype=torch.float32).reshape(1).contiguous()
     return KernelWeight(relaid, sbits, gs, n, k)
 
@@ -126,7 +126,7 @@ def codec_from_kernel_weight(w: KernelWeight) -> tuple[torch.Tensor, torch.Tenso
     halves = w.codes.reshape(n, k_pad // CHUNK, _HALF)
     codes = torch.stack((halves & 0x0F, halves >> 4), dim=2).reshape(n, k_pad)[:, : w.k]
     packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).contiguous()
-    rows = w.scales.reshape(k_pad // CHUNK, n, 8).transpose(0, 1).reshape(n, k_pad // GROUP_SIZE)
+    rows = w.scales.reshape(k_pad // CHUNK, n, _SCALES_PER_CHUNK).transpose(0, 1).reshape(n, k_pad // GROUP_SIZE)
     scale = decode_e5m3(rows[:, : w.k // GROUP_SIZE]).to(torch.float8_e4m3fn).contiguous()
     return packed, scale
 
