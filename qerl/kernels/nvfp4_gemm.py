@@ -114,7 +114,8 @@ def prepare_weight(packed: torch.Tensor, scale: torch.Tensor, global_scale: torc
     codes = codes.reshape(n, k_pad // CHUNK, 2, _HALF)
     relaid = (codes[:, :, 0, :] | (codes[:, :, 1, :] << 4)).reshape(n, k_pad // 2).contiguous()
     sbits = encode_e5m3(scale_f.masked_fill(zero, 1.0))  # [N, K_pad // 16]
-    sbits = sbits.reshape(n, k_pad // CHUNK, _SCALES_PER_CHUNK).transpose(0, 1).reshape(k_pad // CHUNK, n * _SCALES_PER_CHUNK)
+    per = _SCALES_PER_CHUNK
+    sbits = sbits.reshape(n, k_pad // CHUNK, per).transpose(0, 1).reshape(k_pad // CHUNK, n * per)
     gs = global_scale.to(device=packed.device, dtype=torch.float32).reshape(1).contiguous()
     return KernelWeight(relaid, sbits, gs, n, k)
 
