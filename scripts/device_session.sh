@@ -21,6 +21,18 @@ bundle_part1_and_checkpoint() {  # bundle part 1, the device's name, a random NV
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
   timeout "$2" python3 benchmarks/rollout_vllm.py checkpoint --shape "$1" --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
 }
+gpu_name_and_tests() {  # the device's name, then the GPU tests (limit $1 s)
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+  timeout "$1" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
+    | tail -4 | tee "$out/gpu_tests.txt"
+}
+gemm_old_and_new() {  # benchmarks/gemm_nvfp4.py ARGS on the carried previous code (.device/old), then on this code
+  local limit=$1; shift
+  for v in old new; do
+    script=benchmarks/gemm_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/gemm_nvfp4.py
+    timeout "$limit" python3 $script "$@" --out "$out/gemm_$v" 2>&1 | tail -3
+  done
+}
 case "$phase" in
   1)
     bash .device/vllm/c1/vllm_unpack.sh .device/vllm
@@ -453,29 +465,24 @@ case "$phase" in
     ncu --version | tail -1 | tee -a "$out/device.txt"
     OUT="$out" timeout 560 bash benchmarks/profile_gemm.sh 2>&1 | grep -v "^ " | tail -40
     ;;
-  17b)  # third machine: the chunk-half-major scale layout: GPU tests, then the small-M GEMMs on it and on the previous layout (the
-        # committed code before it, carried as .device/old: git archive <rev> qerl benchmarks/gemm_nvfp4.py) in the
-        # same run, then ncu on two cases of the new layout
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
-    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
-      | tail -4 | tee "$out/gpu_tests.txt"
-    for v in old new; do
-      script=benchmarks/gemm_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/gemm_nvfp4.py
-      timeout 220 python3 $script --no-marlin --models 7b,32b --ms 1,8,16,64,128 --out "$out/gemm_$v" 2>&1 | tail -3
-    done
+  17b)  # third machine: the chunk-half-major scale layout: GPU tests, then the small-M GEMMs on it and on the
+        # previous layout (the committed code before it, carried as .device/old: git archive cda91ca qerl
+        # benchmarks/gemm_nvfp4.py) in the same run, then ncu on two cases of the new layout
+    gpu_name_and_tests 150
+    gemm_old_and_new 220 --no-marlin --models 7b,32b --ms 1,8,16,64,128
     mkdir -p /tmp/p17 && OUT=/tmp/p17 timeout 100 bash benchmarks/profile_gemm.sh 7b:gate_up:1:fwd:qerl \
       7b:gate_up:1:bwd:qerl 2>&1 | grep -v "^ " | tail -8
     cp /tmp/p17/sass.tar.gz "$out/sass_new.tar.gz"
     ;;
   # Run 6, fourth machine: 14B rollouts after 17b (the new scale layout, the expand fusion on by default with
   # --fp4-kernel qerl): 14B rank-32 rollouts, NVFP4 on our kernels and BF16. 18a-18c ferry the bundle.
-  18a)
+  18a|20b)
     bundle_part1_and_checkpoint 14b 300
     ;;
-  18b)
+  18b|20c)
     bash .device/vllm/c2/vllm_unpack.sh .device/vllm
     ;;
-  18c)
+  18c|20d)
     source .device/vllm/c3/vllm_unpack.sh .device/vllm
     timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
       --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r32_shipped.json" 2>&1 | grep "\[bench\]\|rror"
@@ -484,24 +491,21 @@ case "$phase" in
   # tests, then the small-M input gradient on it and on the commit before it (.device/old: git archive 238f6a8 qerl
   # benchmarks/gemm_nvfp4.py) in the same run.
   19a)
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
-    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
-      | tail -4 | tee "$out/gpu_tests.txt"
-    for v in old new; do
-      script=benchmarks/gemm_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/gemm_nvfp4.py
-      timeout 150 python3 $script --no-marlin --models 7b,32b --ms 1,8,16,64,128 --dirs bwd --out "$out/gemm_$v" 2>&1 \
-        | tail -3
-    done
+    gpu_name_and_tests 150
+    gemm_old_and_new 150 --no-marlin --models 7b,32b --ms 1,8,16,64,128 --dirs bwd
     ;;
-  # Run 6, sixth machine: the chunk-major scale layout (8 bytes per W row and chunk, one load for both halves) against the chunk-half-major
-  # one (.device/old: git archive a7a55fd qerl benchmarks/gemm_nvfp4.py), forward and input gradient, same run.
+  # Run 6, sixth machine: the chunk-major scale layout (8 bytes per W row and chunk, one load for both halves)
+  # against the chunk-half-major one (.device/old: git archive a7a55fd qerl benchmarks/gemm_nvfp4.py), same run.
   19b)
+    gpu_name_and_tests 100
+    gemm_old_and_new 60 --no-marlin --models 7b,32b --ms 1,8,16,64,128
+    ;;
+  # Next (not run yet), one machine: 20a the input gradient's launch search at M = 64 / 128 on the chunk-major scales
+  # and the compiled decode harness; 20b-20d (= 18a-18c) the 14B rank-32 rollouts on the shipped kernels.
+  20a)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
-    timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
-      | tail -4 | tee "$out/gpu_tests.txt"
-    for v in old new; do
-      script=benchmarks/gemm_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/gemm_nvfp4.py
-      timeout 60 python3 $script --no-marlin --models 7b,32b --ms 1,8,16,64,128 --out "$out/gemm_$v" 2>&1 | tail -2
-    done
+    timeout 300 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,32b --ms 64,128 --dirs bwd \
+      --out "$out/gemm_tune_bwd" 2>&1 | tail -8
+    timeout 150 python3 benchmarks/decode_nvfp4.py --compile --out "$out/decode_compiled" 2>&1 | tail -5
     ;;
 esac
