@@ -21,16 +21,16 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gemm_nvfp4  # noqa: E402
 
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
 
-SHAPES = {  # (N, K) of the projections, as in gemm_nvfp4.py
-    "7b": {"qkv": (4608, 3584), "o": (3584, 3584), "gate_up": (37888, 3584), "down": (3584, 18944)},
-    "14b": {"qkv": (7168, 5120), "o": (5120, 5120), "gate_up": (27648, 5120), "down": (5120, 13824)},
-    "32b": {"qkv": (7168, 5120), "o": (5120, 5120), "gate_up": (55296, 5120), "down": (5120, 27648)},
-    "tiny": {"x": (96, 128)},  # for the interpreter check on CPU
-}
+# (N, K) of the projections: the GEMM benchmark's shapes, and a tiny one for the interpreter check on CPU.
+SHAPES = {model: {layer: (n, k) for layer, n, k in rows} for model, rows in gemm_nvfp4.SHAPES.items()}
+SHAPES["tiny"] = {"x": (96, 128)}
 
 
 def build(model: str, layer: str, seed: int = 0):

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     from qerl.lora import attach_lora
     from qerl.rollout import vllm_internals
     from qerl.rollout.base import SamplingSettings
-    from qerl.rollout.vllm_backend import VLLMRolloutBackend
+    from qerl.rollout.vllm_backend import VLLMRolloutBackend, fuse_lora_expand_enabled
 
     device = args.trainer_device or ("cuda" if torch.cuda.is_available() else "cpu")
     checks = Checks()
@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             bad = [n for n, k in quantized.items() if k["quant_method"] != "QeRLNVFP4LinearMethod"
                    or getattr(modules[n], "qerl_shape", None) is None]
             # Unless --no-fuse-lora-expand, the adapter's expand runs in the GEMM's epilogue on every one of them.
-            want_fused = len(quantized) if args.fuse_lora_expand is not False else 0
+            fused = fuse_lora_expand_enabled(args.fuse_lora_expand, args.load, args.fp4_kernel)
+            want_fused = len(quantized) if fused else 0
             ok = bool(quantized) and not bad and backend.fused_lora_layers == want_fused
             summary["fused_lora_layers"] = backend.fused_lora_layers
             summary["lora_fusion_at"] = backend.lora_fusion_at

@@ -1,4 +1,4 @@
-"""Compile the forward NVFP4 kernel ahead of time for a GPU target on a machine without one.
+"""Compile the NVFP4 kernels (forward and input gradient) ahead of time for a GPU target on a machine without one.
 
 Triton lowers a kernel to PTX for a named target with no device present, and the ptxas that ships with Triton
 assembles it. That checks GPU-only code paths the CPU interpreter never runs (tl.dot operand shapes and layouts,
@@ -87,9 +87,8 @@ def _fwd_constexprs(cfg: kern.FwdConfig, lora_slices: int = 0, lora_rank: int = 
                     even_k: bool = True) -> dict:
     """The constexprs ``nvfp4_matmul`` launches ``_fwd_kernel`` with for ``cfg`` (split-K partials in fp32, summed
     by the last program)."""
-    return dict(BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=cfg.asm, GROUP_M=cfg.group_m, EVEN_K=even_k,
-                OUT_F32=cfg.split_k > 1, FUSED=cfg.fused and cfg.split_k > 1, HAS_BIAS=bias,
-                **kern.lora_constexprs(cfg, lora_slices, lora_rank))
+    return kern.fwd_constexprs(cfg, cfg.split_k, cfg.fused and cfg.split_k > 1, even_k, bias,
+                               kern.lora_constexprs(cfg, lora_slices, lora_rank))
 
 
 _SASS_LINE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?);")
@@ -158,8 +157,7 @@ _BWD_POINTERS = {"dy_ptr": "*bf16", "w_ptr": "*u8", "s_ptr": "*u8", "gs_ptr": "*
 
 
 def _bwd_constexprs(cfg: kern.BwdConfig, even_n: bool = True) -> dict:
-    return dict(BM=cfg.bm, BN=cfg.bn, MODE=cfg.mode, ASM=cfg.asm, GROUP_M=cfg.group_m, EVEN_N=even_n,
-                OUT_F32=cfg.split_n > 1, FUSED=cfg.fused and cfg.split_n > 1)
+    return kern.bwd_constexprs(cfg, cfg.split_n, cfg.fused and cfg.split_n > 1, even_n)
 
 
 def bwd_resources(cfg: kern.BwdConfig, even_n: bool = True, capability: int = 90) -> dict[str, int]:

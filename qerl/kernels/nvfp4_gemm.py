@@ -1071,9 +1071,7 @@ def nvfp4_matmul(
         x2 if bias is None else bias, *lora_args,
         m, w.n, w.k, cps,
         x2.stride(0), w.codes.stride(0), w.scales.stride(0), w.n, stride_split, *lora_strides,
-        BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m,
-        EVEN_K=(w.k % CHUNK == 0), OUT_F32=split > 1, FUSED=counters is not None,
-        HAS_BIAS=bias is not None, **lora_const,
+        **fwd_constexprs(cfg, split, counters is not None, w.k % CHUNK == 0, bias is not None, lora_const),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_reg_cap(cfg.maxnreg),
     )
     if split > 1 and counters is None:
@@ -1084,6 +1082,20 @@ def nvfp4_matmul(
 
 
 NO_LORA_CONSTEXPRS = {"LORA_SLICES": 0, "LORA_R": 1, "LORA_RC": 1, "LORA_DOT": False}
+
+
+def fwd_constexprs(cfg: FwdConfig, split: int, fused: bool, even_k: bool, bias: bool, lora: dict) -> dict:
+    """``_fwd_kernel``'s compile-time parameters for a launch of ``cfg`` with ``split`` K splits (``fused``: summed
+    by the last program) and ``lora`` from ``lora_constexprs``; shared with ``qerl.kernels.aot``."""
+    return dict(BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m,
+                EVEN_K=even_k, OUT_F32=split > 1, FUSED=fused, HAS_BIAS=bias, **lora)
+
+
+def bwd_constexprs(cfg: BwdConfig, split: int, fused: bool, even_n: bool) -> dict:
+    """``_bwd_kernel``'s compile-time parameters for a launch of ``cfg`` with ``split`` N splits; shared with
+    ``qerl.kernels.aot``."""
+    return dict(BM=cfg.bm, BN=cfg.bn, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m, EVEN_N=even_n,
+                OUT_F32=split > 1, FUSED=fused)
 
 
 def lora_constexprs(cfg: FwdConfig, slices: int, rank: int) -> dict:
@@ -1131,8 +1143,7 @@ def nvfp4_matmul_grad_input(
         dy2, w.codes, w.scales, w.global_scale, target, dx, target if counters is None else counters,
         m, w.n, w.k, per,
         dy2.stride(0), w.codes.stride(0), w.scales.stride(0), w.k, stride_split,
-        BM=cfg.bm, BN=cfg.bn, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m,
-        EVEN_N=(w.n % cfg.bn == 0), OUT_F32=split > 1, FUSED=counters is not None,
+        **bwd_constexprs(cfg, split, counters is not None, w.n % cfg.bn == 0),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if split > 1 and counters is None:
