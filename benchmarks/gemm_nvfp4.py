@@ -105,6 +105,8 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
             c += [FwdConfig(2, 8, 64, 1, s, 2) for s in (2, 4, 8, 16)]
             c += [FwdConfig(2, 8, 128, 1, s, 4) for s in (2, 4, 8, 16)]
             c += [FwdConfig(2, 8, 128, 2, s, 4) for s in (2, 4)]
+            # One-warp 32-row tiles: more programs for the narrow layers (o, qkv), which fill a fraction of a wave.
+            c += [FwdConfig(2, 8, 32, 1, s, 1) for s in (2, 4, 8)]
         else:
             c += [FwdConfig(2, 16, 64, 1, s, 2) for s in (2, 4, 8, 16)]
             c += [FwdConfig(2, 16, 32, 1, s, 1) for s in (4, 8, 16)]
@@ -120,11 +122,21 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
         c += [FwdConfig(1, 64, 128, 1, s) for s in (1, 2, 4, 8, 16)]
         c += [FwdConfig(1, 64, 128, 1, 2, fused=False)]
         c += [FwdConfig(2, 64, 128, 1, 1), FwdConfig(1, 128, 128, 1, 1, 8)]
+        c += [FwdConfig(1, 64, 128, 1, s, 4, 2) for s in (1, 2, 4)]  # 2 stages: less shared memory, more programs/SM
+        # W as the register operand of wgmma (no shared-memory round trip for the dequantized tile), with the
+        # 2-byte PTX dequantization its operand layout wants (asm=2).
+        c += [FwdConfig(2, 64, 128, 1, s, w, asm=2) for s in (1, 2, 4, 8) for w in (4, 8)]
+        c += [FwdConfig(2, 64, 256, 1, s, 8, asm=2) for s in (1, 2)] + [FwdConfig(2, 64, 128, 1, 2, 8, 4, asm=2)]
+        if m == 128:
+            c += [FwdConfig(2, 128, 128, 1, s, 8, asm=2) for s in (1, 2, 4)]
         if m == 128:
             c += [FwdConfig(1, 64, 128, 1, 1, asm=False)]
         return c
     c = [FwdConfig(1, 128, 128, 1, 1, 8, 3), FwdConfig(1, 128, 256, 1, 1, 8, 3), FwdConfig(2, 128, 128, 1, 1, 8, 3),
          FwdConfig(1, 128, 128, 1, 1, 8, 4)]
+    # The weight as wgmma's register operand (2-byte PTX dequantization): no shared-memory round trip per tile.
+    c += [FwdConfig(2, bm, 128, 1, 1, 8, st, asm=2) for bm in (128, 256) for st in (3, 4)]
+    c += [FwdConfig(2, 128, 256, 1, 1, 8, 3, asm=2), FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2)]
     if m == 1024:
         c += [FwdConfig(1, 128, 128, 1, 1, 8, 3, asm=False)]
     return c
@@ -136,7 +148,8 @@ def bwd_candidates(m: int) -> list[BwdConfig]:
                                                                 BwdConfig(1, 16, 64, 8, fused=False)]
     if m <= 128:
         # One program per (row block, 128-column chunk): 28-40 chunks fill few SMs, so split N finer too.
-        return [BwdConfig(1, 64, 64, s) for s in (1, 2, 4, 8, 16, 32)] + [BwdConfig(1, 128, 64, s, 8) for s in (1, 4, 16)]
+        return ([BwdConfig(1, 64, 64, s) for s in (1, 2, 4, 8, 16, 32)] + [BwdConfig(1, 128, 64, s, 8) for s in (1, 2, 4, 16)]
+                + [BwdConfig(1, 64, 64, s, 4, 2) for s in (2, 4, 8)])
     c = [BwdConfig(1, 128, 64, 1, 8, 3), BwdConfig(1, 128, 64, 1, 8, 4), BwdConfig(2, 128, 64, 1, 8, 3),
          BwdConfig(1, 64, 64, 1, 4, 4)]
     if m == 1024:

@@ -508,4 +508,80 @@ case "$phase" in
       --out "$out/gemm_tune_bwd" 2>&1 | tail -8
     timeout 150 python3 benchmarks/decode_nvfp4.py --compile --out "$out/decode_compiled" 2>&1 | tail -5
     ;;
+  # Run 7: W as the register operand of wgmma with the 2-byte dequantization (asm=2) at M = 64 / 128. 21a: GPU tests
+  # and the forward launch search; 21b (same machine, right after): the input gradient's search, then the previous
+  # commit's kernels (.device/old) and this code with both searches' picks, in one run; the compiled decode harness.
+  21a)
+    gpu_name_and_tests 230
+    timeout 330 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,32b --ms 64,128 --dirs fwd \
+      --out "$out/gemm_tune_fwd" 2>&1 | tail -6
+    mkdir -p /tmp/q21 && cp "$out/gemm_tune_fwd/tuned_configs.json" /tmp/q21/fwd.json
+    ;;
+  21b)
+    cp /tmp/q21/fwd.json "$out/" 2>/dev/null || echo "no forward picks from 21a on this machine"
+    timeout 200 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,32b --ms 64,128 --dirs bwd \
+      --out "$out/gemm_tune_bwd" 2>&1 | tail -6
+    python3 -c "import json, sys; t = {}; [t.update(json.load(open(f))) for f in sys.argv[2:]]; \
+json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" /tmp/q21/fwd.json "$out/gemm_tune_bwd/tuned_configs.json"
+    timeout 120 python3 .device/old/benchmarks/gemm_nvfp4.py --no-marlin --models 7b,32b --ms 64,128 \
+      --out "$out/gemm_old" 2>&1 | tail -8
+    timeout 120 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,32b --ms 64,128 --configs "$out/tuned.json" \
+      --out "$out/gemm_new" 2>&1 | tail -8
+    timeout 150 python3 benchmarks/decode_nvfp4.py --compile --out "$out/decode_compiled" 2>&1 | tail -5
+    ;;
+  # 22a/22b (one machine, back to back): the launch search with more candidates (one-warp 32-row tiles at M <= 8,
+  # 8 K splits on the wgmma tiles, 2-stage input-gradient tiles) on the 7B, 14B and 32B shapes; then the previous
+  # commit's kernels and this code with the picks, M = 1-128, in one run, and the decode harness on the picks.
+  22a)
+    w=/tmp/q22; mkdir -p $w
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 480 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128 --dirs fwd \
+      --out $w/tune_fwd 2>&1 | tail -12
+    cp $w/tune_fwd/gemm_nvfp4.json "$out/gemm_tune_fwd.json"; cp $w/tune_fwd/tuned_configs.json "$out/tuned_fwd.json"
+    ;;
+  22b)  # (the device returns at most 8 files: the JSONs, and the new table as markdown)
+    w=/tmp/q22
+    timeout 150 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,14b,32b --ms 64,128 --dirs bwd \
+      --out $w/tune_bwd 2>&1 | tail -6
+    python3 -c "import json, sys; t = {}; [t.update(json.load(open(f))) for f in sys.argv[2:]]; \
+json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tuned_configs.json $w/tune_bwd/tuned_configs.json
+    timeout 130 python3 .device/old/benchmarks/gemm_nvfp4.py --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128 \
+      --out $w/old 2>&1 | tail -12
+    timeout 130 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128 \
+      --configs "$out/tuned.json" --out $w/new 2>&1 | tail -12
+    QERL_TUNED_CONFIGS="$out/tuned.json" timeout 150 python3 benchmarks/decode_nvfp4.py --compile --out $w/decode \
+      2>&1 | tail -5
+    cp $w/tune_bwd/gemm_nvfp4.json "$out/gemm_tune_bwd.json"; cp $w/old/gemm_nvfp4.json "$out/gemm_old.json"
+    cp $w/new/gemm_nvfp4.json "$out/gemm_new.json"; cp $w/new/gemm_nvfp4.md "$out/gemm_new.md"
+    cp $w/decode/decode_nvfp4.json "$out/decode_compiled.json"
+    ;;
+  # 23a: large M: the register-operand wgmma tiles in the forward launch search at M = 256 / 1024 / 4096, and the
+  # shipped slab path (gemm_large_m.py) in the same run.
+  23a)
+    w=/tmp/q23; mkdir -p $w
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 330 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,32b --ms 256,1024,4096 --dirs fwd \
+      --out $w/tune_large 2>&1 | tail -8
+    PYTHONPATH=. timeout 200 python3 benchmarks/gemm_large_m.py --ms 1024,4096 --out $w/large_m 2>&1 | tail -20
+    cp $w/tune_large/gemm_nvfp4.json "$out/gemm_tune_large.json"; cp $w/tune_large/tuned_configs.json "$out/tuned_large.json"
+    cp $w/large_m/gemm_large_m.json "$out/"
+    ;;
+  # 24a-24c (one machine, back to back): GPU tests of the shipped code and the vLLM bundle with the 14B checkpoint;
+  # Nsight Compute on the new M = 64 picks; 14B rank-32 rollouts on the shipped kernels (batch 64 runs the M = 64
+  # configs), NVFP4 on our kernels with the expand fused, and BF16.
+  24a)
+    bundle_part1_and_checkpoint 14b 240
+    gpu_name_and_tests 260
+    ;;
+  24b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    mkdir -p /tmp/p24 && OUT=/tmp/p24 timeout 200 bash benchmarks/profile_gemm.sh 7b:qkv:64:fwd:qerl \
+      7b:gate_up:64:fwd:qerl 7b:qkv:64:fwd:bf16 2>&1 | grep -v "^ " | tail -6
+    cp /tmp/p24/sass.tar.gz /tmp/p24/details.txt "$out/"
+    ;;
+  24c)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
+      --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r32.json" 2>&1 | grep "\[bench\]\|rror"
+    ;;
 esac

@@ -76,3 +76,19 @@ def test_input_gradient_streams_dy_in_16_byte_copies():
         loads = aot.bwd_loop_global_loads(cfg)
         assert any(op.startswith("LDGSTS") and op.endswith(".128") for op in loads), loads
         assert sum(c for op, c in loads.items() if op.startswith("LDG.")) <= 2, loads
+
+
+def test_register_operand_wgmma_takes_code_byte_pairs_without_repacking():
+    """With W as the register operand of wgmma (MODE 2, BM = 64), each thread's codes arrive as 2-byte pairs. The
+    4-byte PTX dequantization made the compiler split every pair into bytes and re-pack them (5 PRMT per 4 code
+    bytes); the 2-byte one (asm=2) takes the pair as loaded: one PRMT per pair in the dequantization, plus the
+    scales' byte extraction."""
+    cfg = kern.FwdConfig(2, 64, 128, 1, 2, 8, fused=False)
+    four, two = aot.fwd_loop_profile(cfg), aot.fwd_loop_profile(cfg._replace(asm=2))
+    for prof in (four, two):
+        assert prof["opcodes"].get("HGMMA", 0) > 0
+    code_pairs = cfg.bn * 64 // (cfg.num_warps * 32) // 2  # 2-byte code pairs per thread and loop step
+    assert four["opcodes"]["PRMT"] >= 4 * code_pairs
+    assert two["opcodes"]["PRMT"] <= 2 * code_pairs
+    assert two["loop_instructions"] < 0.9 * four["loop_instructions"]
+

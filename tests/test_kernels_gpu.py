@@ -53,12 +53,13 @@ FWD = [None, FwdConfig(0, 1, 64, 1, 4), FwdConfig(0, 4, 64, 1, 2), FwdConfig(1, 
        FwdConfig(1, 16, 128, 2, 2), FwdConfig(2, 16, 128, 1, 4), FwdConfig(1, 64, 128, 1, 2),
        FwdConfig(2, 64, 128, 1, 1), FwdConfig(1, 128, 128, 1, 1, 8), FwdConfig(2, 128, 128, 1, 1, 8),
        FwdConfig(2, 8, 64, 1, 4, 2), FwdConfig(2, 8, 128, 2, 2, 4), FwdConfig(1, 16, 256, 1, 2, 4),
-       FwdConfig(2, 8, 128, 2, 2, 4, maxnreg=128)]
+       FwdConfig(2, 8, 128, 2, 2, 4, maxnreg=128), FwdConfig(2, 64, 128, 1, 2, 8), FwdConfig(2, 64, 256, 1, 1, 8),
+       FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16)]
 BWD = [None, BwdConfig(1, 16, 64, 4), BwdConfig(2, 16, 64, 2), BwdConfig(1, 64, 64, 2), BwdConfig(1, 128, 64, 1, 8),
        BwdConfig(2, 128, 64, 1, 8)]
 
 
-@pytest.mark.parametrize("asm", [True, False])
+@pytest.mark.parametrize("asm", [True, False, 2])
 @pytest.mark.parametrize("m,n,k", [(1, 4608, 3584), (5, 1000, 1040), (16, 3584, 3584), (130, 520, 784),
                                    (1024, 4608, 3584)])
 def test_forward_and_grad_input_match_reference(m, n, k, asm):
@@ -87,13 +88,13 @@ def test_forward_and_grad_input_match_reference(m, n, k, asm):
         assert err < 1e-2, f"bwd {m}x{n}x{k} {cfg}: rel {err:.3g}"
 
 
-def test_asm_and_plain_dequantization_agree_bitwise():
-    # Both paths feed the same exact bf16 tiles to the same dot, so the outputs must be identical.
+@pytest.mark.parametrize("m,cfg", [(16, FwdConfig(1, 16, 64, 1, 1)), (64, FwdConfig(2, 64, 128, 1, 1, 8))])
+def test_asm_and_plain_dequantization_agree_bitwise(m, cfg):
+    # All paths feed the same exact bf16 tiles to the same dot, so the outputs must be identical.
     kw, _ = _weight(768, 1024)
-    x = torch.randn(16, 1024, device="cuda").to(torch.bfloat16)
-    a = nvfp4_matmul(x, kw, FwdConfig(1, 16, 64, 1, 1, asm=True))
-    b = nvfp4_matmul(x, kw, FwdConfig(1, 16, 64, 1, 1, asm=False))
-    assert torch.equal(a, b)
+    x = torch.randn(m, 1024, device="cuda").to(torch.bfloat16)
+    outs = [nvfp4_matmul(x, kw, cfg._replace(asm=asm)) for asm in (True, 2, False)]
+    assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[2])
 
 
 def test_autograd_function():
@@ -239,7 +240,8 @@ def _lora_case(m: int, slices: tuple[int, ...], k: int, r: int):
 
 LORA_FWD = [None, FwdConfig(2, 8, 128, 2, 4, 4), FwdConfig(2, 8, 64, 1, 8, 2), FwdConfig(1, 16, 64, 1, 4),
             FwdConfig(0, 1, 64, 1, 4), FwdConfig(1, 64, 128, 1, 2), FwdConfig(2, 16, 128, 1, 1),
-            FwdConfig(1, 16, 64, 1, 4, fused=False)]
+            FwdConfig(1, 16, 64, 1, 4, fused=False), FwdConfig(2, 64, 128, 1, 2, 8, asm=2),
+            FwdConfig(2, 128, 128, 1, 1, 8, asm=2), FwdConfig(2, 8, 32, 1, 4, 1)]
 
 
 @pytest.mark.parametrize("r", [32, 8])

@@ -276,11 +276,40 @@ if triton is not None:
     }
     """)
 
+    # The same on 2 code bytes (4 weights): for tiles whose dot operand layout gives each thread byte pairs (the
+    # weight as a register operand of wgmma, MODE 2 with BM >= 64, loads codes as 2-byte pairs). There the 4-byte
+    # version made the compiler split every pair into bytes and re-pack them (5 PRMT per 4 bytes, 176 in the loop
+    # of the 64 x 128 tile on 4 warps); this one takes the pair as loaded (64).
+    _DQ_ASM2 = tl.constexpr("""
+    {
+    .reg .b32 t, a, nz;
+    mov.b32 nz, 0x80008000;
+    cvt.u32.u16 t, $2;
+    prmt.b32 t, t, 0, 0x4140;
+    and.b32 a, t, 0x000F000F;
+    mul.lo.u32 a, a, 0x1040;
+    and.b32 a, a, 0x81C081C0;
+    fma.rn.bf16x2 $0, a, $3, nz;
+    and.b32 a, t, 0x00F000F0;
+    mul.lo.u32 a, a, 0x104;
+    and.b32 a, a, 0x81C081C0;
+    fma.rn.bf16x2 $1, a, $4, nz;
+    }
+    """)
+
     @triton.jit
     def _dequant(wb, s_rows, stride_s, c, BN: tl.constexpr, CH: tl.constexpr, ASM: tl.constexpr):
-        """Code bytes [BN, CH*64] of chunks c.. -> bf16 (w_lo, w_hi) = E2M1 * scale * 2**-14, exact."""
+        """Code bytes [BN, CH*64] of chunks c.. -> bf16 (w_lo, w_hi) = E2M1 * scale * 2**-14, exact.
+        ASM: 0 plain Triton, 1 inline PTX on 4 code bytes at a time, 2 on 2 (``_DQ_ASM2``)."""
         sb_lo, sb_hi = _chunk_scales(s_rows, stride_s, c, BN, CH)
-        if ASM:
+        if ASM == 2:
+            p_lo = _expand(_scale_x2pow112(sb_lo), BN, CH)
+            p_hi = _expand(_scale_x2pow112(sb_hi), BN, CH)
+            w_lo, w_hi = tl.inline_asm_elementwise(
+                _DQ_ASM2, "=r,=r,h,r,r", [wb, p_lo, p_hi],
+                dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=2,
+            )
+        elif ASM:
             p_lo = _expand(_scale_x2pow112(sb_lo), BN, CH)
             p_hi = _expand(_scale_x2pow112(sb_hi), BN, CH)
             w_lo, w_hi = tl.inline_asm_elementwise(
@@ -594,7 +623,9 @@ class FwdConfig(NamedTuple):
     num_warps: int = 4
     num_stages: int = 3
     group_m: int = 8
-    asm: bool = True
+    # Dequantization: True (1) inline PTX on 4 code bytes at a time, 2 on 2 bytes (the register-operand wgmma tiles,
+    # MODE 2 with BM >= 64, whose operand layout holds byte pairs), False plain Triton (``_dequant``).
+    asm: bool | int = True
     fused: bool = True  # split-K partials summed by the last program of each tile (no second kernel)
     # Register cap per thread (more warps per SM); None: the compiler's choice. Caps of 80-128 on the M <= 16 tiles
     # changed their time by -5% to +7% on an H200 and never beat the best uncapped config (run 4), so no shipped
@@ -646,7 +677,8 @@ def default_fwd_config(m: int, n: int, k_pad: int, sms: int = 132) -> FwdConfig:
     """Heuristic forward launch configuration, following what the launch search picked (benchmarks/RESULTS.md):
     for M <= 8 the weight is the left mma operand against an 8-wide X^T (fewest instructions per weight), 64-row
     tiles on 2 warps or, for wide layers, 128-row tiles of two chunks on 4 warps; tensor-core tiles with BM = 16 up
-    to M = 16; split-K to about 4 programs per SM while M is small; 128 x 256 tiles for large M."""
+    to M = 16; split-K to about 4 programs per SM while M is small; the weight as wgmma's register operand for
+    large M."""
     kc = k_pad // CHUNK
     fused = _fuse_reduction(m, n)
     if m <= 8:
@@ -663,7 +695,8 @@ def default_fwd_config(m: int, n: int, k_pad: int, sms: int = 132) -> FwdConfig:
     if m <= 256:
         split = _pick_split(-(-m // 64) * -(-n // 128), kc, sms, 8)
         return FwdConfig(1, 64, 128, 1, split, 4, 3, fused=fused)
-    return FwdConfig(1, 128, 256, 1, 1, 8, 3)
+    # W as wgmma's register operand, 256 columns of X per tile: the pick at M = 1024 on 7 of the 8 7B / 32B shapes.
+    return FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2)
 
 
 def default_bwd_config(m: int, n: int, k_pad: int, sms: int = 132) -> BwdConfig:
@@ -680,100 +713,114 @@ def default_bwd_config(m: int, n: int, k_pad: int, sms: int = 132) -> BwdConfig:
     return BwdConfig(1, 128, 64, 1, 8, 3)
 
 
-# Launch configs chosen by `benchmarks/gemm_nvfp4.py --tune` for the Qwen2.5-7B, -14B and -32B layer shapes: M = 1 / 8 /
-# 16 / 64 / 128 on an H200 (runs 4 and 5 in benchmarks/RESULTS.md; 14B up to M = 64), M = 1024 on an H100 (run 1; below
-# the slab dispatch's M, so used only for M = 256-1023); a bucket also serves M up to 4x smaller. {("fwd"|"bwd", m_bucket, n, k_pad): config};
-# add more with ``load_tuned_configs``.
+# Launch configs chosen by `benchmarks/gemm_nvfp4.py --tune` for the Qwen2.5-7B, -14B and -32B layer shapes: forward
+# M = 1 / 8 / 16 / 64 / 128 and input gradient M = 64 / 128 on an H200 (run 7 in benchmarks/RESULTS.md, on the chunk-major
+# scales; the input gradient at M <= 16 from runs 4 and 5); forward M = 256 / 1024 (7B, 32B) on an H200 (run 7) and the
+# input gradient at M = 1024 on an H100 (run 1), both below the slab dispatch's M (``LARGE_M_FWD`` / ``_BWD``), so used
+# only for smaller M; a bucket also serves M up to 4x smaller. {("fwd"|"bwd", m_bucket, n, k_pad): config}; add more
+# with ``load_tuned_configs``.
 TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
-    ("fwd", 1, 4608, 3584): FwdConfig(2, 8, 64, 1, 7, 2, 3),
+    ("fwd", 1, 4608, 3584): FwdConfig(2, 8, 128, 1, 7, 4, 3),
     ("fwd", 8, 4608, 3584): FwdConfig(2, 8, 64, 1, 7, 2, 3),
     ("fwd", 16, 4608, 3584): FwdConfig(1, 16, 64, 1, 7, 4, 3),
-    ("fwd", 64, 4608, 3584): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
-    ("fwd", 128, 4608, 3584): FwdConfig(1, 64, 128, 1, 4, 4, 3),
-    ("fwd", 1024, 4608, 3584): FwdConfig(1, 128, 256, 1, 1, 8, 3),
+    ("fwd", 64, 4608, 3584): FwdConfig(2, 64, 128, 1, 7, 8, 3, asm=2),
+    ("fwd", 128, 4608, 3584): FwdConfig(2, 64, 128, 1, 2, 4, 3, asm=2),
+    ("fwd", 256, 4608, 3584): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
+    ("fwd", 1024, 4608, 3584): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
     ("bwd", 1, 4608, 3584): BwdConfig(1, 16, 128, 9, 4, 3),
     ("bwd", 8, 4608, 3584): BwdConfig(1, 16, 128, 9, 4, 3),
     ("bwd", 16, 4608, 3584): BwdConfig(1, 16, 128, 9, 4, 3),
-    ("bwd", 64, 4608, 3584): BwdConfig(1, 64, 64, 8, 4, 3),
-    ("bwd", 128, 4608, 3584): BwdConfig(1, 128, 64, 4, 8, 3),
+    ("bwd", 64, 4608, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("bwd", 128, 4608, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
     ("bwd", 1024, 4608, 3584): BwdConfig(1, 128, 64, 1, 8, 3),
-    ("fwd", 1, 3584, 3584): FwdConfig(2, 8, 64, 1, 4, 2, 3),
-    ("fwd", 8, 3584, 3584): FwdConfig(2, 8, 64, 1, 4, 2, 3),
+    ("fwd", 1, 3584, 3584): FwdConfig(2, 8, 64, 1, 7, 2, 3),
+    ("fwd", 8, 3584, 3584): FwdConfig(2, 8, 32, 1, 4, 1, 3),
     ("fwd", 16, 3584, 3584): FwdConfig(1, 16, 64, 1, 7, 4, 3),
-    ("fwd", 64, 3584, 3584): FwdConfig(1, 64, 128, 1, 4, 4, 3),
-    ("fwd", 128, 3584, 3584): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
-    ("fwd", 1024, 3584, 3584): FwdConfig(1, 128, 256, 1, 1, 8, 3),
+    ("fwd", 64, 3584, 3584): FwdConfig(2, 64, 128, 1, 4, 8, 3, asm=2),
+    ("fwd", 128, 3584, 3584): FwdConfig(2, 64, 128, 1, 4, 8, 3, asm=2),
+    ("fwd", 256, 3584, 3584): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
+    ("fwd", 1024, 3584, 3584): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
     ("bwd", 1, 3584, 3584): BwdConfig(1, 16, 64, 14, 4, 3),
     ("bwd", 8, 3584, 3584): BwdConfig(1, 16, 64, 14, 4, 3),
     ("bwd", 16, 3584, 3584): BwdConfig(1, 16, 64, 14, 4, 3),
-    ("bwd", 64, 3584, 3584): BwdConfig(1, 64, 64, 8, 4, 3),
-    ("bwd", 128, 3584, 3584): BwdConfig(1, 128, 64, 4, 8, 3),
+    ("bwd", 64, 3584, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("bwd", 128, 3584, 3584): BwdConfig(1, 64, 64, 2, 4, 3),
     ("bwd", 1024, 3584, 3584): BwdConfig(1, 128, 64, 1, 8, 3),
     ("fwd", 1, 37888, 3584): FwdConfig(2, 8, 128, 2, 2, 4, 3),
     ("fwd", 8, 37888, 3584): FwdConfig(2, 8, 128, 2, 2, 4, 3),
-    ("fwd", 16, 37888, 3584): FwdConfig(2, 16, 64, 1, 4, 2, 3),
-    ("fwd", 64, 37888, 3584): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
-    ("fwd", 128, 37888, 3584): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
-    ("fwd", 1024, 37888, 3584): FwdConfig(1, 128, 256, 1, 1, 8, 3),
+    ("fwd", 16, 37888, 3584): FwdConfig(1, 16, 128, 2, 2, 4, 3),
+    ("fwd", 64, 37888, 3584): FwdConfig(1, 64, 128, 1, 1, 4, 2),
+    ("fwd", 128, 37888, 3584): FwdConfig(1, 64, 128, 1, 2, 4, 2),
+    ("fwd", 256, 37888, 3584): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
+    ("fwd", 1024, 37888, 3584): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
     ("bwd", 1, 37888, 3584): BwdConfig(1, 16, 128, 8, 4, 3),
     ("bwd", 8, 37888, 3584): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 16, 37888, 3584): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 64, 37888, 3584): BwdConfig(1, 64, 64, 8, 4, 3),
-    ("bwd", 128, 37888, 3584): BwdConfig(1, 128, 64, 16, 8, 3),
+    ("bwd", 128, 37888, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
     ("bwd", 1024, 37888, 3584): BwdConfig(1, 128, 64, 1, 8, 4),
-    ("fwd", 1, 3584, 18944): FwdConfig(2, 8, 64, 1, 37, 2, 3),  # 37 splits of 4 chunks (run 4, with Marlin)
+    ("fwd", 1, 3584, 18944): FwdConfig(2, 8, 128, 1, 37, 4, 3),
     ("fwd", 8, 3584, 18944): FwdConfig(2, 8, 64, 1, 37, 2, 3),  # 37 splits of 4 chunks (run 4, with Marlin)
-    ("fwd", 16, 3584, 18944): FwdConfig(2, 16, 32, 1, 4, 1, 3),
-    ("fwd", 64, 3584, 18944): FwdConfig(1, 64, 128, 1, 4, 4, 3),
-    ("fwd", 128, 3584, 18944): FwdConfig(1, 64, 128, 1, 4, 4, 3),
-    ("fwd", 1024, 3584, 18944): FwdConfig(1, 128, 256, 1, 1, 8, 3),
+    ("fwd", 16, 3584, 18944): FwdConfig(1, 16, 64, 1, 4, 4, 3),
+    ("fwd", 64, 3584, 18944): FwdConfig(2, 64, 128, 1, 4, 8, 3, asm=2),
+    ("fwd", 128, 3584, 18944): FwdConfig(2, 128, 128, 1, 4, 8, 3, asm=2),
+    ("fwd", 256, 3584, 18944): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
+    ("fwd", 1024, 3584, 18944): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
     ("bwd", 1, 3584, 18944): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
     ("bwd", 8, 3584, 18944): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
     ("bwd", 16, 3584, 18944): BwdConfig(1, 16, 64, 8, 4, 3),
     ("bwd", 64, 3584, 18944): BwdConfig(1, 64, 64, 2, 4, 3),
-    ("bwd", 128, 3584, 18944): BwdConfig(1, 128, 64, 4, 8, 3),
+    ("bwd", 128, 3584, 18944): BwdConfig(1, 64, 64, 1, 4, 3),
     ("bwd", 1024, 3584, 18944): BwdConfig(1, 128, 64, 1, 8, 3),
     ("fwd", 1, 7168, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3),
-    ("fwd", 8, 7168, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3),
-    ("fwd", 16, 7168, 5120): FwdConfig(1, 16, 128, 2, 2, 4, 3),
-    ("fwd", 64, 7168, 5120): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
-    ("fwd", 128, 7168, 5120): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
+    ("fwd", 8, 7168, 5120): FwdConfig(2, 8, 64, 1, 4, 2, 3),
+    ("fwd", 16, 7168, 5120): FwdConfig(2, 16, 64, 1, 4, 2, 3),
+    ("fwd", 64, 7168, 5120): FwdConfig(2, 64, 128, 1, 2, 4, 3, asm=2),
+    ("fwd", 128, 7168, 5120): FwdConfig(2, 128, 128, 1, 2, 8, 3, asm=2),
     ("bwd", 1, 7168, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 8, 7168, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 16, 7168, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
-    ("bwd", 64, 7168, 5120): BwdConfig(1, 64, 64, 8, 4, 3),
-    ("bwd", 128, 7168, 5120): BwdConfig(1, 128, 64, 4, 8, 3),
+    ("bwd", 64, 7168, 5120): BwdConfig(1, 64, 64, 8, 4, 2),
+    ("bwd", 128, 7168, 5120): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("fwd", 256, 7168, 5120): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
+    ("fwd", 1024, 7168, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
     ("fwd", 1, 5120, 5120): FwdConfig(2, 8, 64, 1, 8, 2, 3),
     ("fwd", 8, 5120, 5120): FwdConfig(2, 8, 64, 1, 8, 2, 3),
-    ("fwd", 16, 5120, 5120): FwdConfig(2, 16, 64, 1, 8, 2, 3),
-    ("fwd", 64, 5120, 5120): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
-    ("fwd", 128, 5120, 5120): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
+    ("fwd", 16, 5120, 5120): FwdConfig(1, 16, 64, 1, 8, 4, 3),
+    ("fwd", 64, 5120, 5120): FwdConfig(2, 64, 128, 1, 2, 4, 3, asm=2),
+    ("fwd", 128, 5120, 5120): FwdConfig(2, 128, 128, 1, 2, 8, 3, asm=2),
     ("bwd", 1, 5120, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 8, 5120, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 16, 5120, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
-    ("bwd", 64, 5120, 5120): BwdConfig(1, 64, 64, 8, 4, 3),
-    ("bwd", 128, 5120, 5120): BwdConfig(1, 128, 64, 4, 8, 3),
+    ("bwd", 64, 5120, 5120): BwdConfig(1, 64, 64, 8, 4, 2),
+    ("bwd", 128, 5120, 5120): BwdConfig(1, 64, 64, 4, 4, 2),
+    ("fwd", 256, 5120, 5120): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
+    ("fwd", 1024, 5120, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
     ("fwd", 1, 55296, 5120): FwdConfig(2, 8, 128, 2, 2, 4, 3),
     ("fwd", 8, 55296, 5120): FwdConfig(2, 8, 128, 2, 2, 4, 3),
     ("fwd", 16, 55296, 5120): FwdConfig(1, 16, 128, 2, 2, 4, 3),
     ("fwd", 64, 55296, 5120): FwdConfig(1, 64, 128, 1, 1, 4, 3),
-    ("fwd", 128, 55296, 5120): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
+    ("fwd", 128, 55296, 5120): FwdConfig(2, 128, 128, 1, 2, 8, 3, asm=2),
     ("bwd", 1, 55296, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 8, 55296, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 16, 55296, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 64, 55296, 5120): BwdConfig(1, 64, 64, 8, 4, 3),
-    ("bwd", 128, 55296, 5120): BwdConfig(1, 128, 64, 16, 8, 3),
+    ("bwd", 128, 55296, 5120): BwdConfig(1, 64, 64, 8, 4, 3),
+    ("fwd", 256, 55296, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
+    ("fwd", 1024, 55296, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, asm=2),
     ("fwd", 1, 5120, 27648): FwdConfig(2, 8, 64, 1, 8, 2, 3),
     ("fwd", 8, 5120, 27648): FwdConfig(2, 8, 64, 1, 8, 2, 3),
-    ("fwd", 16, 5120, 27648): FwdConfig(2, 16, 64, 1, 8, 2, 3),
-    ("fwd", 64, 5120, 27648): FwdConfig(1, 64, 64, 1, 4, 4, 3),
-    ("fwd", 128, 5120, 27648): FwdConfig(1, 64, 128, 1, 8, 4, 3),
+    ("fwd", 16, 5120, 27648): FwdConfig(1, 16, 64, 1, 8, 4, 3),
+    ("fwd", 64, 5120, 27648): FwdConfig(2, 64, 128, 1, 8, 4, 3, asm=2),
+    ("fwd", 128, 5120, 27648): FwdConfig(2, 64, 128, 1, 8, 8, 3, asm=2),
     ("bwd", 1, 5120, 27648): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
     ("bwd", 8, 5120, 27648): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
     ("bwd", 16, 5120, 27648): BwdConfig(1, 16, 64, 8, 4, 3),
-    ("bwd", 64, 5120, 27648): BwdConfig(1, 128, 64, 1, 8, 3),
+    ("bwd", 64, 5120, 27648): BwdConfig(1, 64, 64, 1, 4, 3),
     ("bwd", 128, 5120, 27648): BwdConfig(1, 128, 64, 1, 8, 3),
-    # Qwen2.5-14B gate_up / down (its qkv and o have the 32B shapes above): run 5, H200.
+    ("fwd", 256, 5120, 27648): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
+    ("fwd", 1024, 5120, 27648): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
+    # Qwen2.5-14B gate_up / down (its qkv and o have the 32B shapes above): H200, run 5, re-searched in run 7.
     ("fwd", 1, 27648, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3),
     ("fwd", 8, 27648, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3),
     ("fwd", 16, 27648, 5120): FwdConfig(2, 16, 64, 1, 4, 2, 3),
@@ -782,14 +829,19 @@ TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
     ("bwd", 8, 27648, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 16, 27648, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 64, 27648, 5120): BwdConfig(1, 64, 64, 8, 4, 3),
-    ("fwd", 1, 5120, 13824): FwdConfig(2, 8, 128, 2, 3, 4, 3),
+    ("fwd", 1, 5120, 13824): FwdConfig(2, 8, 128, 1, 9, 4, 3),
     ("fwd", 8, 5120, 13824): FwdConfig(2, 8, 64, 1, 9, 2, 3),
-    ("fwd", 16, 5120, 13824): FwdConfig(1, 16, 128, 2, 3, 4, 3),
-    ("fwd", 64, 5120, 13824): FwdConfig(1, 64, 64, 1, 4, 4, 3),
+    ("fwd", 16, 5120, 13824): FwdConfig(2, 16, 32, 1, 9, 1, 3),
+    ("fwd", 64, 5120, 13824): FwdConfig(2, 64, 128, 1, 9, 8, 3, asm=2),
     ("bwd", 1, 5120, 13824): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
     ("bwd", 8, 5120, 13824): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
     ("bwd", 16, 5120, 13824): BwdConfig(1, 16, 64, 16, 4, 3),
-    ("bwd", 64, 5120, 13824): BwdConfig(1, 128, 64, 4, 8, 3),
+    ("bwd", 64, 5120, 13824): BwdConfig(1, 64, 64, 2, 4, 3),
+    # 14B gate_up / down at M = 128 (run 7).
+    ("fwd", 128, 27648, 5120): FwdConfig(2, 128, 128, 1, 1, 8, 3, asm=2),
+    ("fwd", 128, 5120, 13824): FwdConfig(1, 64, 128, 1, 4, 4, 2),
+    ("bwd", 128, 27648, 5120): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("bwd", 128, 5120, 13824): BwdConfig(1, 128, 64, 2, 8, 3),
 }
 
 
@@ -846,9 +898,10 @@ for _path in filter(None, os.environ.get("QERL_TUNED_CONFIGS", "").split(os.path
     load_tuned_configs_file(_path)
 
 
-def _use_asm(want: bool) -> bool:
+def _use_asm(want: bool | int) -> int:
+    """The kernels' ASM constexpr for a config's ``asm`` (False / True / 2; see ``_dequant``)."""
     # Inline PTX cannot run under the interpreter; there the plain-Triton dequantization (same values) is used.
-    return bool(want) and not _interpreting()
+    return 0 if _interpreting() else int(want)
 
 
 def _as_2d(t: torch.Tensor, last: int, name: str) -> torch.Tensor:
