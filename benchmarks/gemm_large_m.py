@@ -1,7 +1,8 @@
-"""Training-shaped NVFP4 GEMMs (large M): the kernels' default dispatch (from ``LARGE_M_FWD`` / ``_BWD`` rows on: slabs of W
-dequantized into bounded bf16 buffers on a second stream while cuBLAS multiplies the previous slab), the same slabs
-dequantized and multiplied in turn on one stream (``OVERLAP_SLABS = False``), and the fused tile loop, against BF16
-``torch.mm``, forward and input gradient, on the Qwen2.5-7B / -32B layer shapes.
+"""Training-shaped NVFP4 GEMMs (large M): the kernels' default dispatch (from ``LARGE_M_FWD`` / ``_BWD`` rows on, for
+products of at least ``SLAB_MIN_FLOP``: slabs of W dequantized into bounded bf16 buffers on a second stream while cuBLAS
+multiplies the previous slab; smaller products stay on the tile loop), the same with slabs dequantized and multiplied in
+turn on one stream (``OVERLAP_SLABS = False``), and the fused tile loop, against BF16 ``torch.mm``, forward and input
+gradient, on the Qwen2.5-7B / -32B layer shapes.
 
     python benchmarks/gemm_large_m.py [--models 7b,32b] [--ms 256,512,1024,4096] [--out DIR]
 

@@ -579,6 +579,57 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       7b:gate_up:64:fwd:qerl 7b:qkv:64:fwd:bf16 2>&1 | grep -v "^ " | tail -6
     cp /tmp/p24/sass.tar.gz /tmp/p24/details.txt "$out/"
     ;;
+  # 25a/25b (one machine, back to back): the fused split sum loading 8 partials at a time (an experiment, not
+  # shipped: benchmarks/RESULTS.md, run 7). 25a: GPU tests, then the
+  # previous commit's kernels (.device/old: git archive 092b3ee) and this code, same tables, M = 1-128, in one run;
+  # 25b: the launch search again on this code (forward and input gradient, M = 1-128), this code with its picks, the
+  # decode harness with them, and the large-M paths (the tile loop now on the register-operand picks).
+  25a)
+    gpu_name_and_tests 260
+    w=/tmp/q25; mkdir -p $w
+    for v in old new; do
+      script=benchmarks/gemm_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/gemm_nvfp4.py
+      timeout 130 python3 $script --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128 --out $w/$v 2>&1 | tail -12
+      cp $w/$v/gemm_nvfp4.json "$out/gemm_$v.json"
+    done
+    ;;
+  25b)
+    w=/tmp/q25; mkdir -p $w
+    timeout 200 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128 \
+      --out $w/tune 2>&1 | tail -12
+    cp $w/tune/tuned_configs.json "$out/tuned.json"; cp $w/tune/gemm_nvfp4.json "$out/gemm_tune.json"
+    timeout 100 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128 \
+      --configs "$out/tuned.json" --out $w/picks 2>&1 | tail -12
+    cp $w/picks/gemm_nvfp4.json "$out/gemm_picks.json"
+    QERL_TUNED_CONFIGS="$out/tuned.json" timeout 100 python3 benchmarks/decode_nvfp4.py --compile --out $w/decode \
+      2>&1 | tail -5
+    cp $w/decode/decode_nvfp4.json "$out/decode_compiled.json"
+    PYTHONPATH=. timeout 120 python3 benchmarks/gemm_large_m.py --ms 1024,4096 --out $w/large_m 2>&1 | tail -6
+    cp $w/large_m/gemm_large_m.json "$out/"
+    ;;
+  # 26a (not shipped either): the split sum capped at 4 partials and 32 loaded registers a thread (8 at a time raised
+  # the 128 x 64 input-gradient tile's registers), `TUNED` from 25b: GPU tests, then the previous commit's kernels
+  # (.device/old: git archive 092b3ee) and this code in one run, and the decode harness.
+  26a)
+    gpu_name_and_tests 240
+    w=/tmp/q26; mkdir -p $w
+    for v in old new; do
+      script=benchmarks/gemm_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/gemm_nvfp4.py
+      timeout 110 python3 $script --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128 --out $w/$v 2>&1 | tail -12
+      cp $w/$v/gemm_nvfp4.json "$out/gemm_$v.json"
+    done
+    cp $w/new/gemm_nvfp4.md "$out/gemm_new.md"
+    timeout 100 python3 benchmarks/decode_nvfp4.py --compile --out $w/decode 2>&1 | tail -5
+    cp $w/decode/decode_nvfp4.json "$out/decode_compiled.json"
+    ;;
+  # 27a: the shipped state (092b3ee's kernels and tables; the split-sum experiment of 25-26 not shipped) with small
+  # large-M products kept on the tile loop (SLAB_MIN_FLOP): GPU tests, then the large-M paths.
+  27a)
+    gpu_name_and_tests 240
+    w=/tmp/q27; mkdir -p $w
+    PYTHONPATH=. timeout 200 python3 benchmarks/gemm_large_m.py --ms 1024,4096 --out $w/large_m 2>&1 | tail -6
+    cp $w/large_m/gemm_large_m.json "$out/"
+    ;;
   24c)
     source .device/vllm/c3/vllm_unpack.sh .device/vllm
     timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \

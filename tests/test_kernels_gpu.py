@@ -177,6 +177,7 @@ def test_large_m_slabs_overlap_on_a_second_stream(monkeypatch):
     from qerl.kernels import nvfp4_gemm as kern
 
     monkeypatch.setattr(kern, "SCRATCH_ELEMENTS", 256 * 1040)  # 1000 rows of K = 1040: four slabs
+    monkeypatch.setattr(kern, "SLAB_MIN_FLOP", 0.0)  # a product this small would otherwise stay on the tile loop
     monkeypatch.setattr(kern, "OVERLAP_MIN_FLOP", 0.0)
     kw, ref_w = _weight(1000, 1040)
     x = torch.randn(kern.LARGE_M_FWD + 5, 1040, device="cuda").to(torch.bfloat16)

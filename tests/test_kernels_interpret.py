@@ -83,6 +83,7 @@ for m, n, k in [(3, 48, 80), (1, 40, 144), (20, 36, 384)]:
 # Large M: slabs of W dequantized into a re-used bf16 buffer, then matmul (several slabs, a ragged last one).
 from qerl.kernels import nvfp4_gemm
 nvfp4_gemm.SCRATCH_ELEMENTS = 128 * 208
+nvfp4_gemm.SLAB_MIN_FLOP = 0.0  # a product this small would otherwise stay on the tile loop
 kw, ref_w = weight(300, 208)
 m = max(nvfp4_gemm.LARGE_M_FWD, nvfp4_gemm.LARGE_M_BWD) + 3
 x = torch.randn(m, 208, generator=gen).to(torch.bfloat16)
@@ -270,3 +271,16 @@ def test_large_m_slabs_are_even_and_bounded():
     # Overlapped slabs (a second stream dequantizes the next slab) need two at least: 7B qkv fits one buffer whole.
     assert kern._slab_rows(SimpleNamespace(n=4608, k=3584)) == 4608
     assert kern._slab_rows(SimpleNamespace(n=4608, k=3584), min_count=2) == 2304
+
+
+def test_small_products_stay_on_the_tile_loop_at_large_m():
+    """The default dispatch sends large-M products to the slab path only when they are large enough to pay for it
+    (run 7: the tile loop was faster on the 7B qkv / o products at M = 1024, slower on the 32B ones)."""
+    from qerl.kernels.nvfp4_gemm import LARGE_M_BWD, LARGE_M_FWD, _slab_path
+
+    assert not _slab_path(1024, 3584, 3584, LARGE_M_FWD)  # 7B o, 26 GFLOP
+    assert not _slab_path(1024, 4608, 3584, LARGE_M_FWD)  # 7B qkv, 34 GFLOP
+    assert _slab_path(1024, 5120, 5120, LARGE_M_FWD)  # 32B o, 54 GFLOP
+    assert _slab_path(4096, 3584, 3584, LARGE_M_FWD)
+    assert not _slab_path(LARGE_M_FWD - 1, 55296, 5120, LARGE_M_FWD)
+    assert _slab_path(LARGE_M_BWD, 37888, 3584, LARGE_M_BWD) and not _slab_path(LARGE_M_BWD, 3584, 3584, LARGE_M_BWD)

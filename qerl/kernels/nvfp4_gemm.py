@@ -32,15 +32,18 @@ Kernels:
   * ``_fwd_kernel``: Y = X @ W^T. ``MODE`` 1 is a ``tl.dot`` tile loop (BM = 16 for decode: the tensor cores'
     padding is free, the loop is bound by dequantization and bytes), 2 the same with the product transposed
     (Y^T = W @ X^T) so the dequantized weight is the left operand: with BM = 8 (X^T as the 8-wide right operand of
-    mma.sync m16n8k16) the fastest for M <= 8; 0 a CUDA-core GEMV with FMAs (an option for M <= 4). Split-K writes
-    fp32 partials (decode shapes have too few N tiles to fill the GPU); the last program of each tile sums them
-    (``fused``, an atomic counter per tile) or ``_reduce_kernel`` does.
+    mma.sync m16n8k16) the fastest for M <= 8, and with BM >= 64 the weight is wgmma's register operand (no
+    shared-memory round trip for the dequantized tile; ``asm=2``), the pick at most M >= 64 shapes; 0 a CUDA-core
+    GEMV with FMAs (an option for M <= 4). Split-K writes fp32 partials (decode shapes have too few N tiles to fill
+    the GPU); the last program of each tile sums them (``fused``, an atomic counter per tile) or ``_reduce_kernel``
+    does.
   * ``_bwd_kernel``: dX = dY @ W (reduction over N; the same byte tiles, now the right operand), with split-N.
     The mma wants pairs along N while the codes pair along K, so the compiler re-assembles the code bytes for the
     operand (``MODE`` 1; 2 transposes the product). Re-laying the dequantized bf16 tile through shared memory
     instead takes fewer instructions but measured 8-34% slower (run 4, benchmarks/RESULTS.md).
   * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS; for large forward products
-    the next slab is dequantized on a second stream while the current one is multiplied.
+    the next slab is dequantized on a second stream while the current one is multiplied. Products under
+    ``SLAB_MIN_FLOP`` stay on the tile loop (``_fwd_kernel`` / ``_bwd_kernel``) at any M.
 
 Launch configs: ``TUNED`` (searched on an H200 for the Qwen2.5-7B / 14B / 32B shapes) or the ``default_*_config`` heuristics;
 benchmarks/gemm_nvfp4.py --tune searches more and ``load_tuned_configs`` (or the ``QERL_TUNED_CONFIGS`` environment
@@ -928,11 +931,21 @@ def _out(out: torch.Tensor | None, m: int, n: int, like: torch.Tensor) -> torch.
 # M = 1024, input gradient ahead at every shape from M = 512); the slab is re-used, so no full BF16 copy of W exists.
 LARGE_M_FWD = 1024
 LARGE_M_BWD = 512
+# ... unless the product is small: below this many FLOP the slab path's fixed cost (its launches and stream switches)
+# outweighs the tile loop's slower inner loop. Measured on an H200 at M = 1024 (run 7): the tile loop took 0.74-0.97x
+# the slab path's time on the 7B qkv / o products (26-34 GFLOP), 1.10-2.15x on the 32B qkv / o (54-75 GFLOP).
+SLAB_MIN_FLOP = 4e10
+
 # At most 128 MiB of bf16 per slab buffer (two of them while slabs overlap, see OVERLAP_SLABS), and slabs of equal
 # height: with 32 MiB slabs a 7B down projection (K = 18944) was cut into 885-row pieces whose M = 1024 products
 # filled under half of the SMs (0.34x of BF16). A transient 128 MiB buffer is small next to the activations of an
 # M >= 1024 pass.
 SCRATCH_ELEMENTS = 64 * 2**20
+
+
+def _slab_path(m: int, n: int, k: int, min_rows: int) -> bool:
+    """Whether a default-dispatched product of M = ``m`` rows against an N x K weight takes the slab path."""
+    return m >= min_rows and 2 * m * n * k >= SLAB_MIN_FLOP
 
 
 DEQUANT_BN, DEQUANT_WARPS = 32, 4  # rows per program and warps of _dequant_rows_kernel
@@ -1100,7 +1113,7 @@ def nvfp4_matmul(
     if m == 0:
         return y.reshape(*x.shape[:-1], w.n)
     kc = w.k_pad // CHUNK
-    if config is None and m >= LARGE_M_FWD:
+    if config is None and _slab_path(m, w.n, w.k, LARGE_M_FWD):
         y = add_bias_and_lora_(_matmul_large_m(x2, w, y), bias, lora)
         return y.reshape(*x.shape[:-1], w.n)
     if config is None:
@@ -1182,7 +1195,7 @@ def nvfp4_matmul_grad_input(
     if m == 0:
         return dx.reshape(*dy.shape[:-1], w.k)
     kc = w.k_pad // CHUNK
-    if config is None and m >= LARGE_M_BWD:
+    if config is None and _slab_path(m, w.n, w.k, LARGE_M_BWD):
         return _grad_input_large_m(dy2, w, dx).reshape(*dy.shape[:-1], w.k)
     if config is None:
         config = bwd_config(m, w.n, w.k_pad, dy.device)
