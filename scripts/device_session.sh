@@ -33,6 +33,16 @@ gemm_old_and_new() {  # benchmarks/gemm_nvfp4.py ARGS on the carried previous co
     timeout "$limit" python3 $script "$@" --out "$out/gemm_$v" 2>&1 | tail -3
   done
 }
+gemm_old_new_json() {  # as gemm_old_and_new (limit $1, work dir $2, then ARGS), returning only the JSONs and the
+                       # new table's markdown (a device call returns at most 8 files)
+  local limit=$1 w=$2; shift 2
+  for v in old new; do
+    script=benchmarks/gemm_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/gemm_nvfp4.py
+    timeout "$limit" python3 $script "$@" --out $w/$v 2>&1 | tail -12
+    cp $w/$v/gemm_nvfp4.json "$out/gemm_$v.json"
+  done
+  cp $w/new/gemm_nvfp4.md "$out/gemm_new.md"
+}
 case "$phase" in
   1)
     bash .device/vllm/c1/vllm_unpack.sh .device/vllm
@@ -587,11 +597,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   25a)
     gpu_name_and_tests 260
     w=/tmp/q25; mkdir -p $w
-    for v in old new; do
-      script=benchmarks/gemm_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/gemm_nvfp4.py
-      timeout 130 python3 $script --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128 --out $w/$v 2>&1 | tail -12
-      cp $w/$v/gemm_nvfp4.json "$out/gemm_$v.json"
-    done
+    gemm_old_new_json 130 $w --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128
     ;;
   25b)
     w=/tmp/q25; mkdir -p $w
@@ -607,18 +613,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     PYTHONPATH=. timeout 120 python3 benchmarks/gemm_large_m.py --ms 1024,4096 --out $w/large_m 2>&1 | tail -6
     cp $w/large_m/gemm_large_m.json "$out/"
     ;;
-  # 26a (not shipped either): the split sum capped at 4 partials and 32 loaded registers a thread (8 at a time raised
-  # the 128 x 64 input-gradient tile's registers), `TUNED` from 25b: GPU tests, then the previous commit's kernels
-  # (.device/old: git archive 092b3ee) and this code in one run, and the decode harness.
-  26a)
+  # 26a (not shipped): the split sum capped at 4 partials and 32 loaded registers a thread (8 at a time raised the
+  # 128 x 64 input-gradient tile's registers), `TUNED` from 25b; 28a: the scales converted two per instruction in the
+  # register-operand and 8-16-row tiles (shipped: the forward's 8-16-row tiles only, RESULTS run 7). Each: GPU tests,
+  # then the previous commit's kernels (.device/old: git archive 092b3ee for 26a, 5e8d034 for 28a) and that code in
+  # one run, and the decode harness.
+  26a|28a)
     gpu_name_and_tests 240
-    w=/tmp/q26; mkdir -p $w
-    for v in old new; do
-      script=benchmarks/gemm_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/gemm_nvfp4.py
-      timeout 110 python3 $script --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128 --out $w/$v 2>&1 | tail -12
-      cp $w/$v/gemm_nvfp4.json "$out/gemm_$v.json"
-    done
-    cp $w/new/gemm_nvfp4.md "$out/gemm_new.md"
+    w=/tmp/q$phase; mkdir -p $w
+    gemm_old_new_json 110 $w --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128
     timeout 100 python3 benchmarks/decode_nvfp4.py --compile --out $w/decode 2>&1 | tail -5
     cp $w/decode/decode_nvfp4.json "$out/decode_compiled.json"
     ;;

@@ -92,3 +92,14 @@ def test_register_operand_wgmma_takes_code_byte_pairs_without_repacking():
     assert two["opcodes"]["PRMT"] <= 2 * code_pairs
     assert two["loop_instructions"] < 0.9 * four["loop_instructions"]
 
+
+
+def test_decode_tile_converts_two_scales_per_instruction():
+    """In the 8 x 128 decode tile each thread converts the E5M3 scales of 4 W rows x 16 groups per loop step (the
+    mma.sync operand layout spreads a thread over every group of its rows). One shift-add (LEA) per scale made the
+    scales about 0.5 instructions per weight; two per multiply-add (``_SCALES_ASM``) leaves the LEAs to addressing."""
+    cfg = kern.FwdConfig(2, 8, 128, 2, 2, 4)
+    prof = aot.fwd_loop_profile(cfg)
+    rows_per_thread = cfg.bn // (16 * cfg.num_warps) * 2  # m16 blocks per warp x the 2 rows a thread holds in each
+    scales_per_thread = rows_per_thread * cfg.ch * 8
+    assert prof["opcodes"].get("LEA", 0) < 0.75 * scales_per_thread, prof["opcodes"]
