@@ -489,7 +489,7 @@ case "$phase" in
   18a|20b)
     bundle_part1_and_checkpoint 14b 300
     ;;
-  18b|20c)
+  18b|20c|29b)
     bash .device/vllm/c2/vllm_unpack.sh .device/vllm
     ;;
   18c|20d)
@@ -510,8 +510,9 @@ case "$phase" in
     gpu_name_and_tests 100
     gemm_old_and_new 60 --no-marlin --models 7b,32b --ms 1,8,16,64,128
     ;;
-  # Next (not run yet), one machine: 20a the input gradient's launch search at M = 64 / 128 on the chunk-major scales
-  # and the compiled decode harness; 20b-20d (= 18a-18c) the 14B rank-32 rollouts on the shipped kernels.
+  # Prepared after run 6 and not run as such (run 7's phases 21-24 did this work): 20a the input gradient's launch
+  # search at M = 64 / 128 on the chunk-major scales and the compiled decode harness; 20b-20d (= 18a-18c) the 14B
+  # rank-32 rollouts.
   20a)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
     timeout 300 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,32b --ms 64,128 --dirs bwd \
@@ -633,7 +634,16 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     PYTHONPATH=. timeout 200 python3 benchmarks/gemm_large_m.py --ms 1024,4096 --out $w/large_m 2>&1 | tail -6
     cp $w/large_m/gemm_large_m.json "$out/"
     ;;
-  24c)
+  # Next (not run yet), one machine: 29a the vLLM bundle's part 1 with the 14B checkpoint, and the input gradient's
+  # launch search at M <= 16 on the shipped kernels (last searched in runs 4-5, before the chunk-major scales); 29b
+  # (= 18b) the bundle's part 2; 29c (= 24c) the 14B rank-32 rollouts on the shipped decode tiles.
+  29a)
+    bundle_part1_and_checkpoint 14b 240
+    timeout 240 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,14b,32b --ms 1,8,16 --dirs bwd \
+      --out /tmp/q29 2>&1 | tail -6
+    cp /tmp/q29/tuned_configs.json "$out/tuned_bwd_small_m.json"; cp /tmp/q29/gemm_nvfp4.md "$out/"
+    ;;
+  24c|29c)
     source .device/vllm/c3/vllm_unpack.sh .device/vllm
     timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
       --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r32.json" 2>&1 | grep "\[bench\]\|rror"
