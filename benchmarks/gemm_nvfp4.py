@@ -129,7 +129,6 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
         c += [FwdConfig(2, 64, 256, 1, s, 8, asm=2) for s in (1, 2)] + [FwdConfig(2, 64, 128, 1, 2, 8, 4, asm=2)]
         if m == 128:
             c += [FwdConfig(2, 128, 128, 1, s, 8, asm=2) for s in (1, 2, 4)]
-        if m == 128:
             c += [FwdConfig(1, 64, 128, 1, 1, asm=False)]
         return c
     c = [FwdConfig(1, 128, 128, 1, 1, 8, 3), FwdConfig(1, 128, 256, 1, 1, 8, 3), FwdConfig(2, 128, 128, 1, 1, 8, 3),

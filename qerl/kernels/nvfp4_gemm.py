@@ -316,16 +316,15 @@ if triton is not None:
         else:
             s_lo = _scale_x2pow112(sb_lo)
             s_hi = _scale_x2pow112(sb_hi)
-        if ASM == 2:
+        if ASM:
             p_lo = _expand(s_lo, BN, CH)
             p_hi = _expand(s_hi, BN, CH)
+        if ASM == 2:
             w_lo, w_hi = tl.inline_asm_elementwise(
                 _DQ_ASM2, "=r,=r,h,r,r", [wb, p_lo, p_hi],
                 dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=2,
             )
         elif ASM:
-            p_lo = _expand(s_lo, BN, CH)
-            p_hi = _expand(s_hi, BN, CH)
             w_lo, w_hi = tl.inline_asm_elementwise(
                 _DQ_ASM, "=r,=r,=r,=r,r,r,r,r,r", [wb, p_lo, p_hi],
                 dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4,
