@@ -115,6 +115,8 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
             c += [FwdConfig(0, bm, 64, 1, s) for s in (4, 8)]
         if m == 16:
             c += [FwdConfig(1, 16, 64, 1, 4, asm=False)]
+        # A chunk's two halves in one dot (``one_dot``): a few instructions more or less per step, fewer registers.
+        c += [cfg._replace(one_dot=True) for cfg in c if cfg.mode != 0 and cfg.asm and cfg.fused]
         return c
     if m <= 128:
         c = [FwdConfig(1, 64, 64, 1, s) for s in (1, 2, 4, 8)]
@@ -130,7 +132,7 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
         if m == 128:
             c += [FwdConfig(2, 128, 128, 1, s, 8, asm=2) for s in (1, 2, 4)]
             c += [FwdConfig(1, 64, 128, 1, 1, asm=False)]
-        return c
+        return c + _other_dot_count(c)
     c = [FwdConfig(1, 128, 128, 1, 1, 8, 3), FwdConfig(1, 128, 256, 1, 1, 8, 3), FwdConfig(2, 128, 128, 1, 1, 8, 3),
          FwdConfig(1, 128, 128, 1, 1, 8, 4)]
     # The weight as wgmma's register operand (2-byte PTX dequantization): no shared-memory round trip per tile.
@@ -138,22 +140,31 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
     c += [FwdConfig(2, 128, 256, 1, 1, 8, 3, asm=2), FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2)]
     if m == 1024:
         c += [FwdConfig(1, 128, 128, 1, 1, 8, 3, asm=False)]
-    return c
+    return c + _other_dot_count(c)
+
+
+def _other_dot_count(c: list[FwdConfig]) -> list[FwdConfig]:
+    """Each wgmma tile (BM >= 64, inline PTX) again with the other choice of ``one_dot`` than its default: one dot per
+    chunk (in flight under the next step) against one per half (a wait between them)."""
+    return [cfg._replace(one_dot=not kern.one_dot(cfg)) for cfg in c if cfg.bm >= 64 and cfg.asm]
 
 
 def bwd_candidates(m: int) -> list[BwdConfig]:
     if m <= 16:
-        return [BwdConfig(1, 16, 64, s) for s in (4, 8, 16)] + [BwdConfig(2, 16, 64, 8), BwdConfig(1, 16, 128, 8),
-                                                                BwdConfig(1, 16, 64, 8, fused=False)]
-    if m <= 128:
+        c = [BwdConfig(1, 16, 64, s) for s in (4, 8, 16)] + [BwdConfig(2, 16, 64, 8), BwdConfig(1, 16, 128, 8),
+                                                             BwdConfig(1, 16, 64, 8, fused=False)]
+        c += [BwdConfig(1, 16, 128, s) for s in (4, 16)]
+    elif m <= 128:
         # One program per (row block, 128-column chunk): 28-40 chunks fill few SMs, so split N finer too.
-        return ([BwdConfig(1, 64, 64, s) for s in (1, 2, 4, 8, 16, 32)] + [BwdConfig(1, 128, 64, s, 8) for s in (1, 2, 4, 16)]
-                + [BwdConfig(1, 64, 64, s, 4, 2) for s in (2, 4, 8)])
-    c = [BwdConfig(1, 128, 64, 1, 8, 3), BwdConfig(1, 128, 64, 1, 8, 4), BwdConfig(2, 128, 64, 1, 8, 3),
-         BwdConfig(1, 64, 64, 1, 4, 4)]
-    if m == 1024:
-        c += [BwdConfig(1, 128, 64, 1, 8, 3, asm=False)]
-    return c
+        c = ([BwdConfig(1, 64, 64, s) for s in (1, 2, 4, 8, 16, 32)] + [BwdConfig(1, 128, 64, s, 8) for s in (1, 2, 4, 16)]
+             + [BwdConfig(1, 64, 64, s, 4, 2) for s in (2, 4, 8)])
+    else:
+        c = [BwdConfig(1, 128, 64, 1, 8, 3), BwdConfig(1, 128, 64, 1, 8, 4), BwdConfig(2, 128, 64, 1, 8, 3),
+             BwdConfig(1, 64, 64, 1, 4, 4)]
+        if m == 1024:
+            c += [BwdConfig(1, 128, 64, 1, 8, 3, asm=False)]
+    # A chunk's two halves in one dot into one [BM, 128] accumulator: 6-10% fewer loop instructions (SASS, sm_90a).
+    return c + [cfg._replace(one_dot=True) for cfg in c if cfg.mode == 1 and cfg.asm and cfg.fused]
 
 
 def effective(cfg, m: int, n: int, k_pad: int):

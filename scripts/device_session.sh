@@ -643,9 +643,57 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --out /tmp/q29 2>&1 | tail -6
     cp /tmp/q29/tuned_configs.json "$out/tuned_bwd_small_m.json"; cp /tmp/q29/gemm_nvfp4.md "$out/"
     ;;
+  31a)  # 29a without its search (30b ran it): the bundle's part 1 and the 14B checkpoint; then 29b and 29c
+    bundle_part1_and_checkpoint 14b 240
+    ;;
   24c|29c)
     source .device/vllm/c3/vllm_unpack.sh .device/vllm
     timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
       --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r32.json" 2>&1 | grep "\[bench\]\|rror"
+    ;;
+  # After run 7: a chunk's two halves in one dot (``one_dot``; the register-operand wgmma tiles by default). 30a the GPU
+  # tests, then the forward at M = 64-1024 on the commit before (.device/old: git archive 774583f qerl
+  # benchmarks/gemm_nvfp4.py) and on this code with the same tables, and the decode harness; 30b the launch search
+  # with one- and two-dot candidates (forward M = 64 / 128 / 1024, input gradient M = 1-128).
+  30a)
+    gpu_name_and_tests 200
+    gemm_old_new_json 150 /tmp/q30 --no-marlin --models 7b,14b,32b --ms 64,128,256,1024 --dirs fwd
+    timeout 150 python3 benchmarks/decode_nvfp4.py --compile --out /tmp/q30d 2>&1 | tail -4
+    cp /tmp/q30d/decode_nvfp4.json "$out/decode.json"
+    ;;
+  30b)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 330 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,14b,32b --ms 64,128,1024 --dirs fwd \
+      --out /tmp/q30f 2>&1 | tail -3
+    timeout 240 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128 --dirs bwd \
+      --out /tmp/q30b 2>&1 | tail -3
+    for d in q30f q30b; do cp /tmp/$d/tuned_configs.json "$out/tuned_$d.json"; cp /tmp/$d/gemm_nvfp4.json "$out/$d.json"; done
+    ;;
+  # With the picks of 30b in TUNED: 30c the GPU tests (more configs than 30a's time limit allowed), 30d the commit
+  # before (.device/old, 774583f) and this code, each with its own tables, forward and input gradient at M = 1-1024 in
+  # one run, then the decode harness.
+  30c)
+    gpu_name_and_tests 540
+    ;;
+  30d)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    gemm_old_new_json 240 /tmp/q30d --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128,256,1024 --dirs fwd,bwd
+    timeout 100 python3 benchmarks/decode_nvfp4.py --compile --out /tmp/q30e 2>&1 | tail -4
+    cp /tmp/q30e/decode_nvfp4.json "$out/decode.json"
+    ;;
+  # 30d timed a few kernels 6-14% slower in the second (new) pass though their SASS is identical to the first's; 30e
+  # alternates the two versions (old, new, old, new) at M = 64-1024 and logs the SM clock and temperature around each.
+  30e)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    q="--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv,noheader"
+    for pass in old1 new1 old2 new2; do
+      script=benchmarks/gemm_nvfp4.py; [ "${pass#old}" != "$pass" ] && script=.device/old/benchmarks/gemm_nvfp4.py
+      echo "$pass before: $(nvidia-smi $q)" >> "$out/clocks.txt"
+      timeout 120 python3 $script --no-marlin --models 7b,14b,32b --ms 64,128,256,1024 --dirs fwd,bwd \
+        --out /tmp/q30e_$pass 2>&1 | tail -1
+      echo "$pass after: $(nvidia-smi $q)" >> "$out/clocks.txt"
+      cp /tmp/q30e_$pass/gemm_nvfp4.json "$out/gemm_$pass.json"
+    done
+    cat "$out/clocks.txt"
     ;;
 esac

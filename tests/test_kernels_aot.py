@@ -93,6 +93,23 @@ def test_register_operand_wgmma_takes_code_byte_pairs_without_repacking():
     assert two["loop_instructions"] < 0.9 * four["loop_instructions"]
 
 
+def test_one_dot_keeps_the_register_operand_wgmma_in_flight():
+    """Two dots per chunk (one per 64-element half) into one accumulator: Triton waits for the first dot's wgmma to
+    finish (0 pending) before issuing the second, in every loop step. One dot over the chunk's 128 elements
+    (``one_dot``, ``_halves_to_k``): no wait for 0 pending in the loop, so the step's wgmma runs under the next step's
+    loads and dequantization; and the halves' concatenation is register relabelling (same PRMT / HMUL2 counts)."""
+    for cfg in (kern.FwdConfig(2, 64, 128, 1, 2, 8, asm=2), kern.FwdConfig(2, 256, 128, 1, 1, 8, asm=2)):
+        one = aot.fwd_loop_profile(cfg._replace(one_dot=True))
+        two = aot.fwd_loop_profile(cfg._replace(one_dot=False))
+        assert 0 in two["wgmma_waits"], two["wgmma_waits"]
+        assert one["wgmma_waits"] and 0 not in one["wgmma_waits"], one["wgmma_waits"]
+        for op in ("PRMT", "HMUL2", "HGMMA"):
+            assert one["opcodes"][op] == two["opcodes"][op], (cfg, op, one["opcodes"], two["opcodes"])
+    # The default where it measured faster (one_dot's docstring): 128-row register-operand tiles, MODE 1 wgmma tiles.
+    assert kern.one_dot(kern.FwdConfig(2, 128, 128, 1, 2, 8, asm=2)) and kern.one_dot(kern.FwdConfig(1, 64, 128))
+    assert not kern.one_dot(kern.FwdConfig(2, 64, 128, 1, 2, 8, asm=2))
+    assert not kern.one_dot(kern.FwdConfig(2, 8, 128, 1, 2, 4))
+
 
 def test_decode_tile_converts_two_scales_per_instruction():
     """In the 8 x 128 decode tile each thread converts the E5M3 scales of 4 W rows x 16 groups per loop step (the

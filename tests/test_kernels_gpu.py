@@ -54,9 +54,13 @@ FWD = [None, FwdConfig(0, 1, 64, 1, 4), FwdConfig(0, 4, 64, 1, 2), FwdConfig(1, 
        FwdConfig(2, 64, 128, 1, 1), FwdConfig(1, 128, 128, 1, 1, 8), FwdConfig(2, 128, 128, 1, 1, 8),
        FwdConfig(2, 8, 64, 1, 4, 2), FwdConfig(2, 8, 128, 2, 2, 4), FwdConfig(1, 16, 256, 1, 2, 4),
        FwdConfig(2, 8, 128, 2, 2, 4, maxnreg=128), FwdConfig(2, 64, 128, 1, 2, 8), FwdConfig(2, 64, 256, 1, 1, 8),
-       FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16)]
+       FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16),
+       # Both halves of a chunk in one dot (the default of MODE 2 at BM >= 64) or in two.
+       FwdConfig(2, 64, 128, 1, 2, 8, one_dot=False), FwdConfig(2, 256, 128, 1, 1, 8, 3, one_dot=False),
+       FwdConfig(1, 64, 128, 1, 2, one_dot=True), FwdConfig(1, 16, 64, 1, 4, one_dot=True),
+       FwdConfig(2, 8, 128, 2, 2, 4, one_dot=True)]
 BWD = [None, BwdConfig(1, 16, 64, 4), BwdConfig(2, 16, 64, 2), BwdConfig(1, 64, 64, 2), BwdConfig(1, 128, 64, 1, 8),
-       BwdConfig(2, 128, 64, 1, 8)]
+       BwdConfig(2, 128, 64, 1, 8), BwdConfig(1, 16, 128, 4, one_dot=True), BwdConfig(1, 128, 64, 1, 8, one_dot=True)]
 
 
 @pytest.mark.parametrize("asm", [True, False, 2])
@@ -95,6 +99,20 @@ def test_asm_and_plain_dequantization_agree_bitwise(m, cfg):
     x = torch.randn(m, 1024, device="cuda").to(torch.bfloat16)
     outs = [nvfp4_matmul(x, kw, cfg._replace(asm=asm)) for asm in (True, 2, False)]
     assert torch.equal(outs[0], outs[2]) and torch.equal(outs[1], outs[2])
+
+
+@pytest.mark.parametrize("m,cfg", [(64, FwdConfig(2, 64, 128, 1, 2, 8, asm=2)), (300, FwdConfig(2, 256, 128, 1, 1, 8, asm=2)),
+                                   (16, FwdConfig(1, 16, 64, 1, 4)), (8, FwdConfig(2, 8, 128, 2, 2, 4))])
+def test_one_dot_and_two_dots_agree(m, cfg):
+    # The same exact bf16 tiles in the same k16 order: only the fp32 accumulation may differ (in the last bits).
+    kw, _ = _weight(1000, 2048)
+    x = torch.randn(m, 2048, device="cuda").to(torch.bfloat16)
+    one, two = (nvfp4_matmul(x, kw, cfg._replace(one_dot=v)) for v in (True, False))
+    assert _rel(one, two.float()) < 2e-3
+    dy = torch.randn(m, 1000, device="cuda").to(torch.bfloat16)
+    bcfg = BwdConfig(1, 16 if m <= 16 else 64, 64, 2)
+    one, two = (nvfp4_matmul_grad_input(dy, kw, bcfg._replace(one_dot=v)) for v in (True, False))
+    assert _rel(one, two.float()) < 2e-3
 
 
 def test_autograd_function():

@@ -61,9 +61,10 @@ def check(name, out, ref):
 
 fwd = [None, FwdConfig(0, 4, 16, 1, 2), FwdConfig(0, 1, 32, 1, 1), FwdConfig(1, 16, 16, 1, 3),
        FwdConfig(1, 16, 32, 1, 1, group_m=2), FwdConfig(2, 16, 32, 1, 2), FwdConfig(1, 16, 16, 1, 3, fused=False),
-       FwdConfig(2, 8, 32, 1, 2, 2, maxnreg=64)]
+       FwdConfig(2, 8, 32, 1, 2, 2, maxnreg=64), FwdConfig(1, 16, 16, 1, 3, one_dot=True),
+       FwdConfig(2, 8, 32, 1, 2, one_dot=True)]
 bwd = [None, BwdConfig(1, 16, 16, 3), BwdConfig(1, 16, 32, 1, group_m=2), BwdConfig(2, 16, 16, 2),
-       BwdConfig(1, 16, 16, 3, fused=False)]
+       BwdConfig(1, 16, 16, 3, fused=False), BwdConfig(1, 16, 16, 3, one_dot=True)]
 for m, n, k in [(3, 48, 80), (1, 40, 144), (20, 36, 384)]:
     kw, ref_w = weight(n, k, zero_group=(m == 3))
     for cfg in fwd:
@@ -79,6 +80,12 @@ for m, n, k in [(3, 48, 80), (1, 40, 144), (20, 36, 384)]:
         out = torch.full((m, k), float("nan"), dtype=torch.bfloat16)
         dx = nvfp4_matmul_grad_input(dy, kw, cfg, out=out)
         check(f"bwd {m}x{n}x{k} {cfg}", dx, dy.float() @ ref_w)
+
+# Two chunks per step with both halves of each in one dot: the [BN, 256] operand keeps element order across chunks.
+kw, ref_w = weight(24, 256)
+x = torch.randn(5, 256, generator=gen).to(torch.bfloat16)
+for cfg in (FwdConfig(2, 8, 16, 2, 1, one_dot=True), FwdConfig(1, 16, 16, 2, 1, one_dot=True)):
+    check(f"fwd 5x24x256 {cfg}", nvfp4_matmul(x, kw, cfg), x.float() @ ref_w.T)
 
 # Large M: slabs of W dequantized into a re-used bf16 buffer, then matmul (several slabs, a ragged last one).
 from qerl.kernels import nvfp4_gemm

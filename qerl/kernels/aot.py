@@ -140,8 +140,12 @@ def fwd_loop_profile(cfg: kern.FwdConfig, capability: int = 90) -> dict:
     if not ops:
         raise RuntimeError(f"no loop found in the SASS of {cfg}")
     weights_per_warp = cfg.bn * cfg.ch * kern.CHUNK / cfg.num_warps
+    # wgmma waits in the loop: each ``WARPGROUP.DEPBAR.LE gsb0, n`` stalls until at most n wgmma groups are pending
+    # (n = 0: the tensor cores drain before the warp goes on).
+    waits = [int(w, 16) for w in re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)",
+                                            "\n".join(main_loop_instructions(sass)))]
     return {"loop_instructions": sum(ops.values()), "per_weight": sum(ops.values()) / weights_per_warp,
-            "opcodes": dict(ops.most_common())}
+            "opcodes": dict(ops.most_common()), "wgmma_waits": waits}
 
 
 def fwd_resources(cfg: kern.FwdConfig, lora_slices: int = 0, lora_rank: int = 1, bias: bool = False,

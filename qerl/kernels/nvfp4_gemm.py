@@ -34,13 +34,16 @@ Kernels:
     (Y^T = W @ X^T) so the dequantized weight is the left operand: with BM = 8 (X^T as the 8-wide right operand of
     mma.sync m16n8k16) the fastest for M <= 8, and with BM >= 64 the weight is wgmma's register operand (no
     shared-memory round trip for the dequantized tile; ``asm=2``), the pick at most M >= 64 shapes; 0 a CUDA-core
-    GEMV with FMAs (an option for M <= 4). Split-K writes fp32 partials (decode shapes have too few N tiles to fill
-    the GPU); the last program of each tile sums them (``fused``, an atomic counter per tile) or ``_reduce_kernel``
-    does.
+    GEMV with FMAs (an option for M <= 4). ``one_dot``: the chunk's two dequantized halves joined into one
+    [BN, 128] operand in element order (``_halves_to_k``, no instruction) for one dot per step, which Triton keeps in
+    flight under the next step (with two dots it waits for the first before the second). Split-K writes fp32
+    partials (decode shapes have too few N tiles to fill the GPU); the last program of each tile sums them
+    (``fused``, an atomic counter per tile) or ``_reduce_kernel`` does.
   * ``_bwd_kernel``: dX = dY @ W (reduction over N; the same byte tiles, now the right operand), with split-N.
     The mma wants pairs along N while the codes pair along K, so the compiler re-assembles the code bytes for the
     operand (``MODE`` 1; 2 transposes the product). Re-laying the dequantized bf16 tile through shared memory
-    instead takes fewer instructions but measured 8-34% slower (run 4, benchmarks/RESULTS.md).
+    instead takes fewer instructions but measured 8-34% slower (run 4, benchmarks/RESULTS.md). ``one_dot`` (MODE 1):
+    one [BM, 128] accumulator for both halves.
   * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS; for large forward products
     the next slab is dequantized on a second stream while the current one is multiplied. Products under
     ``SLAB_MIN_FLOP`` stay on the tile loop (``_fwd_kernel`` / ``_bwd_kernel``) at any M.
@@ -338,6 +341,16 @@ if triton is not None:
         return w_lo, w_hi
 
     @triton.jit
+    def _halves_to_k(w_lo, w_hi, BN: tl.constexpr, CH: tl.constexpr):
+        """(w_lo, w_hi) [BN, CH*64] -> [BN, CH*128] in element order: per chunk the low half, then the high half.
+
+        A relabelling of registers, not a data movement: the compiler emits no instruction for it (SASS, sm_90a).
+        Feeding it to one tl.dot instead of two lets Triton keep that dot's wgmma in flight under the next step's
+        loads and dequantization; with two dots into one accumulator it waits for the first before issuing the
+        second (``warp_group_dot_wait`` with 0 pending, the tile's tensor cores idle during the wait)."""
+        return tl.reshape(tl.permute(tl.reshape(tl.join(w_lo, w_hi), [BN, CH, 64, 2]), (0, 1, 3, 2)), [BN, CH * 128])
+
+    @triton.jit
     def _last_split(cnt_ptr, tile, nsplit):
         """Count this program's split of ``tile`` as done; True in the program that finished it last.
 
@@ -402,7 +415,7 @@ if triton is not None:
         BM: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, MODE: tl.constexpr, ASM: tl.constexpr,
         GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, OUT_F32: tl.constexpr, FUSED: tl.constexpr,
         HAS_BIAS: tl.constexpr, LORA_SLICES: tl.constexpr, LORA_R: tl.constexpr, LORA_RC: tl.constexpr,
-        LORA_DOT: tl.constexpr,
+        LORA_DOT: tl.constexpr, ONE_DOT: tl.constexpr,
     ):
         # FUSED (split-K only): y_ptr is the fp32 [split, M, N] workspace; the program that finishes a tile's last
         # split sums the partials and writes bf16 to out_ptr, so no second kernel is launched.
@@ -446,24 +459,38 @@ if triton is not None:
         for i in range(0, chunks_per_split, CH):
             c = c_begin + i
             wb = tl.load(w_rows + (c * 64 + offs_b)[None, :])  # uint8 [BN, CH*64]
-            k0 = c * 128 + k_lo
-            if EVEN_K:
-                x_lo = tl.load(x_rows + k0[None, :])
-                x_hi = tl.load(x_rows + (k0 + 64)[None, :])
+            if ONE_DOT:
+                # Both halves of each chunk in one dot over its 128 elements in natural order (see _halves_to_k).
+                kk = c * 128 + tl.arange(0, CH * 128)
+                if EVEN_K:
+                    x = tl.load(x_rows + kk[None, :])
+                else:
+                    x = tl.load(x_rows + kk[None, :], mask=(kk < K)[None, :], other=0.0)
+                w_lo, w_hi = _dequant(wb, s_rows, stride_s, c, BN, CH, ASM, BM <= 16)
+                w = _halves_to_k(w_lo, w_hi, BN, CH)
+                if MODE == 1:
+                    acc = tl.dot(x, tl.trans(w), acc)
+                else:
+                    acc = tl.dot(w, tl.trans(x), acc)
             else:
-                x_lo = tl.load(x_rows + k0[None, :], mask=(k0 < K)[None, :], other=0.0)
-                x_hi = tl.load(x_rows + (k0 + 64)[None, :], mask=(k0 + 64 < K)[None, :], other=0.0)
-            w_lo, w_hi = _dequant(wb, s_rows, stride_s, c, BN, CH, ASM, BM <= 16)
-            if MODE == 0:
-                # CUDA-core GEMV: elementwise FMAs into [BM, BN, CH*64]; one cross-thread reduction at the end.
-                acc3 += x_lo.to(tl.float32)[:, None, :] * w_lo.to(tl.float32)[None, :, :]
-                acc3 += x_hi.to(tl.float32)[:, None, :] * w_hi.to(tl.float32)[None, :, :]
-            elif MODE == 1:
-                acc = tl.dot(x_lo, tl.trans(w_lo), acc)
-                acc = tl.dot(x_hi, tl.trans(w_hi), acc)
-            else:
-                acc = tl.dot(w_lo, tl.trans(x_lo), acc)
-                acc = tl.dot(w_hi, tl.trans(x_hi), acc)
+                k0 = c * 128 + k_lo
+                if EVEN_K:
+                    x_lo = tl.load(x_rows + k0[None, :])
+                    x_hi = tl.load(x_rows + (k0 + 64)[None, :])
+                else:
+                    x_lo = tl.load(x_rows + k0[None, :], mask=(k0 < K)[None, :], other=0.0)
+                    x_hi = tl.load(x_rows + (k0 + 64)[None, :], mask=(k0 + 64 < K)[None, :], other=0.0)
+                w_lo, w_hi = _dequant(wb, s_rows, stride_s, c, BN, CH, ASM, BM <= 16)
+                if MODE == 0:
+                    # CUDA-core GEMV: elementwise FMAs into [BM, BN, CH*64]; one cross-thread reduction at the end.
+                    acc3 += x_lo.to(tl.float32)[:, None, :] * w_lo.to(tl.float32)[None, :, :]
+                    acc3 += x_hi.to(tl.float32)[:, None, :] * w_hi.to(tl.float32)[None, :, :]
+                elif MODE == 1:
+                    acc = tl.dot(x_lo, tl.trans(w_lo), acc)
+                    acc = tl.dot(x_hi, tl.trans(w_hi), acc)
+                else:
+                    acc = tl.dot(w_lo, tl.trans(x_lo), acc)
+                    acc = tl.dot(w_hi, tl.trans(x_hi), acc)
         if MODE == 0:
             acc = tl.sum(acc3, axis=2)
 
@@ -519,7 +546,7 @@ if triton is not None:
         M, N, K, steps_per_split,
         stride_dym, stride_wn, stride_s, stride_dxm, stride_dxsplit,
         BM: tl.constexpr, BN: tl.constexpr, MODE: tl.constexpr, ASM: tl.constexpr, GROUP_M: tl.constexpr,
-        EVEN_N: tl.constexpr, OUT_F32: tl.constexpr, FUSED: tl.constexpr,
+        EVEN_N: tl.constexpr, OUT_F32: tl.constexpr, FUSED: tl.constexpr, ONE_DOT: tl.constexpr,
     ):
         # FUSED: as in _fwd_kernel, with split-N partials in dx_ptr (fp32) and the bf16 result in out_ptr.
         # One program: BM rows of dX times one 128-element chunk of K (its low and high 64-column halves).
@@ -543,7 +570,9 @@ if triton is not None:
         # then 16-byte vectors (a row count per split of unknown divisibility gave 2-byte loads, the kernel's top
         # stall in Nsight Compute, run 6).
         n_begin = pid_s * steps_per_split * BN
-        if MODE == 1:
+        if ONE_DOT:
+            acc = tl.zeros([BM, 128], dtype=tl.float32)
+        elif MODE == 1:
             acc_lo = tl.zeros([BM, 64], dtype=tl.float32)
             acc_hi = tl.zeros([BM, 64], dtype=tl.float32)
         else:
@@ -559,7 +588,9 @@ if triton is not None:
                 dy = tl.load(dy_rows + offs_n[None, :])
             else:
                 dy = tl.load(dy_rows + offs_n[None, :], mask=(offs_n < N)[None, :], other=0.0)
-            if MODE == 1:
+            if ONE_DOT:
+                acc = tl.dot(dy, _halves_to_k(w_lo, w_hi, BN, 1), acc)
+            elif MODE == 1:
                 acc_lo = tl.dot(dy, w_lo, acc_lo)
                 acc_hi = tl.dot(dy, w_hi, acc_hi)
             else:
@@ -567,6 +598,8 @@ if triton is not None:
                 acc_hi = tl.dot(tl.trans(w_hi), tl.trans(dy), acc_hi)
 
         factor = 16384.0 / tl.load(gs_ptr)
+        if ONE_DOT:
+            acc_lo, acc_hi = tl.split(tl.permute(tl.reshape(acc, [BM, 2, 64]), (0, 2, 1)))
         acc_lo = acc_lo * factor
         acc_hi = acc_hi * factor
         mask_m = offs_m < M
@@ -644,6 +677,19 @@ class FwdConfig(NamedTuple):
     # changed their time by -5% to +7% on an H200 and never beat the best uncapped config (run 4), so no shipped
     # config sets one.
     maxnreg: int | None = None
+    # Both 64-element halves of a chunk in one tl.dot (``_halves_to_k``) instead of one dot each; None: the rule in
+    # ``one_dot`` (the register-operand wgmma tiles).
+    one_dot: bool | None = None
+
+
+def one_dot(cfg: FwdConfig) -> bool:
+    """Whether ``cfg`` multiplies a chunk's two halves in one dot: as set, else where that measured faster on an H200
+    (run 8, benchmarks/RESULTS.md; same tile, one against two dots): the wgmma tiles of MODE 1 with BM >= 64 (0.72-0.97x
+    the time) and of MODE 2 with BM = 128 (0.92-0.96x). MODE 2 with BM = 64 or 256 measured 1.00-1.03x, and the decode
+    tiles (BM <= 16) keep two."""
+    if cfg.one_dot is not None:
+        return bool(cfg.one_dot) and cfg.mode != 0
+    return cfg.bm >= 64 and (cfg.mode == 1 or (cfg.mode == 2 and cfg.bm == 128))
 
 
 class BwdConfig(NamedTuple):
@@ -658,6 +704,8 @@ class BwdConfig(NamedTuple):
     group_m: int = 8
     asm: bool = True
     fused: bool = True  # split-N partials summed by the last program of each tile (no second kernel)
+    # The chunk's two halves as one [BN, 128] operand of one dot into one accumulator (``_halves_to_k``; MODE 1).
+    one_dot: bool = False
 
 
 @functools.cache
@@ -726,25 +774,25 @@ def default_bwd_config(m: int, n: int, k_pad: int, sms: int = 132) -> BwdConfig:
     return BwdConfig(1, 128, 64, 1, 8, 3)
 
 
-# Launch configs chosen by `benchmarks/gemm_nvfp4.py --tune` for the Qwen2.5-7B, -14B and -32B layer shapes: forward
-# M = 1 / 8 / 16 / 64 / 128 and input gradient M = 64 / 128 on an H200 (run 7 in benchmarks/RESULTS.md, on the chunk-major
-# scales; the input gradient at M <= 16 from runs 4 and 5); forward M = 256 / 1024 (7B, 32B) on an H200 (run 7) and the
-# input gradient at M = 1024 on an H100 (run 1), both below the slab dispatch's M (``LARGE_M_FWD`` / ``_BWD``), so used
-# only for smaller M; a bucket also serves M up to 4x smaller. {("fwd"|"bwd", m_bucket, n, k_pad): config}; add more
+# Launch configs chosen by `benchmarks/gemm_nvfp4.py --tune` for the Qwen2.5-7B, -14B and -32B layer shapes on H200s
+# (benchmarks/RESULTS.md): forward M = 1 / 8 / 16 and 256 in run 7; forward M = 64 / 128 / 1024 and the input gradient
+# at M = 1-128 in run 8 (with one- and two-dot candidates); the input gradient at M = 1024 on an H100 (run 1). M = 256 /
+# 1024 lie below the slab dispatch's M (``LARGE_M_FWD`` / ``_BWD``), so those serve smaller M; a bucket also serves M
+# up to 4x smaller. {("fwd"|"bwd", m_bucket, n, k_pad): config}; add more
 # with ``load_tuned_configs``.
 TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
     ("fwd", 1, 4608, 3584): FwdConfig(2, 8, 128, 1, 7, 4, 3),
     ("fwd", 8, 4608, 3584): FwdConfig(2, 8, 64, 1, 7, 2, 3),
     ("fwd", 16, 4608, 3584): FwdConfig(1, 16, 64, 1, 7, 4, 3),
     ("fwd", 64, 4608, 3584): FwdConfig(2, 64, 128, 1, 7, 8, 3, asm=2),
-    ("fwd", 128, 4608, 3584): FwdConfig(2, 64, 128, 1, 2, 4, 3, asm=2),
+    ("fwd", 128, 4608, 3584): FwdConfig(1, 64, 128, 1, 2, 4, 3, fused=False),
     ("fwd", 256, 4608, 3584): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
-    ("fwd", 1024, 4608, 3584): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
-    ("bwd", 1, 4608, 3584): BwdConfig(1, 16, 128, 9, 4, 3),
+    ("fwd", 1024, 4608, 3584): FwdConfig(1, 128, 128, 1, 1, 8, 3),
+    ("bwd", 1, 4608, 3584): BwdConfig(1, 16, 64, 8, 4, 3),
     ("bwd", 8, 4608, 3584): BwdConfig(1, 16, 128, 9, 4, 3),
     ("bwd", 16, 4608, 3584): BwdConfig(1, 16, 128, 9, 4, 3),
-    ("bwd", 64, 4608, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
-    ("bwd", 128, 4608, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("bwd", 64, 4608, 3584): BwdConfig(1, 64, 64, 4, 4, 3, one_dot=True),
+    ("bwd", 128, 4608, 3584): BwdConfig(1, 64, 64, 4, 4, 3, one_dot=True),
     ("bwd", 1024, 4608, 3584): BwdConfig(1, 128, 64, 1, 8, 3),
     ("fwd", 1, 3584, 3584): FwdConfig(2, 8, 64, 1, 7, 2, 3),
     ("fwd", 8, 3584, 3584): FwdConfig(2, 8, 32, 1, 4, 1, 3),
@@ -753,24 +801,24 @@ TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
     ("fwd", 128, 3584, 3584): FwdConfig(2, 64, 128, 1, 4, 8, 3, asm=2),
     ("fwd", 256, 3584, 3584): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
     ("fwd", 1024, 3584, 3584): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
-    ("bwd", 1, 3584, 3584): BwdConfig(1, 16, 64, 14, 4, 3),
-    ("bwd", 8, 3584, 3584): BwdConfig(1, 16, 64, 14, 4, 3),
-    ("bwd", 16, 3584, 3584): BwdConfig(1, 16, 64, 14, 4, 3),
-    ("bwd", 64, 3584, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
-    ("bwd", 128, 3584, 3584): BwdConfig(1, 64, 64, 2, 4, 3),
+    ("bwd", 1, 3584, 3584): BwdConfig(1, 16, 128, 4, 4, 3),
+    ("bwd", 8, 3584, 3584): BwdConfig(1, 16, 128, 4, 4, 3),
+    ("bwd", 16, 3584, 3584): BwdConfig(1, 16, 128, 4, 4, 3),
+    ("bwd", 64, 3584, 3584): BwdConfig(1, 64, 64, 4, 4, 3, one_dot=True),
+    ("bwd", 128, 3584, 3584): BwdConfig(1, 64, 64, 2, 4, 3, one_dot=True),
     ("bwd", 1024, 3584, 3584): BwdConfig(1, 128, 64, 1, 8, 3),
     ("fwd", 1, 37888, 3584): FwdConfig(2, 8, 128, 2, 2, 4, 3),
     ("fwd", 8, 37888, 3584): FwdConfig(2, 8, 128, 2, 2, 4, 3),
     ("fwd", 16, 37888, 3584): FwdConfig(1, 16, 128, 2, 2, 4, 3),
     ("fwd", 64, 37888, 3584): FwdConfig(1, 64, 128, 1, 1, 4, 2),
-    ("fwd", 128, 37888, 3584): FwdConfig(1, 64, 128, 1, 2, 4, 2),
+    ("fwd", 128, 37888, 3584): FwdConfig(1, 64, 64, 1, 1, 4, 3),
     ("fwd", 256, 37888, 3584): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
     ("fwd", 1024, 37888, 3584): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
     ("bwd", 1, 37888, 3584): BwdConfig(1, 16, 128, 8, 4, 3),
-    ("bwd", 8, 37888, 3584): BwdConfig(1, 16, 64, 16, 4, 3),
-    ("bwd", 16, 37888, 3584): BwdConfig(1, 16, 64, 16, 4, 3),
-    ("bwd", 64, 37888, 3584): BwdConfig(1, 64, 64, 8, 4, 3),
-    ("bwd", 128, 37888, 3584): BwdConfig(1, 64, 64, 4, 4, 3),
+    ("bwd", 8, 37888, 3584): BwdConfig(1, 16, 128, 8, 4, 3),
+    ("bwd", 16, 37888, 3584): BwdConfig(1, 16, 128, 8, 4, 3),
+    ("bwd", 64, 37888, 3584): BwdConfig(1, 64, 64, 8, 4, 3, one_dot=True),
+    ("bwd", 128, 37888, 3584): BwdConfig(1, 64, 64, 4, 4, 3, one_dot=True),
     ("bwd", 1024, 37888, 3584): BwdConfig(1, 128, 64, 1, 8, 4),
     ("fwd", 1, 3584, 18944): FwdConfig(2, 8, 128, 1, 37, 4, 3),
     ("fwd", 8, 3584, 18944): FwdConfig(2, 8, 64, 1, 37, 2, 3),  # 37 splits of 4 chunks (run 4, with Marlin)
@@ -778,83 +826,85 @@ TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
     ("fwd", 64, 3584, 18944): FwdConfig(2, 64, 128, 1, 4, 8, 3, asm=2),
     ("fwd", 128, 3584, 18944): FwdConfig(2, 128, 128, 1, 4, 8, 3, asm=2),
     ("fwd", 256, 3584, 18944): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
-    ("fwd", 1024, 3584, 18944): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
-    ("bwd", 1, 3584, 18944): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
+    ("fwd", 1024, 3584, 18944): FwdConfig(2, 256, 128, 1, 1, 8, 3, asm=2),
+    ("bwd", 1, 3584, 18944): BwdConfig(1, 16, 128, 7, 4, 3),
     ("bwd", 8, 3584, 18944): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
-    ("bwd", 16, 3584, 18944): BwdConfig(1, 16, 64, 8, 4, 3),
-    ("bwd", 64, 3584, 18944): BwdConfig(1, 64, 64, 2, 4, 3),
-    ("bwd", 128, 3584, 18944): BwdConfig(1, 64, 64, 1, 4, 3),
+    ("bwd", 16, 3584, 18944): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
+    ("bwd", 64, 3584, 18944): BwdConfig(1, 64, 64, 2, 4, 3, one_dot=True),
+    ("bwd", 128, 3584, 18944): BwdConfig(1, 64, 64, 1, 4, 3, one_dot=True),
     ("bwd", 1024, 3584, 18944): BwdConfig(1, 128, 64, 1, 8, 3),
     ("fwd", 1, 7168, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3),
     ("fwd", 8, 7168, 5120): FwdConfig(2, 8, 64, 1, 4, 2, 3),
     ("fwd", 16, 7168, 5120): FwdConfig(2, 16, 64, 1, 4, 2, 3),
     ("fwd", 64, 7168, 5120): FwdConfig(2, 64, 128, 1, 2, 4, 3, asm=2),
     ("fwd", 128, 7168, 5120): FwdConfig(2, 128, 128, 1, 2, 8, 3, asm=2),
+    ("fwd", 256, 7168, 5120): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
+    ("fwd", 1024, 7168, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
     ("bwd", 1, 7168, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 8, 7168, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 16, 7168, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
-    ("bwd", 64, 7168, 5120): BwdConfig(1, 64, 64, 8, 4, 2),
-    ("bwd", 128, 7168, 5120): BwdConfig(1, 64, 64, 4, 4, 3),
-    ("fwd", 256, 7168, 5120): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
-    ("fwd", 1024, 7168, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
+    ("bwd", 64, 7168, 5120): BwdConfig(1, 64, 64, 8, 4, 2, one_dot=True),
+    ("bwd", 128, 7168, 5120): BwdConfig(1, 64, 64, 4, 4, 2, one_dot=True),
     ("fwd", 1, 5120, 5120): FwdConfig(2, 8, 64, 1, 8, 2, 3),
     ("fwd", 8, 5120, 5120): FwdConfig(2, 8, 64, 1, 8, 2, 3),
     ("fwd", 16, 5120, 5120): FwdConfig(1, 16, 64, 1, 8, 4, 3),
     ("fwd", 64, 5120, 5120): FwdConfig(2, 64, 128, 1, 2, 4, 3, asm=2),
     ("fwd", 128, 5120, 5120): FwdConfig(2, 128, 128, 1, 2, 8, 3, asm=2),
+    ("fwd", 256, 5120, 5120): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
+    ("fwd", 1024, 5120, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, asm=2),
     ("bwd", 1, 5120, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 8, 5120, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 16, 5120, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
-    ("bwd", 64, 5120, 5120): BwdConfig(1, 64, 64, 8, 4, 2),
-    ("bwd", 128, 5120, 5120): BwdConfig(1, 64, 64, 4, 4, 2),
-    ("fwd", 256, 5120, 5120): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
-    ("fwd", 1024, 5120, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
+    ("bwd", 64, 5120, 5120): BwdConfig(1, 64, 64, 8, 4, 2, one_dot=True),
+    ("bwd", 128, 5120, 5120): BwdConfig(1, 64, 64, 4, 4, 3, one_dot=True),
     ("fwd", 1, 55296, 5120): FwdConfig(2, 8, 128, 2, 2, 4, 3),
     ("fwd", 8, 55296, 5120): FwdConfig(2, 8, 128, 2, 2, 4, 3),
     ("fwd", 16, 55296, 5120): FwdConfig(1, 16, 128, 2, 2, 4, 3),
     ("fwd", 64, 55296, 5120): FwdConfig(1, 64, 128, 1, 1, 4, 3),
     ("fwd", 128, 55296, 5120): FwdConfig(2, 128, 128, 1, 2, 8, 3, asm=2),
-    ("bwd", 1, 55296, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
-    ("bwd", 8, 55296, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
-    ("bwd", 16, 55296, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
-    ("bwd", 64, 55296, 5120): BwdConfig(1, 64, 64, 8, 4, 3),
-    ("bwd", 128, 55296, 5120): BwdConfig(1, 64, 64, 8, 4, 3),
     ("fwd", 256, 55296, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
-    ("fwd", 1024, 55296, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, asm=2),
+    ("fwd", 1024, 55296, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
+    ("bwd", 1, 55296, 5120): BwdConfig(1, 16, 128, 16, 4, 3),
+    ("bwd", 8, 55296, 5120): BwdConfig(1, 16, 128, 16, 4, 3),
+    ("bwd", 16, 55296, 5120): BwdConfig(1, 16, 128, 16, 4, 3),
+    ("bwd", 64, 55296, 5120): BwdConfig(1, 64, 64, 8, 4, 3, one_dot=True),
+    ("bwd", 128, 55296, 5120): BwdConfig(1, 64, 64, 4, 4, 3, one_dot=True),
     ("fwd", 1, 5120, 27648): FwdConfig(2, 8, 64, 1, 8, 2, 3),
     ("fwd", 8, 5120, 27648): FwdConfig(2, 8, 64, 1, 8, 2, 3),
     ("fwd", 16, 5120, 27648): FwdConfig(1, 16, 64, 1, 8, 4, 3),
     ("fwd", 64, 5120, 27648): FwdConfig(2, 64, 128, 1, 8, 4, 3, asm=2),
     ("fwd", 128, 5120, 27648): FwdConfig(2, 64, 128, 1, 8, 8, 3, asm=2),
-    ("bwd", 1, 5120, 27648): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
-    ("bwd", 8, 5120, 27648): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
-    ("bwd", 16, 5120, 27648): BwdConfig(1, 16, 64, 8, 4, 3),
-    ("bwd", 64, 5120, 27648): BwdConfig(1, 64, 64, 1, 4, 3),
-    ("bwd", 128, 5120, 27648): BwdConfig(1, 128, 64, 1, 8, 3),
     ("fwd", 256, 5120, 27648): FwdConfig(2, 128, 128, 1, 1, 8, 4, asm=2),
-    ("fwd", 1024, 5120, 27648): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
-    # Qwen2.5-14B gate_up / down (its qkv and o have the 32B shapes above): H200, run 5, re-searched in run 7.
+    ("fwd", 1024, 5120, 27648): FwdConfig(2, 256, 128, 1, 1, 8, 3, asm=2),
+    ("bwd", 1, 5120, 27648): BwdConfig(1, 16, 128, 4, 4, 3),
+    ("bwd", 8, 5120, 27648): BwdConfig(1, 16, 128, 4, 4, 3),
+    ("bwd", 16, 5120, 27648): BwdConfig(1, 16, 128, 4, 4, 3),
+    ("bwd", 64, 5120, 27648): BwdConfig(1, 64, 64, 1, 4, 3, one_dot=True),
+    ("bwd", 128, 5120, 27648): BwdConfig(1, 128, 64, 1, 8, 3, one_dot=True),
     ("fwd", 1, 27648, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3),
     ("fwd", 8, 27648, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3),
     ("fwd", 16, 27648, 5120): FwdConfig(2, 16, 64, 1, 4, 2, 3),
     ("fwd", 64, 27648, 5120): FwdConfig(1, 64, 128, 1, 1, 4, 3),
+    ("fwd", 128, 27648, 5120): FwdConfig(1, 64, 128, 1, 1, 4, 3),
+    ("fwd", 256, 27648, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),  # run 8, phase 30e
+    ("fwd", 1024, 27648, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
     ("bwd", 1, 27648, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 8, 27648, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 16, 27648, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
-    ("bwd", 64, 27648, 5120): BwdConfig(1, 64, 64, 8, 4, 3),
+    ("bwd", 64, 27648, 5120): BwdConfig(1, 64, 64, 8, 4, 3, one_dot=True),
+    ("bwd", 128, 27648, 5120): BwdConfig(1, 64, 64, 4, 4, 3, one_dot=True),
     ("fwd", 1, 5120, 13824): FwdConfig(2, 8, 128, 1, 9, 4, 3),
     ("fwd", 8, 5120, 13824): FwdConfig(2, 8, 64, 1, 9, 2, 3),
     ("fwd", 16, 5120, 13824): FwdConfig(2, 16, 32, 1, 9, 1, 3),
     ("fwd", 64, 5120, 13824): FwdConfig(2, 64, 128, 1, 9, 8, 3, asm=2),
-    ("bwd", 1, 5120, 13824): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
-    ("bwd", 8, 5120, 13824): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
-    ("bwd", 16, 5120, 13824): BwdConfig(1, 16, 64, 16, 4, 3),
-    ("bwd", 64, 5120, 13824): BwdConfig(1, 64, 64, 2, 4, 3),
-    # 14B gate_up / down at M = 128 (run 7).
-    ("fwd", 128, 27648, 5120): FwdConfig(2, 128, 128, 1, 1, 8, 3, asm=2),
-    ("fwd", 128, 5120, 13824): FwdConfig(1, 64, 128, 1, 4, 4, 2),
-    ("bwd", 128, 27648, 5120): BwdConfig(1, 64, 64, 4, 4, 3),
-    ("bwd", 128, 5120, 13824): BwdConfig(1, 128, 64, 2, 8, 3),
+    ("fwd", 128, 5120, 13824): FwdConfig(2, 128, 128, 1, 2, 8, 3, asm=2),
+    ("fwd", 256, 5120, 13824): FwdConfig(1, 64, 128, 1, 1, 4, 3, one_dot=False),  # run 8, phase 30e
+    ("fwd", 1024, 5120, 13824): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),
+    ("bwd", 1, 5120, 13824): BwdConfig(1, 16, 128, 8, 4, 3),
+    ("bwd", 8, 5120, 13824): BwdConfig(1, 16, 128, 8, 4, 3),
+    ("bwd", 16, 5120, 13824): BwdConfig(1, 16, 64, 8, 4, 3, fused=False),
+    ("bwd", 64, 5120, 13824): BwdConfig(1, 64, 64, 2, 4, 3, one_dot=True),
+    ("bwd", 128, 5120, 13824): BwdConfig(1, 64, 64, 1, 4, 3, one_dot=True),
 }
 
 
@@ -1164,14 +1214,14 @@ def fwd_constexprs(cfg: FwdConfig, split: int, fused: bool, even_k: bool, bias: 
     """``_fwd_kernel``'s compile-time parameters for a launch of ``cfg`` with ``split`` K splits (``fused``: summed
     by the last program) and ``lora`` from ``lora_constexprs``; shared with ``qerl.kernels.aot``."""
     return dict(BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m,
-                EVEN_K=even_k, OUT_F32=split > 1, FUSED=fused, HAS_BIAS=bias, **lora)
+                EVEN_K=even_k, OUT_F32=split > 1, FUSED=fused, HAS_BIAS=bias, ONE_DOT=one_dot(cfg), **lora)
 
 
 def bwd_constexprs(cfg: BwdConfig, split: int, fused: bool, even_n: bool) -> dict:
     """``_bwd_kernel``'s compile-time parameters for a launch of ``cfg`` with ``split`` N splits; shared with
     ``qerl.kernels.aot``."""
     return dict(BM=cfg.bm, BN=cfg.bn, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m, EVEN_N=even_n,
-                OUT_F32=split > 1, FUSED=fused)
+                OUT_F32=split > 1, FUSED=fused, ONE_DOT=cfg.one_dot and cfg.mode == 1)
 
 
 def lora_constexprs(cfg: FwdConfig, slices: int, rank: int) -> dict:
