@@ -132,6 +132,7 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
         if m == 128:
             c += [FwdConfig(2, 128, 128, 1, s, 8, asm=2) for s in (1, 2, 4)]
             c += [FwdConfig(1, 64, 128, 1, 1, asm=False)]
+        c += _one_warpgroup(m)
         return c + _other_dot_count(c)
     c = [FwdConfig(1, 128, 128, 1, 1, 8, 3), FwdConfig(1, 128, 256, 1, 1, 8, 3), FwdConfig(2, 128, 128, 1, 1, 8, 3),
          FwdConfig(1, 128, 128, 1, 1, 8, 4)]
@@ -140,7 +141,19 @@ def fwd_candidates(m: int) -> list[FwdConfig]:
     c += [FwdConfig(2, 128, 256, 1, 1, 8, 3, asm=2), FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2)]
     if m == 1024:
         c += [FwdConfig(1, 128, 128, 1, 1, 8, 3, asm=False)]
+    c += _one_warpgroup(m)
     return c + _other_dot_count(c)
+
+
+def _one_warpgroup(m: int) -> list[FwdConfig]:
+    """Register-operand tiles of one warpgroup (4 warps, 64 W rows): the 8-warp tiles' two warpgroups wait for each
+    other at every step's barrier, so both dequantize and both multiply at the same time; programs of one warpgroup
+    (two or three per SM) drift apart, and one's wgmma can run while another dequantizes."""
+    if m <= 128:
+        c = [FwdConfig(2, 64, 64, 1, s, 4, asm=2) for s in (1, 2, 4, 8)]
+        return c + ([FwdConfig(2, 128, 64, 1, s, 4, asm=2) for s in (1, 2)] if m == 128 else [])
+    return [FwdConfig(2, bm, 64, 1, 1, 4, st, asm=2) for bm in (128, 256) for st in (2, 3)] + [
+        FwdConfig(2, 128, 64, 1, 1, 4, 4, asm=2), FwdConfig(2, 128, 128, 1, 1, 4, 3, asm=2)]
 
 
 def _other_dot_count(c: list[FwdConfig]) -> list[FwdConfig]:

@@ -643,6 +643,28 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --out /tmp/q29 2>&1 | tail -6
     cp /tmp/q29/tuned_configs.json "$out/tuned_bwd_small_m.json"; cp /tmp/q29/gemm_nvfp4.md "$out/"
     ;;
+  # One-warpgroup register-operand tiles (4 warps, 64 W rows; `_one_warpgroup` in gemm_nvfp4.py) in the launch
+  # search at M = 64-4096, and the slab path in the same run (its own harness) for M >= 1024.
+  32a)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 300 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,14b,32b --ms 64,128,256,1024 --dirs fwd \
+      --out /tmp/q32 2>&1 | tail -5
+    timeout 150 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,32b --ms 4096 --dirs fwd \
+      --out /tmp/q32b 2>&1 | tail -2
+    PYTHONPATH=. timeout 120 python3 benchmarks/gemm_large_m.py --ms 1024,4096 --out /tmp/q32c 2>&1 | tail -4
+    for d in q32 q32b; do cp /tmp/$d/gemm_nvfp4.json "$out/$d.json"; cp /tmp/$d/tuned_configs.json "$out/tuned_$d.json"; done
+    cp /tmp/q32c/gemm_large_m.json "$out/"
+    ;;
+  # The picks of 32a in TUNED: the previous commit and this code alternately (as 30e), forward M = 64-1024.
+  33a)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    for pass in old1 new1 old2 new2; do
+      script=benchmarks/gemm_nvfp4.py; [ "${pass#old}" != "$pass" ] && script=.device/old/benchmarks/gemm_nvfp4.py
+      timeout 120 python3 $script --no-marlin --models 7b,14b,32b --ms 64,128,256,1024 --dirs fwd \
+        --out /tmp/q33_$pass 2>&1 | tail -1
+      cp /tmp/q33_$pass/gemm_nvfp4.json "$out/gemm_$pass.json"
+    done
+    ;;
   31a)  # 29a without its search (30b ran it): the bundle's part 1 and the 14B checkpoint; then 29b and 29c
     bundle_part1_and_checkpoint 14b 240
     ;;
