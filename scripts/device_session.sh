@@ -489,7 +489,7 @@ case "$phase" in
   18a|20b)
     bundle_part1_and_checkpoint 14b 300
     ;;
-  18b|20c|29b)
+  18b|20c|29b|34b)
     bash .device/vllm/c2/vllm_unpack.sh .device/vllm
     ;;
   18c|20d)
@@ -664,6 +664,18 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
         --out /tmp/q33_$pass 2>&1 | tail -1
       cp /tmp/q33_$pass/gemm_nvfp4.json "$out/gemm_$pass.json"
     done
+    ;;
+  # vLLM's Marlin NVFP4 GEMM against ours in the same process (last measured in run 5): 34a / 34b the bundle's parts 1
+  # and 2, 34c part 3 and the forward at M = 1-128 on the 7B / 14B / 32B shapes.
+  34a)
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    ;;
+  34c)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    timeout 400 python3 benchmarks/gemm_nvfp4.py --models 7b,14b,32b --ms 1,4,8,16,64,128 --dirs fwd \
+      --out /tmp/q34 2>&1 | tail -14
+    cp /tmp/q34/gemm_nvfp4.json /tmp/q34/gemm_nvfp4.md "$out/"
     ;;
   31a)  # 29a without its search (30b ran it): the bundle's part 1 and the 14B checkpoint; then 29b and 29c
     bundle_part1_and_checkpoint 14b 240
