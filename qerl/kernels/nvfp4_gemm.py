@@ -677,8 +677,8 @@ class FwdConfig(NamedTuple):
     # changed their time by -5% to +7% on an H200 and never beat the best uncapped config (run 4), so no shipped
     # config sets one.
     maxnreg: int | None = None
-    # Both 64-element halves of a chunk in one tl.dot (``_halves_to_k``) instead of one dot each; None: the rule in
-    # ``one_dot`` (the register-operand wgmma tiles).
+    # Both 64-element halves of a chunk in one tl.dot (``_halves_to_k``) instead of one dot each; None: ``one_dot``'s
+    # rule (the tiles where one dot measured faster).
     one_dot: bool | None = None
 
 
