@@ -677,6 +677,27 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --out /tmp/q34 2>&1 | tail -14
     cp /tmp/q34/gemm_nvfp4.json /tmp/q34/gemm_nvfp4.md "$out/"
     ;;
+  # The decode tiles' one-dot variants (fewer registers on the 2-chunk tiles: 158 -> 124 for 8 x 128) in the forward
+  # search at M <= 16.
+  35a)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    timeout 400 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,14b,32b --ms 1,8,16 --dirs fwd \
+      --out /tmp/q35 2>&1 | tail -5
+    cp /tmp/q35/gemm_nvfp4.json "$out/q35.json"; cp /tmp/q35/tuned_configs.json "$out/tuned_q35.json"
+    ;;
+  # The picks of 35a in TUNED: the previous commit and this code alternately at M <= 16 (forward), then the decode
+  # harness on this code.
+  35b)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    for pass in old1 new1 old2 new2; do
+      script=benchmarks/gemm_nvfp4.py; [ "${pass#old}" != "$pass" ] && script=.device/old/benchmarks/gemm_nvfp4.py
+      timeout 100 python3 $script --no-marlin --models 7b,14b,32b --ms 1,8,16 --dirs fwd \
+        --out /tmp/q35_$pass 2>&1 | tail -1
+      cp /tmp/q35_$pass/gemm_nvfp4.json "$out/gemm_$pass.json"
+    done
+    timeout 100 python3 benchmarks/decode_nvfp4.py --compile --out /tmp/q35d 2>&1 | tail -4
+    cp /tmp/q35d/decode_nvfp4.json "$out/decode.json"
+    ;;
   31a)  # 29a without its search (30b ran it): the bundle's part 1 and the 14B checkpoint; then 29b and 29c
     bundle_part1_and_checkpoint 14b 240
     ;;

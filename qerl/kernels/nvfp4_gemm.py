@@ -776,11 +776,11 @@ def default_bwd_config(m: int, n: int, k_pad: int, sms: int = 132) -> BwdConfig:
 
 # Launch configs chosen by `benchmarks/gemm_nvfp4.py --tune` for the Qwen2.5-7B, -14B and -32B layer shapes on H200s
 # (benchmarks/RESULTS.md): forward M = 1 / 8 / 16 and 256 in run 7; forward M = 64-1024 and the input gradient at
-# M = 1-128 in run 8 (with one- and two-dot candidates and one-warpgroup tiles; an entry marked "phase 32a" replaced
-# the earlier pick where it was at least 3% faster in that search); the input gradient at M = 1024 on an H100 (run 1). M = 256 /
-# 1024 lie below the slab dispatch's M (``LARGE_M_FWD`` / ``_BWD``), so those serve smaller M; a bucket also serves M
-# up to 4x smaller. {("fwd"|"bwd", m_bucket, n, k_pad): config}; add more
-# with ``load_tuned_configs``.
+# M = 1-128 in run 8 (with one- and two-dot candidates and one-warpgroup tiles; an entry marked "phase 32a" or "35a"
+# replaced the earlier pick where it was at least 3% faster in that search); the input gradient at M = 1024 on an H100
+# (run 1). M = 256 / 1024 lie below the slab dispatch's M (``LARGE_M_FWD`` / ``_BWD``), so those serve smaller M; a
+# bucket also serves M up to 4x smaller. {("fwd"|"bwd", m_bucket, n, k_pad): config}; add more with
+# ``load_tuned_configs``.
 TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
     ("fwd", 1, 4608, 3584): FwdConfig(2, 8, 128, 1, 7, 4, 3),
     ("fwd", 8, 4608, 3584): FwdConfig(2, 8, 64, 1, 7, 2, 3),
@@ -795,7 +795,7 @@ TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
     ("bwd", 64, 4608, 3584): BwdConfig(1, 64, 64, 4, 4, 3, one_dot=True),
     ("bwd", 128, 4608, 3584): BwdConfig(1, 64, 64, 4, 4, 3, one_dot=True),
     ("bwd", 1024, 4608, 3584): BwdConfig(1, 128, 64, 1, 8, 3),
-    ("fwd", 1, 3584, 3584): FwdConfig(2, 8, 64, 1, 7, 2, 3),
+    ("fwd", 1, 3584, 3584): FwdConfig(2, 8, 128, 1, 7, 4, 3),  # run 8, phase 35a
     ("fwd", 8, 3584, 3584): FwdConfig(2, 8, 32, 1, 4, 1, 3),
     ("fwd", 16, 3584, 3584): FwdConfig(1, 16, 64, 1, 7, 4, 3),
     ("fwd", 64, 3584, 3584): FwdConfig(2, 64, 64, 1, 4, 4, 3, asm=2, one_dot=True),  # run 8, phase 32a
@@ -858,8 +858,8 @@ TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
     ("bwd", 16, 5120, 5120): BwdConfig(1, 16, 64, 16, 4, 3),
     ("bwd", 64, 5120, 5120): BwdConfig(1, 64, 64, 8, 4, 2, one_dot=True),
     ("bwd", 128, 5120, 5120): BwdConfig(1, 64, 64, 4, 4, 3, one_dot=True),
-    ("fwd", 1, 55296, 5120): FwdConfig(2, 8, 128, 2, 2, 4, 3),
-    ("fwd", 8, 55296, 5120): FwdConfig(2, 8, 128, 2, 2, 4, 3),
+    ("fwd", 1, 55296, 5120): FwdConfig(2, 8, 128, 2, 2, 4, 3, one_dot=True),  # run 8, phase 35a
+    ("fwd", 8, 55296, 5120): FwdConfig(2, 8, 128, 2, 2, 4, 3, one_dot=True),  # run 8, phase 35a
     ("fwd", 16, 55296, 5120): FwdConfig(1, 16, 128, 2, 2, 4, 3),
     ("fwd", 64, 55296, 5120): FwdConfig(1, 64, 128, 1, 1, 4, 3),
     ("fwd", 128, 55296, 5120): FwdConfig(2, 128, 128, 1, 2, 8, 3, asm=2),
@@ -882,9 +882,9 @@ TUNED: dict[tuple[str, int, int, int], FwdConfig | BwdConfig] = {
     ("bwd", 16, 5120, 27648): BwdConfig(1, 16, 128, 4, 4, 3),
     ("bwd", 64, 5120, 27648): BwdConfig(1, 64, 64, 1, 4, 3, one_dot=True),
     ("bwd", 128, 5120, 27648): BwdConfig(1, 128, 64, 1, 8, 3, one_dot=True),
-    ("fwd", 1, 27648, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3),
-    ("fwd", 8, 27648, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3),
-    ("fwd", 16, 27648, 5120): FwdConfig(2, 16, 64, 1, 4, 2, 3),
+    ("fwd", 1, 27648, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3, one_dot=True),  # run 8, phase 35a
+    ("fwd", 8, 27648, 5120): FwdConfig(2, 8, 128, 2, 4, 4, 3, one_dot=True),  # run 8, phase 35a
+    ("fwd", 16, 27648, 5120): FwdConfig(1, 16, 128, 2, 4, 4, 3),  # run 8, phase 35a
     ("fwd", 64, 27648, 5120): FwdConfig(1, 64, 128, 1, 1, 4, 3),
     ("fwd", 128, 27648, 5120): FwdConfig(1, 64, 128, 1, 1, 4, 3),
     ("fwd", 256, 27648, 5120): FwdConfig(2, 256, 128, 1, 1, 8, 3, group_m=16, asm=2),  # run 8, phase 30e
