@@ -122,8 +122,12 @@ def main_loop_instructions(sass: str) -> list[str]:
 def main_loop_opcodes(sass: str) -> Counter:
     """Opcode counts (predicates and modifiers dropped: ``@P0 LDG.E.128`` -> ``LDG``) of the largest loop in a SASS
     listing (``main_loop_instructions``)."""
+    return _opcodes(main_loop_instructions(sass))
+
+
+def _opcodes(instructions: list[str]) -> Counter:
     ops = Counter()
-    for text in main_loop_instructions(sass):
+    for text in instructions:
         words = [w for w in text.split() if not w.startswith("@")]
         ops[words[0].split(".")[0]] += 1
     return ops
@@ -136,14 +140,14 @@ def fwd_loop_profile(cfg: kern.FwdConfig, capability: int = 90) -> dict:
     multiply, whatever the memory bandwidth."""
     _, sass = _assemble(kern._fwd_kernel, _fwd_constexprs(cfg), _POINTERS, cfg.num_warps, cfg.num_stages, cfg.maxnreg, capability,
                         disassemble=True)
-    ops = main_loop_opcodes(sass)
+    loop = main_loop_instructions(sass)
+    ops = _opcodes(loop)
     if not ops:
         raise RuntimeError(f"no loop found in the SASS of {cfg}")
     weights_per_warp = cfg.bn * cfg.ch * kern.CHUNK / cfg.num_warps
     # wgmma waits in the loop: each ``WARPGROUP.DEPBAR.LE gsb0, n`` stalls until at most n wgmma groups are pending
     # (n = 0: the tensor cores drain before the warp goes on).
-    waits = [int(w, 16) for w in re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)",
-                                            "\n".join(main_loop_instructions(sass)))]
+    waits = [int(w, 16) for w in re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", "\n".join(loop))]
     return {"loop_instructions": sum(ops.values()), "per_weight": sum(ops.values()) / weights_per_warp,
             "opcodes": dict(ops.most_common()), "wgmma_waits": waits}
 

@@ -466,12 +466,6 @@ if triton is not None:
                     x = tl.load(x_rows + kk[None, :])
                 else:
                     x = tl.load(x_rows + kk[None, :], mask=(kk < K)[None, :], other=0.0)
-                w_lo, w_hi = _dequant(wb, s_rows, stride_s, c, BN, CH, ASM, BM <= 16)
-                w = _halves_to_k(w_lo, w_hi, BN, CH)
-                if MODE == 1:
-                    acc = tl.dot(x, tl.trans(w), acc)
-                else:
-                    acc = tl.dot(w, tl.trans(x), acc)
             else:
                 k0 = c * 128 + k_lo
                 if EVEN_K:
@@ -480,17 +474,23 @@ if triton is not None:
                 else:
                     x_lo = tl.load(x_rows + k0[None, :], mask=(k0 < K)[None, :], other=0.0)
                     x_hi = tl.load(x_rows + (k0 + 64)[None, :], mask=(k0 + 64 < K)[None, :], other=0.0)
-                w_lo, w_hi = _dequant(wb, s_rows, stride_s, c, BN, CH, ASM, BM <= 16)
-                if MODE == 0:
-                    # CUDA-core GEMV: elementwise FMAs into [BM, BN, CH*64]; one cross-thread reduction at the end.
-                    acc3 += x_lo.to(tl.float32)[:, None, :] * w_lo.to(tl.float32)[None, :, :]
-                    acc3 += x_hi.to(tl.float32)[:, None, :] * w_hi.to(tl.float32)[None, :, :]
-                elif MODE == 1:
-                    acc = tl.dot(x_lo, tl.trans(w_lo), acc)
-                    acc = tl.dot(x_hi, tl.trans(w_hi), acc)
+            w_lo, w_hi = _dequant(wb, s_rows, stride_s, c, BN, CH, ASM, BM <= 16)
+            if ONE_DOT:
+                w = _halves_to_k(w_lo, w_hi, BN, CH)
+                if MODE == 1:
+                    acc = tl.dot(x, tl.trans(w), acc)
                 else:
-                    acc = tl.dot(w_lo, tl.trans(x_lo), acc)
-                    acc = tl.dot(w_hi, tl.trans(x_hi), acc)
+                    acc = tl.dot(w, tl.trans(x), acc)
+            elif MODE == 0:
+                # CUDA-core GEMV: elementwise FMAs into [BM, BN, CH*64]; one cross-thread reduction at the end.
+                acc3 += x_lo.to(tl.float32)[:, None, :] * w_lo.to(tl.float32)[None, :, :]
+                acc3 += x_hi.to(tl.float32)[:, None, :] * w_hi.to(tl.float32)[None, :, :]
+            elif MODE == 1:
+                acc = tl.dot(x_lo, tl.trans(w_lo), acc)
+                acc = tl.dot(x_hi, tl.trans(w_hi), acc)
+            else:
+                acc = tl.dot(w_lo, tl.trans(x_lo), acc)
+                acc = tl.dot(w_hi, tl.trans(x_hi), acc)
         if MODE == 0:
             acc = tl.sum(acc3, axis=2)
 
