@@ -43,6 +43,22 @@ gemm_old_new_json() {  # as gemm_old_and_new (limit $1, work dir $2, then ARGS),
   done
   cp $w/new/gemm_nvfp4.md "$out/gemm_new.md"
 }
+device_name() {  # the device's name, memory and driver into $out/device.txt
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+}
+gemm_alternating() {  # benchmarks/gemm_nvfp4.py ARGS on the previous code (.device/old) and this code in turn, twice
+                      # (old1 new1 old2 new2; limit $1 s each, work dir prefix $2), the SM clock and temperature logged
+                      # around each pass; returns the four JSONs and clocks.txt
+  local limit=$1 w=$2; shift 2
+  local q="--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv,noheader"
+  for pass in old1 new1 old2 new2; do
+    script=benchmarks/gemm_nvfp4.py; [ "${pass#old}" != "$pass" ] && script=.device/old/benchmarks/gemm_nvfp4.py
+    echo "$pass before: $(nvidia-smi $q)" >> "$out/clocks.txt"
+    timeout "$limit" python3 $script "$@" --out ${w}_$pass 2>&1 | tail -1
+    echo "$pass after: $(nvidia-smi $q)" >> "$out/clocks.txt"
+    cp ${w}_$pass/gemm_nvfp4.json "$out/gemm_$pass.json"
+  done
+}
 case "$phase" in
   1)
     bash .device/vllm/c1/vllm_unpack.sh .device/vllm
@@ -646,7 +662,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   # One-warpgroup register-operand tiles (4 warps, 64 W rows; `_one_warpgroup` in gemm_nvfp4.py) in the launch
   # search at M = 64-4096, and the slab path in the same run (its own harness) for M >= 1024.
   32a)
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    device_name
     timeout 300 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,14b,32b --ms 64,128,256,1024 --dirs fwd \
       --out /tmp/q32 2>&1 | tail -5
     timeout 150 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,32b --ms 4096 --dirs fwd \
@@ -657,19 +673,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     ;;
   # The picks of 32a in TUNED: the previous commit and this code alternately (as 30e), forward M = 64-1024.
   33a)
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
-    for pass in old1 new1 old2 new2; do
-      script=benchmarks/gemm_nvfp4.py; [ "${pass#old}" != "$pass" ] && script=.device/old/benchmarks/gemm_nvfp4.py
-      timeout 120 python3 $script --no-marlin --models 7b,14b,32b --ms 64,128,256,1024 --dirs fwd \
-        --out /tmp/q33_$pass 2>&1 | tail -1
-      cp /tmp/q33_$pass/gemm_nvfp4.json "$out/gemm_$pass.json"
-    done
+    device_name
+    gemm_alternating 120 /tmp/q33 --no-marlin --models 7b,14b,32b --ms 64,128,256,1024 --dirs fwd
     ;;
   # vLLM's Marlin NVFP4 GEMM against ours in the same process (last measured in run 5): 34a / 34b the bundle's parts 1
   # and 2, 34c part 3 and the forward at M = 1-128 on the 7B / 14B / 32B shapes.
   34a)
     bash .device/vllm/c1/vllm_unpack.sh .device/vllm
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    device_name
     ;;
   34c)
     source .device/vllm/c3/vllm_unpack.sh .device/vllm
@@ -680,7 +691,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   # The decode tiles' one-dot variants (fewer registers on the 2-chunk tiles: 158 -> 124 for 8 x 128) in the forward
   # search at M <= 16.
   35a)
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    device_name
     timeout 400 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,14b,32b --ms 1,8,16 --dirs fwd \
       --out /tmp/q35 2>&1 | tail -5
     cp /tmp/q35/gemm_nvfp4.json "$out/q35.json"; cp /tmp/q35/tuned_configs.json "$out/tuned_q35.json"
@@ -688,13 +699,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   # The picks of 35a in TUNED: the previous commit and this code alternately at M <= 16 (forward), then the decode
   # harness on this code.
   35b)
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
-    for pass in old1 new1 old2 new2; do
-      script=benchmarks/gemm_nvfp4.py; [ "${pass#old}" != "$pass" ] && script=.device/old/benchmarks/gemm_nvfp4.py
-      timeout 100 python3 $script --no-marlin --models 7b,14b,32b --ms 1,8,16 --dirs fwd \
-        --out /tmp/q35_$pass 2>&1 | tail -1
-      cp /tmp/q35_$pass/gemm_nvfp4.json "$out/gemm_$pass.json"
-    done
+    device_name
+    gemm_alternating 100 /tmp/q35 --no-marlin --models 7b,14b,32b --ms 1,8,16 --dirs fwd
     timeout 100 python3 benchmarks/decode_nvfp4.py --compile --out /tmp/q35d 2>&1 | tail -4
     cp /tmp/q35d/decode_nvfp4.json "$out/decode.json"
     ;;
@@ -717,7 +723,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     cp /tmp/q30d/decode_nvfp4.json "$out/decode.json"
     ;;
   30b)
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    device_name
     timeout 330 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,14b,32b --ms 64,128,1024 --dirs fwd \
       --out /tmp/q30f 2>&1 | tail -3
     timeout 240 python3 benchmarks/gemm_nvfp4.py --tune --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128 --dirs bwd \
@@ -731,7 +737,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     gpu_name_and_tests 540
     ;;
   30d)
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
+    device_name
     gemm_old_new_json 240 /tmp/q30d --no-marlin --models 7b,14b,32b --ms 1,8,16,64,128,256,1024 --dirs fwd,bwd
     timeout 100 python3 benchmarks/decode_nvfp4.py --compile --out /tmp/q30e 2>&1 | tail -4
     cp /tmp/q30e/decode_nvfp4.json "$out/decode.json"
@@ -739,16 +745,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   # 30d timed a few kernels 6-14% slower in the second (new) pass though their SASS is identical to the first's; 30e
   # alternates the two versions (old, new, old, new) at M = 64-1024 and logs the SM clock and temperature around each.
   30e)
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
-    q="--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv,noheader"
-    for pass in old1 new1 old2 new2; do
-      script=benchmarks/gemm_nvfp4.py; [ "${pass#old}" != "$pass" ] && script=.device/old/benchmarks/gemm_nvfp4.py
-      echo "$pass before: $(nvidia-smi $q)" >> "$out/clocks.txt"
-      timeout 120 python3 $script --no-marlin --models 7b,14b,32b --ms 64,128,256,1024 --dirs fwd,bwd \
-        --out /tmp/q30e_$pass 2>&1 | tail -1
-      echo "$pass after: $(nvidia-smi $q)" >> "$out/clocks.txt"
-      cp /tmp/q30e_$pass/gemm_nvfp4.json "$out/gemm_$pass.json"
-    done
+    device_name
+    gemm_alternating 120 /tmp/q30e --no-marlin --models 7b,14b,32b --ms 64,128,256,1024 --dirs fwd,bwd
     cat "$out/clocks.txt"
     ;;
 esac
