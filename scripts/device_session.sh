@@ -59,6 +59,11 @@ gemm_alternating() {  # benchmarks/gemm_nvfp4.py ARGS on the previous code (.dev
     cp ${w}_$pass/gemm_nvfp4.json "$out/gemm_$pass.json"
   done
 }
+rollout_14b_r32() {  # bundle part 3, then the 14B rank-32 rollouts, NVFP4 on our kernels and BF16, into $out/$1
+  source .device/vllm/c3/vllm_unpack.sh .device/vllm
+  timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
+    --fp4-kernel qerl --workdir /tmp/qb --json "$out/$1" 2>&1 | grep "\[bench\]\|rror"
+}
 case "$phase" in
   1)
     bash .device/vllm/c1/vllm_unpack.sh .device/vllm
@@ -502,16 +507,14 @@ case "$phase" in
     ;;
   # Run 6, fourth machine: 14B rollouts after 17b (the new scale layout, the expand fusion on by default with
   # --fp4-kernel qerl): 14B rank-32 rollouts, NVFP4 on our kernels and BF16. 18a-18c ferry the bundle.
-  18a|20b)
+  18a|20b|31a)  # 31a: 29a without its search (30b ran it); then 29b and 29c
     bundle_part1_and_checkpoint 14b 300
     ;;
   18b|20c|29b|34b)
     bash .device/vllm/c2/vllm_unpack.sh .device/vllm
     ;;
   18c|20d)
-    source .device/vllm/c3/vllm_unpack.sh .device/vllm
-    timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
-      --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r32_shipped.json" 2>&1 | grep "\[bench\]\|rror"
+    rollout_14b_r32 rollout_14b_r32_shipped.json
     ;;
   # Run 6, fifth machine: the input gradient with its dY column blocks on whole BN steps (16-byte dY loads): GPU
   # tests, then the small-M input gradient on it and on the commit before it (.device/old: git archive 238f6a8 qerl
@@ -704,13 +707,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 100 python3 benchmarks/decode_nvfp4.py --compile --out /tmp/q35d 2>&1 | tail -4
     cp /tmp/q35d/decode_nvfp4.json "$out/decode.json"
     ;;
-  31a)  # 29a without its search (30b ran it): the bundle's part 1 and the 14B checkpoint; then 29b and 29c
-    bundle_part1_and_checkpoint 14b 240
-    ;;
   24c|29c)
-    source .device/vllm/c3/vllm_unpack.sh .device/vllm
-    timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
-      --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r32.json" 2>&1 | grep "\[bench\]\|rror"
+    rollout_14b_r32 rollout_14b_r32.json
     ;;
   # After run 7: a chunk's two halves in one dot (``one_dot``; the register-operand wgmma tiles by default). 30a the GPU
   # tests, then the forward at M = 64-1024 on the commit before (.device/old: git archive 774583f qerl
