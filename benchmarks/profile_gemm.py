@@ -48,7 +48,10 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--layer", default="gate_up")
     p.add_argument("--m", type=int, default=1)
     p.add_argument("--dir", default="fwd", choices=["fwd", "bwd"])
-    p.add_argument("--impl", default="qerl", choices=["qerl", "bf16"], help="bf16: torch.matmul on the same shape")
+    p.add_argument("--impl", default="qerl", choices=["qerl", "bf16", "ws"],
+                   help="bf16: torch.matmul on the same shape; ws: the warp-specialized forward kernel with --ws-config")
+    p.add_argument("--ws-config", default="64,64,4,1,1,0,128",
+                   help="with --impl ws: BM,BN,stages,split_k,consumers,in_flight(0/1),maxnreg(0: none)")
     p.add_argument("--calls", type=int, default=5, help="calls in all; the last one is in the NVTX range")
     args = p.parse_args(argv)
     if args.layer not in SHAPES[args.model]:
@@ -61,6 +64,13 @@ def main(argv: list[str] | None = None) -> dict:
     if args.impl == "bf16":
         w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.bfloat16)
         op = (lambda: x @ w.T) if args.dir == "fwd" else (lambda: x @ w)
+    elif args.impl == "ws":
+        from qerl.kernels import nvfp4_gemm_ws as ws
+
+        bm, bn, st, sp, cons, inf, reg = (int(v) for v in args.ws_config.split(","))
+        cfg = ws.WsConfig(bm, bn, st, sp, cons, bool(inf), reg or None)
+        info["config"] = cfg._asdict()
+        op = lambda: ws.ws_matmul(x, kw, cfg)  # noqa: E731
     elif args.dir == "fwd":
         info["config"] = kern.fwd_config(args.m, n, kw.k_pad, dev)._asdict()
         op = lambda: kern.nvfp4_matmul(x, kw)  # noqa: E731

@@ -23,7 +23,8 @@ bundle_part1_and_checkpoint() {  # bundle part 1, the device's name, a random NV
 }
 gpu_name_and_tests() {  # the device's name, then the GPU tests (limit $1 s)
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
-  timeout "$1" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py 2>&1 \
+  timeout "$1" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py \
+    tests/test_kernels_ws_gpu.py 2>&1 \
     | tail -4 | tee "$out/gpu_tests.txt"
 }
 gemm_old_and_new() {  # benchmarks/gemm_nvfp4.py ARGS on the carried previous code (.device/old), then on this code
@@ -57,6 +58,20 @@ gemm_alternating() {  # benchmarks/gemm_nvfp4.py ARGS on the previous code (.dev
     timeout "$limit" python3 $script "$@" --out ${w}_$pass 2>&1 | tail -1
     echo "$pass after: $(nvidia-smi $q)" >> "$out/clocks.txt"
     cp ${w}_$pass/gemm_nvfp4.json "$out/gemm_$pass.json"
+  done
+}
+dispatch_alternating() {  # benchmarks/gemm_ws.py --dispatch-only ARGS (nvfp4_matmul's default dispatch and BF16) on
+                          # the previous code (.device/old, the script copied in) and this code in turn, twice (limit
+                          # $1 s each, work dir prefix $2), the SM clock logged around each pass
+  local limit=$1 w=$2; shift 2
+  local q="--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv,noheader"
+  cp benchmarks/gemm_ws.py .device/old/benchmarks/gemm_ws.py
+  for pass in old1 new1 old2 new2; do
+    script=benchmarks/gemm_ws.py; [ "${pass#old}" != "$pass" ] && script=.device/old/benchmarks/gemm_ws.py
+    echo "$pass before: $(nvidia-smi $q)" >> "$out/clocks.txt"
+    timeout "$limit" python3 $script --dispatch-only "$@" --out ${w}_$pass 2>&1 | tail -7
+    echo "$pass after: $(nvidia-smi $q)" >> "$out/clocks.txt"
+    cp ${w}_$pass/gemm_ws.json "$out/dispatch_$pass.json"
   done
 }
 rollout_14b_r32() {  # bundle part 3, then the 14B rank-32 rollouts, NVFP4 on our kernels and BF16, into $out/$1
@@ -746,5 +761,22 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     device_name
     gemm_alternating 120 /tmp/q30e --no-marlin --models 7b,14b,32b --ms 64,128,256,1024 --dirs fwd,bwd
     cat "$out/clocks.txt"
+    ;;
+  # Run 9: the warp-specialized forward kernel (Gluon, nvfp4_gemm_ws) in nvfp4_matmul's dispatch. 36a: the GPU tests
+  # (with the new kernel's), the default dispatch of the previous commit (.device/old: git archive 2d0c582 qerl
+  # benchmarks/gemm_nvfp4.py benchmarks/decode_nvfp4.py) and of this code in turn, twice, at M = 32-1024; 36b the
+  # compiled decode harness on both.
+  36a)
+    gpu_name_and_tests 240
+    dispatch_alternating 100 /tmp/q36 --models 7b,14b,32b --ms 32,64,128,256,512,1024
+    cat "$out/clocks.txt"
+    ;;
+  36b)
+    device_name
+    for v in old new; do
+      script=benchmarks/decode_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/decode_nvfp4.py
+      timeout 150 python3 $script --compile --out /tmp/q36dec_$v 2>&1 | tail -4
+      cp /tmp/q36dec_$v/decode_nvfp4.json "$out/decode_$v.json"
+    done
     ;;
 esac

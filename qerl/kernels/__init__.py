@@ -1,4 +1,5 @@
-"""Fast NVFP4 x BF16 kernels (Triton). See ``nvfp4_gemm`` for the layout and the kernels."""
+"""Fast NVFP4 x BF16 kernels (Triton; a Gluon forward kernel for Hopper). See ``nvfp4_gemm`` for the layout and the
+kernels, ``nvfp4_gemm_ws`` for the warp-specialized forward kernel."""
 
 from qerl.kernels.nvfp4_gemm import (
     BwdConfig,

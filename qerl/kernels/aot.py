@@ -34,12 +34,8 @@ def ptxas_path() -> str | None:
 def _assemble(fn, const: dict, pointers: dict, num_warps: int, num_stages: int, maxnreg: int | None,
               capability: int, disassemble: bool = False) -> tuple[str, str]:
     """(ptxas -v report, SASS listing if ``disassemble``) of ``fn`` specialised on ``const``."""
-    from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    ptxas = ptxas_path()
-    if ptxas is None:
-        raise RuntimeError("this Triton build ships no ptxas: cannot assemble kernels ahead of time")
     missing = set(const) - set(fn.arg_names)
     if missing:
         raise RuntimeError(f"{fn.__name__} has no parameters {sorted(missing)}: update qerl/kernels/aot.py")
@@ -51,11 +47,22 @@ def _assemble(fn, const: dict, pointers: dict, num_warps: int, num_stages: int, 
     skip = {p.name for p in fn.params if p.do_not_specialize}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
              if n not in const and n not in skip}
+    return _assemble_source(ASTSource(fn, sig, const, attrs), const, num_warps, num_stages, maxnreg, capability,
+                            disassemble)
+
+
+def _assemble_source(src, const: dict, num_warps: int, num_stages: int, maxnreg: int | None, capability: int,
+                     disassemble: bool = False) -> tuple[str, str]:
+    """(ptxas -v report, SASS listing if ``disassemble``) of a Triton or Gluon source for ``sm_<capability>a``."""
+    from triton.backends.compiler import GPUTarget
+
+    ptxas = ptxas_path()
+    if ptxas is None:
+        raise RuntimeError("this Triton build ships no ptxas: cannot assemble kernels ahead of time")
     options = {"num_warps": num_warps, "num_stages": num_stages}
     if maxnreg is not None:
         options["maxnreg"] = maxnreg
-    compiled = kern.triton.compile(ASTSource(fn, sig, const, attrs), target=GPUTarget("cuda", capability, 32),
-                                   options=options)
+    compiled = kern.triton.compile(src, target=GPUTarget("cuda", capability, 32), options=options)
     arch = f"sm_{capability}a" if capability >= 90 else f"sm_{capability}"
     with tempfile.TemporaryDirectory() as tmp:
         ptx, cubin = os.path.join(tmp, "kernel.ptx"), os.path.join(tmp, "kernel.cubin")
@@ -185,3 +192,38 @@ def bwd_loop_global_loads(cfg: kern.BwdConfig, capability: int = 90) -> Counter:
         if op.startswith("LDG"):
             loads[op] += 1
     return loads
+
+
+# ptxas's notes that it serialized a kernel's wgmma instructions (C7510-C7515: register pressure, or registers of an
+# in-flight wgmma written by other instructions): each is a loss a timing would only show indirectly.
+_WGMMA_SERIALIZED = re.compile(r"\(C751\d\)[^\n]*wgmma[^\n]*serialized")
+
+
+def ws_report(cfg, out_f32: bool = False, capability: int = 90) -> dict:
+    """``nvfp4_gemm_ws._ws_fwd_kernel`` compiled for ``cfg`` (a ``WsConfig``) as ``ws_matmul`` launches it: registers
+    per thread, spill bytes, shared memory, whether ptxas serialized the wgmmas, and the wgmma waits in the SASS
+    (``WARPGROUP.DEPBAR.LE gsb0, n``: n = 2 keeps a chunk's two wgmma groups in flight)."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
+    const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages, "OUT_F32": out_f32,
+             "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight}
+    fn = ws._ws_fwd_kernel
+    descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
+             "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>"}
+    pointers = {"y_ptr": "*fp32" if out_f32 else "*bf16", "gs_ptr": "*fp32"}
+    sig = {n: "constexpr" if n in const else descs.get(n) or pointers.get(n, "i32") for n in fn.arg_names}
+    skip = {p.name for p in fn.params if p.do_not_specialize}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
+             if n not in const and n not in descs and n not in skip}
+    report, sass = _assemble_source(GluonASTSource(fn, sig, const, attrs), const, 4, 1, cfg.maxnreg, capability,
+                                    disassemble=True)
+    regs = re.search(r"Used (\d+) registers", report)
+    spills = re.search(r"(\d+) bytes spill stores", report)
+    if not regs or not spills:
+        raise RuntimeError(f"unexpected ptxas report: {report[-1000:]}")
+    return {"registers": int(regs.group(1)), "spill_bytes": int(spills.group(1)),
+            "wgmma_serialized": bool(_WGMMA_SERIALIZED.search(report)),
+            "wgmma_waits": sorted({int(w, 16) for w in re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass)})}

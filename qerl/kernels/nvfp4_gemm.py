@@ -44,6 +44,10 @@ Kernels:
     operand (``MODE`` 1; 2 transposes the product). Re-laying the dequantized bf16 tile through shared memory
     instead takes fewer instructions but measured 8-34% slower (run 4, benchmarks/RESULTS.md). ``one_dot`` (MODE 1):
     one [BM, 128] accumulator for both halves.
+  * ``nvfp4_gemm_ws`` (Gluon, Hopper only): a warp-specialized forward kernel (a TMA loader warp, one or two
+    consumer warpgroups dequantizing into wgmma's register operand). ``nvfp4_matmul`` takes it for 16 < M where its
+    tuned table has an entry for the shape (M = 32-1024 on the Qwen2.5 shapes; where it beat the paths below) and no
+    adapter epilogue is asked for.
   * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS; for large forward products
     the next slab is dequantized on a second stream while the current one is multiplied. Products under
     ``SLAB_MIN_FLOP`` stay on the tile loop (``_fwd_kernel`` / ``_bwd_kernel``) at any M.
@@ -935,9 +939,16 @@ def bwd_config(m: int, n: int, k_pad: int, device: torch.device) -> BwdConfig:
 
 def load_tuned_configs(table: dict[str, dict]) -> int:
     """Add ``{"fwd|m_bucket|n|k_pad": {config fields}}`` entries (as written by benchmarks/gemm_nvfp4.py --tune)
-    to ``TUNED``; returns how many were added."""
+    to ``TUNED``, and "ws|..." entries (benchmarks/gemm_ws.py) to ``nvfp4_gemm_ws.TUNED``; returns how many."""
     for key, fields in table.items():
         direction, bucket, n, k_pad = key.split("|")
+        if direction == "ws":
+            from qerl.kernels import nvfp4_gemm_ws
+
+            nvfp4_gemm_ws.TUNED[(int(bucket), int(n), int(k_pad))] = nvfp4_gemm_ws.WsConfig(**fields)
+            continue
+        if direction not in ("fwd", "bwd"):
+            raise ValueError(f"unknown direction {direction!r} in key {key!r}: expected fwd, bwd or ws")
         cls = FwdConfig if direction == "fwd" else BwdConfig
         TUNED[(direction, int(bucket), int(n), int(k_pad))] = cls(**fields)
     return len(table)
@@ -1174,6 +1185,15 @@ def nvfp4_matmul(
     if m == 0:
         return y.reshape(*x.shape[:-1], w.n)
     kc = w.k_pad // CHUNK
+    if config is None and lora is None and x2.is_cuda:
+        # The warp-specialized Gluon kernel (Hopper) where its launch search beat this module's path; imported here
+        # because it builds on this module. The adapter's fused epilogue exists only in _fwd_kernel.
+        from qerl.kernels import nvfp4_gemm_ws
+
+        ws_cfg = nvfp4_gemm_ws.pick(x2, w.n, w.k, w.k_pad)
+        if ws_cfg is not None:
+            y = add_bias_and_lora_(nvfp4_gemm_ws.ws_matmul(x2, w, ws_cfg, out=y), bias, None)
+            return y.reshape(*x.shape[:-1], w.n)
     if config is None and _slab_path(m, w.n, w.k, LARGE_M_FWD):
         y = add_bias_and_lora_(_matmul_large_m(x2, w, y), bias, lora)
         return y.reshape(*x.shape[:-1], w.n)

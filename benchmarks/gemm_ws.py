@@ -1,0 +1,186 @@
+"""The warp-specialized forward kernel (``qerl.kernels.nvfp4_gemm_ws``, Gluon) against the shipped forward path
+(``nvfp4_matmul``'s default dispatch: the Triton tile loop with its ``TUNED`` configs, or the slab path at large M)
+and cuBLAS BF16, on the Qwen2.5-7B / 14B / 32B layer shapes, all in one run on one device.
+
+Timing as benchmarks/gemm_nvfp4.py (CUDA-graph replays over enough weight copies that L2 does not serve them; median).
+Every launch config is first checked on a NaN-poisoned output against dequantize-then-matmul in fp32; the fastest
+correct config per cell is reported with the time of every config tried.
+
+    python benchmarks/gemm_ws.py --models 7b,14b,32b --ms 64,128,256,1024
+
+Writes gemm_ws.json, gemm_ws.md and tuned_ws.json (the picks at least 3% faster than the shipped path, in
+``load_tuned_configs``' format) under $OUT (or --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gemm_nvfp4 import SHAPES, bench, fp32_matmul, rel_err  # noqa: E402
+
+from qerl import nvfp4  # noqa: E402
+from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
+
+try:  # absent from trees before the kernel existed (--dispatch-only then times their default path alone)
+    from qerl.kernels import nvfp4_gemm_ws as ws
+except ImportError:
+    ws = None
+
+# (BM, BN, stages, consumers, in_flight, maxnreg): one consumer with its wgmmas in flight (one CTA per SM, or two
+# with 128 registers), one consumer retiring them per chunk with 128 registers (two CTAs per SM), two consumers
+# retiring them per chunk.
+TILES = [(64, 64, 6, 1, True, None), (64, 128, 4, 1, True, None), (128, 64, 4, 1, True, None),
+         (64, 64, 4, 1, True, 128), (64, 64, 5, 1, True, 128), (128, 64, 3, 1, True, 128),
+         (64, 64, 4, 1, False, 128), (64, 128, 4, 1, False, 128), (128, 64, 3, 1, False, 128),
+         (64, 128, 4, 2, False, None), (128, 128, 4, 2, False, None), (64, 256, 4, 2, False, None),
+         (128, 256, 3, 2, False, None)]
+
+
+def candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
+    """Every tile of ``TILES`` without split-K and, where its tiles are fewer than the SMs, with the power-of-two
+    split that first gives a program per SM."""
+    out = []
+    chunks = k_pad // kern.CHUNK
+    for bm, bn, st, cons, inf, reg in TILES:
+        tiles = -(-m // bm) * -(-n // bn)
+        splits = [1]
+        if tiles < sms:
+            splits.append(1 << math.ceil(math.log2(sms / tiles)))
+        for sp in splits:
+            if sp <= chunks // 2:
+                out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg))
+    return out
+
+
+def run_shape(model, layer, n, k, ms, l2_bytes, sms, log, dispatch_only: bool = False) -> list[dict]:
+    torch.manual_seed(hash((model, layer)) % 2**31)
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    kw0 = kern.prepare_weight(q.packed, q.scale, q.global_scale)
+    w_bf16 = ref_w.to(torch.bfloat16)
+    n_fp4 = max(1, math.ceil(3 * l2_bytes / kw0.nbytes()))
+    n_bf16 = max(1, math.ceil(3 * l2_bytes / (n * k * 2)))
+    kws = [kw0] + [kern.KernelWeight(kw0.codes.clone(), kw0.scales.clone(), kw0.global_scale.clone(), n, k)
+                   for _ in range(n_fp4 - 1)]
+    wbs = [w_bf16] + [w_bf16.clone() for _ in range(n_bf16 - 1)]
+    rows = []
+    for m in ms:
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        ref = fp32_matmul(x.float(), ref_w.T)
+        t_bf16 = bench([lambda wb=wb, x=x: torch.nn.functional.linear(x, wb) for wb in wbs])
+        t_ship = bench([lambda kw=kw, x=x: kern.nvfp4_matmul(x, kw) for kw in kws])
+        poison = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        err_ship = rel_err(kern.nvfp4_matmul(x, kw0, out=poison), ref)
+        picked = ws.pick(x, n, k, kw0.k_pad) if ws is not None and hasattr(ws, "pick") else None
+        tried, best = [], None
+        for cfg in [] if dispatch_only else candidates(m, n, kw0.k_pad, sms):
+            poison = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            out = ws.ws_matmul(x, kw0, cfg, out=poison)
+            err = rel_err(out, ref)
+            finite = bool(torch.isfinite(out).all())
+            if not finite or err > 1e-2:
+                tried.append({"config": cfg._asdict(), "error": f"rel {err:.3g} finite {finite}"})
+                log(f"  WRONG {model} {layer} M={m} {cfg}: rel {err:.3g} finite {finite}")
+                continue
+            t = bench([lambda kw=kw, cfg=cfg, x=x: ws.ws_matmul(x, kw, cfg) for kw in kws])
+            tried.append({"config": cfg._asdict(), "us": t * 1e6, "rel_err": err})
+            if best is None or t < best[0]:
+                best = (t, cfg, err)
+        row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "bf16_us": t_bf16 * 1e6,
+               "shipped_us": t_ship * 1e6, "shipped_rel_err": err_ship, "shipped_over_bf16": t_bf16 / t_ship,
+               "shipped_path": "ws " + str(tuple(picked)) if picked is not None else "nvfp4_gemm", "tried": tried}
+        if dispatch_only:
+            log(f"{model:4} {layer:8} M={m:5}  bf16 {t_bf16*1e6:8.1f}  shipped {t_ship*1e6:8.1f} "
+                f"({t_bf16/t_ship:.2f}x, rel {err_ship:.1e}) {row['shipped_path']}")
+        if best is not None:
+            t, cfg, err = best
+            row.update(ws_us=t * 1e6, ws_config=cfg._asdict(), ws_rel_err=err, ws_over_bf16=t_bf16 / t,
+                       shipped_over_bf16=t_bf16 / t_ship, ws_over_shipped=t_ship / t)
+            log(f"{model:4} {layer:8} M={m:5}  bf16 {t_bf16*1e6:8.1f}  shipped {t_ship*1e6:8.1f} "
+                f"({t_bf16/t_ship:.2f}x)  ws {t*1e6:8.1f} ({t_bf16/t:.2f}x, {t_ship/t:.2f}x of shipped) {tuple(cfg)}")
+        rows.append(row)
+    return rows
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    lines = [f"# Warp-specialized forward GEMM, {meta['device']}, {meta['date']}", "",
+             f"`{meta['command']}` (torch {meta['torch']}, triton {meta['triton']})", "",
+             "| model | layer | M | BF16 us | shipped us (x BF16) | warp-specialized us (x BF16) | ws / shipped | "
+             "config (BM, BN, stages, split, consumers, in flight, maxnreg) |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "ws_us" not in r:
+            lines.append(f"| {r['model']} | {r['layer']} | {r['m']} | {r['bf16_us']:.1f} | {r['shipped_us']:.1f} | "
+                         "no correct config | | |")
+            continue
+        c = r["ws_config"]
+        lines.append(f"| {r['model']} | {r['layer']} | {r['m']} | {r['bf16_us']:.1f} | {r['shipped_us']:.1f} "
+                     f"({r['shipped_over_bf16']:.2f}x) | {r['ws_us']:.1f} ({r['ws_over_bf16']:.2f}x) | "
+                     f"{r['ws_over_shipped']:.2f} | {', '.join(str(v) for v in c.values())} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="7b,14b,32b")
+    ap.add_argument("--layers", default="qkv,o,gate_up,down")
+    ap.add_argument("--ms", default="64,128,256,1024")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--dispatch-only", action="store_true",
+                    help="time only nvfp4_matmul's default dispatch and BF16 (also on trees without this kernel)")
+    args = ap.parse_args()
+    if not torch.cuda.is_available() or (not args.dispatch_only and (ws is None or not ws.available())):
+        sys.exit("needs a Hopper GPU and a Triton build with Gluon (or --dispatch-only and a CUDA GPU)")
+    props = torch.cuda.get_device_properties(0)
+    meta = {"device": props.name, "sms": props.multi_processor_count, "date": time.strftime("%Y-%m-%d"),
+            "torch": torch.__version__, "triton": __import__("triton").__version__,
+            "command": "python benchmarks/gemm_ws.py " + " ".join(sys.argv[1:])}
+    l2 = getattr(props, "L2_cache_size", 50 * 2**20)
+    ms = [int(v) for v in args.ms.split(",")]
+    layers = set(args.layers.split(","))
+    rows = []
+    for model in args.models.split(","):
+        for layer, n, k in SHAPES[model]:
+            if layer in layers:
+                rows += run_shape(model, layer, n, k, ms, l2, meta["sms"], lambda s: print(s, flush=True),
+                                  args.dispatch_only)
+    geo = {}
+    for m in ms:
+        if args.dispatch_only:
+            vals = [r["shipped_over_bf16"] for r in rows if r["m"] == m]
+            geo[m] = {"shipped_over_bf16": statistics.geometric_mean(vals)}
+            print(f"M={m}: geomean shipped x BF16 {geo[m]['shipped_over_bf16']:.2f}", flush=True)
+            continue
+        vals = [r["ws_over_shipped"] for r in rows if r["m"] == m and "ws_us" in r]
+        if vals:
+            geo[m] = {"ws_over_shipped": statistics.geometric_mean(vals),
+                      "ws_over_bf16": statistics.geometric_mean([r["ws_over_bf16"] for r in rows
+                                                                 if r["m"] == m and "ws_us" in r]),
+                      "shipped_over_bf16": statistics.geometric_mean([r["shipped_over_bf16"] for r in rows
+                                                                      if r["m"] == m and "ws_us" in r])}
+            print(f"M={m}: geomean ws/shipped {geo[m]['ws_over_shipped']:.2f}, ws x BF16 {geo[m]['ws_over_bf16']:.2f}, "
+                  f"shipped x BF16 {geo[m]['shipped_over_bf16']:.2f}", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gemm_ws.json").write_text(json.dumps({"meta": meta, "geomean": geo, "rows": rows}, indent=1))
+    if not args.dispatch_only:
+        (out / "gemm_ws.md").write_text(markdown(rows, meta))
+    # The picks that beat the shipped path by at least 3%, in ``load_tuned_configs``' format ("ws|M|N|K_pad").
+    tuned = {f"ws|{r['m']}|{r['n']}|{-(-r['k'] // kern.CHUNK) * kern.CHUNK}": r["ws_config"] for r in rows
+             if "ws_us" in r and r["ws_over_shipped"] >= 1.03}
+    (out / "tuned_ws.json").write_text(json.dumps(tuned, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,370 @@
+"""A warp-specialized NVFP4 x BF16 forward GEMM for Hopper (Gluon), for M = 64 .. ~1024 rows of X.
+
+Why a second forward kernel: the Triton tile loop (``nvfp4_gemm._fwd_kernel``) runs each step's copies, its
+dequantization and its wgmma mostly in turn. Its copies are ``cp.async`` groups that every warp waits for at a
+CTA-wide barrier, and Triton 3.6 cannot split this loop into producer and consumer warps. Gluon (Triton's
+lower-level dialect) can: here one warp only issues TMA copies into a ring of shared-memory stages, and one
+warpgroup waits on per-stage mbarriers, dequantizes the weight into wgmma's register operand and keeps its wgmmas in
+flight under the next stage's dequantization. No CTA-wide barrier remains in the loop, and two or more CTAs per SM
+interleave their warpgroups' dequantization and tensor-core work.
+
+The product is computed transposed, Y^T tile = W tile [BN, K] @ X^T [K, BM], so the dequantized weight is the
+register operand A of wgmma (64 rows per warpgroup instruction, BN = 64 or 128) and X^T, read by TMA as two
+[BM, 64] boxes per 128-element chunk (the chunk's low and high nibbles' halves, see ``nvfp4_gemm``'s layout), is the
+shared-memory operand B. Per stage the loader copies those two X boxes, the chunk's code bytes [BN, 64] and its
+scale bytes [BN, 8] (``KernelWeight.scales`` viewed as rows of 256 bytes, 32 W rows each, which keeps the copy's
+innermost box dimension within TMA's 256 elements: N must be a multiple of 32).
+
+Dequantization is the same exact ``e2m1 * scale * 2**-14`` (inline PTX on code-byte pairs, ``_dequant_ptx(2)``) as
+the Triton kernels; the codes are loaded from shared memory straight in the operand's register layout and the scales
+in that layout's slice, so no layout conversion moves data. Split-K writes fp32 partials that ``_reduce`` sums.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import torch
+
+from qerl.kernels import nvfp4_gemm as kern
+
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+except ImportError:  # pragma: no cover - Triton builds without Gluon (or no Triton): the Triton kernels serve
+    gluon = None
+
+
+class WsConfig(NamedTuple):
+    """Launch parameters of ``_ws_fwd_kernel``: BN rows of W by BM rows of X (64, 128 or 256) per CTA, ``stages``
+    shared-memory stages of one 128-element chunk each, ``split_k`` programs along K; ``consumers`` warpgroups (1 or 2)
+    share each stage, each taking BN / consumers rows (64 or 128). ``in_flight``: a chunk's wgmmas stay in flight
+    under the next chunk's dequantization (two sets of operand registers; one consumer only, as two would exceed the
+    168 registers a thread of three warpgroups gets); otherwise they retire first. ``maxnreg`` caps registers per
+    thread (128 lets two single-consumer CTAs share an SM; needs ``in_flight=False``)."""
+
+    bm: int
+    bn: int
+    stages: int = 4
+    split_k: int = 1
+    consumers: int = 1
+    in_flight: bool = True
+    maxnreg: int | None = None
+
+
+@functools.cache
+def _hopper(index: int) -> bool:
+    return torch.cuda.get_device_capability(index) == (9, 0)
+
+
+def available(device: torch.device | None = None) -> bool:
+    """Gluon is importable and ``device`` (default: the current CUDA device) is a Hopper (sm_90): the kernel uses
+    wgmma and TMA."""
+    if gluon is None or not torch.cuda.is_available() or kern._interpreting():
+        return False
+    if device is not None and device.type != "cuda":
+        return False
+    index = device.index if device is not None and device.index is not None else torch.cuda.current_device()
+    return _hopper(index)
+
+
+def supports(m: int, n: int, k: int) -> bool:
+    """Shapes the kernel takes: N a multiple of 32 (the scale copies' row view) and K a multiple of 8 (TMA wants
+    16-byte row strides of X)."""
+    return m >= 1 and n % 32 == 0 and k % 8 == 0
+
+
+# Launch configs from the search of ``benchmarks/gemm_ws.py`` on an H200 (benchmarks/RESULTS.md, run 9) for the
+# Qwen2.5-7B / 14B / 32B layer shapes, kept where they beat the Triton forward path (``nvfp4_gemm``'s default
+# dispatch) by at least 3% in that run: {(m_bucket, n, k_pad): config}. ``nvfp4_gemm.nvfp4_matmul`` takes this kernel
+# for 16 < M where an entry exists (``pick``); add entries with ``nvfp4_gemm.load_tuned_configs`` ("ws|M|N|K_pad").
+TUNED: dict[tuple[int, int, int], WsConfig] = {
+    (32, 3584, 3584): WsConfig(64, 128, 4, 8, in_flight=False, maxnreg=128),
+    (64, 3584, 3584): WsConfig(64, 64, 4, 4, maxnreg=128),
+    (128, 3584, 3584): WsConfig(64, 64, 6, 1),
+    (256, 3584, 3584): WsConfig(128, 64, 4, 1),
+    (512, 3584, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
+    (1024, 3584, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (32, 3584, 18944): WsConfig(64, 128, 4, 8, consumers=2, in_flight=False),
+    (64, 3584, 18944): WsConfig(64, 64, 5, 4, maxnreg=128),
+    (128, 3584, 18944): WsConfig(128, 128, 4, 8, consumers=2, in_flight=False),
+    (256, 3584, 18944): WsConfig(128, 256, 3, 8, consumers=2, in_flight=False),
+    (512, 3584, 18944): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
+    (1024, 3584, 18944): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (32, 4608, 3584): WsConfig(64, 64, 6, 1),
+    (64, 4608, 3584): WsConfig(64, 64, 5, 1, maxnreg=128),
+    (128, 4608, 3584): WsConfig(128, 64, 4, 1),
+    (256, 4608, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
+    (512, 4608, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
+    (1024, 4608, 3584): WsConfig(128, 64, 4, 1),
+    (32, 5120, 5120): WsConfig(64, 64, 6, 1),
+    (64, 5120, 5120): WsConfig(64, 64, 5, 1, maxnreg=128),
+    (128, 5120, 5120): WsConfig(128, 64, 4, 1),
+    (256, 5120, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
+    (512, 5120, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
+    (32, 5120, 13824): WsConfig(64, 128, 4, 4, in_flight=False, maxnreg=128),
+    (64, 5120, 13824): WsConfig(64, 64, 4, 2, maxnreg=128),
+    (128, 5120, 13824): WsConfig(128, 64, 3, 2, maxnreg=128),
+    (256, 5120, 13824): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
+    (512, 5120, 13824): WsConfig(128, 64, 4, 1),
+    (32, 5120, 27648): WsConfig(64, 128, 4, 4, in_flight=False, maxnreg=128),
+    (64, 5120, 27648): WsConfig(64, 64, 4, 2, maxnreg=128),
+    (128, 5120, 27648): WsConfig(128, 64, 3, 2, maxnreg=128),
+    (256, 5120, 27648): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
+    (512, 5120, 27648): WsConfig(128, 64, 4, 1),
+    (32, 7168, 5120): WsConfig(64, 128, 4, 4, in_flight=False, maxnreg=128),
+    (64, 7168, 5120): WsConfig(64, 64, 5, 1, maxnreg=128),
+    (128, 7168, 5120): WsConfig(128, 64, 4, 1),
+    (256, 7168, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
+    (512, 7168, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (1024, 7168, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (32, 27648, 5120): WsConfig(64, 256, 4, 1, consumers=2, in_flight=False),
+    (64, 27648, 5120): WsConfig(64, 128, 4, 1, in_flight=False, maxnreg=128),
+    (128, 27648, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (256, 27648, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (512, 27648, 5120): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
+    (1024, 27648, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (32, 37888, 3584): WsConfig(64, 128, 4, 1, in_flight=False, maxnreg=128),
+    (64, 37888, 3584): WsConfig(64, 64, 5, 1, maxnreg=128),
+    (128, 37888, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
+    (256, 37888, 3584): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
+    (512, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (1024, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (32, 55296, 5120): WsConfig(64, 128, 4, 1, in_flight=False, maxnreg=128),
+    (64, 55296, 5120): WsConfig(64, 64, 4, 1, maxnreg=128),
+    (128, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (256, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (512, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (1024, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+}
+
+# Below this many rows the decode kernels of ``nvfp4_gemm`` (8- and 16-row tiles) serve; the smallest tile here is 64.
+MIN_M = 17
+
+
+def pick(x2: torch.Tensor, n: int, k: int, k_pad: int) -> WsConfig | None:
+    """The config ``nvfp4_matmul`` runs this kernel with for ``x2`` [M, K] against an N x K weight, or None (no tuned
+    entry for M's bucket or the two above it, like ``nvfp4_gemm.TUNED``; not a Hopper; an input TMA cannot read)."""
+    m = x2.shape[0]
+    if m < MIN_M or not supports(m, n, k) or x2.dtype != torch.bfloat16 or x2.stride(-1) != 1:
+        return None
+    b = kern._m_bucket(m)
+    cfg = next((TUNED[key] for key in ((b, n, k_pad), (2 * b, n, k_pad), (4 * b, n, k_pad)) if key in TUNED), None)
+    if cfg is None or not available(x2.device):
+        return None
+    if x2.stride(0) != k or x2.data_ptr() % 16:
+        return None  # TMA wants a dense, 16-byte aligned X (ws_matmul would copy it)
+    return cfg
+
+
+if gluon is not None:
+
+    _DQ_PAIR_ASM = gl.constexpr(kern._dequant_ptx(2))
+
+    @gluon.constexpr_function
+    def _mma_layout(BM):
+        return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BM, 16])
+
+    @gluon.constexpr_function
+    def _codes_layout_3d(BN):
+        """The wgmma A-operand register layout of a [BN, 64] bf16 tile (``DotOperandLayout(0, .., k_width=2)`` on one
+        warpgroup), written for the same tile seen as [BN, 4, 16] (row, scale group, element of the group): a
+        thread's pairs along K stay pairs, and the group index is its own dimension so the scales broadcast over it.
+        (Its linear layout, from Triton 3.6's ``to_linear_layout``: registers k+1, row+8, k+8, k+16, k+32(, row+64);
+        lanes k+2, k+4, row+1, row+2, row+4; warps row+16, row+32.)"""
+        reg = [[0, 0, 1], [8, 0, 0], [0, 0, 8], [0, 1, 0], [0, 2, 0]]
+        if BN == 128:
+            reg.append([64, 0, 0])
+        return gl.DistributedLinearLayout(reg_bases=reg, lane_bases=[[0, 0, 2], [0, 0, 4], [1, 0, 0], [2, 0, 0],
+                                                                      [4, 0, 0]],
+                                          warp_bases=[[16, 0, 0], [32, 0, 0]], block_bases=[], shape=[BN, 4, 16])
+
+    @gluon.jit
+    def _scale_bits(u):
+        """E5M3 scale bytes -> bf16 ``scale * 2**112`` (as ``nvfp4_gemm._scale_x2pow112``)."""
+        return ((u.to(gl.int16) << 4) + 29440).to(gl.bfloat16, bitcast=True)
+
+    @gluon.jit
+    def _load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0, n_chunks,
+                     s_rows_per_chunk, STAGES: gl.constexpr):
+        """The producer warp: TMA copies of each chunk's two X boxes, code bytes and scale bytes into stage
+        ``i % STAGES`` once the consumer has released it (``empty``), completing ``ready`` by bytes."""
+        nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
+        for i in range(n_chunks):
+            s = i % STAGES
+            # The consumer's (i // STAGES - 1)-th release of this stage; the first pass finds every stage free.
+            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
+            bar = ready.index(s)
+            mbarrier.expect(bar, nbytes)
+            c = c0 + i
+            tma.async_copy_global_to_shared(x_desc, [off_m, c * 128], bar, x_smem.index(2 * s))
+            tma.async_copy_global_to_shared(x_desc, [off_m, c * 128 + 64], bar, x_smem.index(2 * s + 1))
+            tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))
+            tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))
+
+    @gluon.jit
+    def _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN: gl.constexpr, ROW0: gl.constexpr,
+                  RB: gl.constexpr, STAGES: gl.constexpr, IN_FLIGHT: gl.constexpr):
+        """Chunk i: wait for its stage, dequantize its codes into wgmma's register operand, issue the low and high
+        halves' wgmmas asynchronously, then wait for the previous chunk's (all but these two groups) and release the
+        previous chunk's stage to the loader."""
+        mma: gl.constexpr = acc.type.layout
+        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+        l3: gl.constexpr = _codes_layout_3d(RB)
+        s_layout: gl.constexpr = gl.SliceLayout(2, l3)
+        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+        s = i % STAGES
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        codes = w_smem.index(s)
+        if RB < BN:
+            codes = codes.slice(ROW0, RB, dim=0)
+        codes = gl.convert_layout(gl.reshape(codes.load(a_layout), [RB, 4, 16]), l3, assert_trivial=True)
+        sc = s_smem.index(s)._reinterpret(gl.uint8, [BN, 8], plain)
+        if RB < BN:
+            sc = sc.slice(ROW0, RB, dim=0)
+        p_lo = _scale_bits(sc.slice(0, 4, dim=1).load(s_layout))
+        p_hi = _scale_bits(sc.slice(4, 4, dim=1).load(s_layout))
+        p_lo = gl.broadcast(gl.expand_dims(p_lo, 2), codes)[0]
+        p_hi = gl.broadcast(gl.expand_dims(p_hi, 2), codes)[0]
+        w_lo, w_hi = gl.inline_asm_elementwise(
+            _DQ_PAIR_ASM, "=r,=r,h,r,r", [codes, p_lo, p_hi],
+            dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=2,
+        )
+        w_lo = gl.convert_layout(gl.reshape(w_lo, [RB, 64]), a_layout, assert_trivial=True)
+        w_hi = gl.convert_layout(gl.reshape(w_hi, [RB, 64]), a_layout, assert_trivial=True)
+        acc = warpgroup_mma(w_lo, x_smem.index(2 * s).permute((1, 0)), acc, is_async=True)
+        acc = warpgroup_mma(w_hi, x_smem.index(2 * s + 1).permute((1, 0)), acc, is_async=True)
+        if IN_FLIGHT:
+            acc = warpgroup_mma_wait(num_outstanding=2, deps=(acc,))
+            mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+        else:
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(empty.index(s))
+        return acc
+
+    @gluon.jit
+    def _mma_partition(x_smem, w_smem, s_smem, ready, empty, y_ptr, gs_ptr, M, N, stride_ym, stride_ysplit, pid_k,
+                       off_m, off_n, n_chunks, BM: gl.constexpr, BN: gl.constexpr, ROW0: gl.constexpr,
+                       RB: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr, IN_FLIGHT: gl.constexpr):
+        """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
+        registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
+        previous stage's and then releases that stage (each consumer arrives once; the loader waits for all)."""
+        mma: gl.constexpr = _mma_layout(BM)
+        acc = gl.zeros([RB, BM], gl.float32, mma)
+        if IN_FLIGHT:
+            # A chunk's wgmmas stay in flight under the next chunk's dequantization. Two chunks per trip: their
+            # operands are distinct registers, so the next trip's dequantization writes registers whose wgmmas the
+            # wait has retired (one set reused every chunk makes ptxas serialize the wgmmas, warning C7515).
+            for j in range(n_chunks // 2):
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j, BN, ROW0, RB, STAGES, True)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j + 1, BN, ROW0, RB, STAGES, True)
+            if n_chunks % 2 == 1:
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, n_chunks - 1, BN, ROW0, RB, STAGES, True)
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        else:
+            # Each chunk's wgmmas retire before the next dequantization (half the operand registers); the other
+            # consumer warpgroup's work fills the gaps.
+            for i in range(n_chunks):
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False)
+
+        out = acc * (16384.0 / gl.load(gs_ptr))  # the dequantized tiles carry 2**-14 and no 1 / global_scale
+        offs_n = off_n + ROW0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
+        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        ptrs = y_ptr + pid_k.to(gl.int64) * stride_ysplit + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None]
+        mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
+        if OUT_F32:
+            gl.store(ptrs, out, mask=mask)
+        else:
+            gl.store(ptrs, out.to(gl.bfloat16), mask=mask)
+
+    @gluon.jit(do_not_specialize=["M", "chunks_per_split"])
+    def _ws_fwd_kernel(x_desc, w_desc, s_desc, y_ptr, gs_ptr, M, N, stride_ym, stride_ysplit, chunks_per_split,
+                       s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, CONSUMERS: gl.constexpr,
+                       STAGES: gl.constexpr, OUT_F32: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                       IN_FLIGHT: gl.constexpr):
+        pid = gl.program_id(0)
+        pid_k = gl.program_id(1)
+        # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
+        num_m = gl.cdiv(M, BM)
+        off_m = (pid % num_m) * BM
+        off_n = (pid // num_m) * BN
+        c0 = pid_k * chunks_per_split
+
+        x_smem = gl.allocate_shared_memory(gl.bfloat16, [2 * STAGES, BM, 64], x_desc.layout)
+        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN, 64], w_desc.layout)
+        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN // 32, 256], s_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(ready.index(s), count=1)
+            mbarrier.init(empty.index(s), count=CONSUMERS)
+
+        # One partition per consumer warpgroup (rows c * RB .. of the BN), the loader last. Gluon takes the list
+        # literally, hence one branch per consumer count.
+        RB: gl.constexpr = BN // CONSUMERS
+        if CONSUMERS == 1:
+            gl.warp_specialize([
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, gs_ptr, M, N, stride_ym, stride_ysplit,
+                                  pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT)),
+                (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
+                                chunks_per_split, s_rows_per_chunk, STAGES)),
+            ], [1], [40])
+        else:
+            gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
+            gl.warp_specialize([
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, gs_ptr, M, N, stride_ym, stride_ysplit,
+                                  pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT)),
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, gs_ptr, M, N, stride_ym, stride_ysplit,
+                                  pid_k, off_m, off_n, chunks_per_split, BM, BN, RB, RB, STAGES, OUT_F32, IN_FLIGHT)),
+                (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
+                                chunks_per_split, s_rows_per_chunk, STAGES)),
+            ], [4, 1], [CONSUMER_REGS, 40])
+
+
+# Registers per thread requested for the second consumer warpgroup (``setmaxnreg``); with three warpgroups Triton
+# caps every thread at 168 anyway (65536 / 384), so this only keeps the two consumers' requests equal.
+CONSUMER_REGS = 232
+
+
+def shared_layouts(bm: int, bn: int) -> tuple:
+    """The TMA boxes' shared-memory layouts: X [BM, 64] bf16 with 128-byte swizzle (wgmma's B operand), the codes
+    [BN, 64] bytes with 64-byte swizzle (the operand-layout loads of 8 rows x 8 bytes then hit distinct banks), the
+    scales unswizzled [BN / 32, 256] bytes."""
+    x_l = gl.NVMMASharedLayout.get_default_for([bm, 64], gl.bfloat16)
+    w_l = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=8, rank=2)
+    s_l = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
+    return x_l, w_l, s_l
+
+
+def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``x2 @ W^T`` for a contiguous bf16 ``x2`` [M, K] on the warp-specialized kernel: bf16 [M, N] (``out`` if
+    given). No bias or adapter epilogue (``nvfp4_gemm.add_bias_and_lora_`` adds them after)."""
+    m, k = x2.shape
+    if not supports(m, w.n, w.k) or k != w.k:
+        raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
+    rows = cfg.bn // max(cfg.consumers, 1)
+    if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
+            or cfg.bm not in (64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)):
+        raise ValueError(f"unsupported config {cfg}: 1 or 2 consumers of 64 or 128 rows each, BM in (64, 128, 256), "
+                         "in_flight with one consumer only")
+    x2 = x2.contiguous()
+    y = kern._out(out, m, w.n, x2)
+    kc = w.k_pad // kern.CHUNK
+    split = kern._even_split(kc, cfg.split_k)
+    x_l, w_l, s_l = shared_layouts(cfg.bm, cfg.bn)
+    x_desc = TensorDescriptor(x2, [m, k], [k, 1], [cfg.bm, 64], x_l)
+    w_desc = TensorDescriptor(w.codes, list(w.codes.shape), [w.codes.stride(0), 1], [cfg.bn, 64], w_l)
+    s_rows = w.scales.view(kc * w.n // 32, 256)
+    s_desc = TensorDescriptor(s_rows, [kc * w.n // 32, 256], [256, 1], [cfg.bn // 32, 256], s_l)
+    grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
+    target, stride_split, _ = kern._split_target(y, split, grid[0], fused=False)
+    _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, target, w.global_scale, m, w.n, w.n, stride_split, kc // split,
+                         w.n // 32, BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers, STAGES=cfg.stages,
+                         OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight, num_warps=4,
+                         **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
+    if split > 1:
+        kern._reduce(target, y, split)
+    return y

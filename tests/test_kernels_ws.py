@@ -1,0 +1,88 @@
+"""The warp-specialized forward kernel (``qerl.kernels.nvfp4_gemm_ws``) without a GPU: every shipped launch config
+compiled ahead of time for Hopper (sm_90a) keeps its wgmmas unserialized and spill-free, the configs that keep a
+chunk's wgmmas in flight wait for 2 pending groups in the loop, and ``nvfp4_matmul``'s dispatch picks the kernel
+only where it should."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+pytest.importorskip("triton.experimental.gluon")
+
+from qerl.kernels import aot  # noqa: E402
+from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
+from qerl.kernels import nvfp4_gemm_ws as ws  # noqa: E402
+
+needs_ptxas = pytest.mark.skipif(aot.ptxas_path() is None, reason="this Triton build ships no ptxas")
+
+
+@needs_ptxas
+def test_shipped_configs_compile_for_hopper_without_serialized_wgmma_or_spills():
+    seen = set()
+    for cfg in ws.TUNED.values():
+        key = (cfg._replace(split_k=1), cfg.split_k > 1)  # split-K changes only the epilogue's output type
+        if key in seen:
+            continue
+        seen.add(key)
+        r = aot.ws_report(*key)
+        assert not r["wgmma_serialized"], (cfg, r)
+        assert r["spill_bytes"] == 0, (cfg, r)
+        if cfg.maxnreg is not None:
+            assert r["registers"] <= cfg.maxnreg, (cfg, r)  # two CTAs per SM need the cap to hold
+        # In flight: the loop waits until at most this chunk's two wgmma groups are pending; otherwise for none.
+        assert r["wgmma_waits"] == ([0, 2] if cfg.in_flight else [0]), (cfg, r)
+    assert len(seen) >= 8
+
+
+@needs_ptxas
+def test_serialization_check_sees_register_pressure():
+    # One consumer of 128 rows with 128 columns of X keeps two chunks' operands and a 128 x 128 accumulator: more
+    # than a thread's 255 registers allow, so ptxas serializes the wgmmas (the check above must be able to fail).
+    r = aot.ws_report(ws.WsConfig(128, 128, 3, 1, 1, True))
+    assert r["wgmma_serialized"]
+
+
+def _x(m: int, k: int, dtype=torch.bfloat16) -> torch.Tensor:
+    return torch.zeros(m, k, dtype=dtype)
+
+
+def test_pick_follows_the_tuned_buckets(monkeypatch):
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    n, k = 37888, 3584  # Qwen2.5-7B gate_up
+    assert ws.pick(_x(64, k), n, k, k) == ws.TUNED[(64, n, k)]
+    assert ws.pick(_x(100, k), n, k, k) == ws.TUNED[(128, n, k)]  # M's bucket is the next power of two
+    assert ws.pick(_x(17, k), n, k, k) == ws.TUNED[(32, n, k)]
+    assert ws.pick(_x(16, k), n, k, k) is None  # the decode kernels keep M <= 16
+    assert ws.pick(_x(5000, k), n, k, k) is None  # no entry at 8192 or above: the slab path's M
+    assert ws.pick(_x(64, k, torch.float16), n, k, k) is None
+    assert ws.pick(_x(64, 2 * k)[:, :k], n, k, k) is None  # rows not dense: TMA would need a copy
+    assert ws.pick(_x(64, 512), 96, 512, 512) is None  # no tuned entry for this shape
+
+
+def test_pick_declines_without_a_hopper_gpu():
+    assert not ws.available(torch.device("cpu"))
+    assert ws.pick(_x(64, 3584), 37888, 3584, 3584) is None
+
+
+def test_load_tuned_configs_adds_kernel_entries(monkeypatch):
+    monkeypatch.setattr(ws, "TUNED", dict(ws.TUNED))
+    monkeypatch.setattr(kern, "TUNED", dict(kern.TUNED))
+    fields = ws.WsConfig(64, 64, 4, 2, 1, True, 128)._asdict()
+    assert kern.load_tuned_configs({"ws|64|96|512": fields}) == 1
+    assert ws.TUNED[(64, 96, 512)] == ws.WsConfig(**fields)
+    with pytest.raises(ValueError, match="unknown direction"):
+        kern.load_tuned_configs({"sideways|64|96|512": fields})
+
+
+def test_rejects_configs_it_cannot_build():
+    x = torch.zeros(64, 512, dtype=torch.bfloat16)
+    w = kern.KernelWeight(torch.zeros(128, 256, dtype=torch.uint8), torch.zeros(4, 1024, dtype=torch.uint8),
+                          torch.ones(1), 128, 512)
+    for cfg in (ws.WsConfig(64, 128, consumers=2), ws.WsConfig(32, 64), ws.WsConfig(64, 96),
+                ws.WsConfig(64, 256, consumers=3, in_flight=False)):
+        with pytest.raises(ValueError, match="unsupported config"):
+            ws.ws_matmul(x, w, cfg)
+    with pytest.raises(ValueError, match="N % 32"):
+        ws.ws_matmul(x, kern.KernelWeight(w.codes[:100], w.scales, w.global_scale, 100, 512), ws.WsConfig(64, 64))

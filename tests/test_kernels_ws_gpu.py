@@ -1,0 +1,62 @@
+"""The warp-specialized forward kernel (Gluon, Hopper) against dequantize-then-matmul in fp32: fresh random inputs
+each check, M, N and K that are not multiples of the tiles, split-K, outputs poisoned with NaN before each run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+from qerl import nvfp4  # noqa: E402
+from qerl.kernels import nvfp4_gemm_ws as ws  # noqa: E402
+from qerl.kernels.nvfp4_gemm import prepare_weight  # noqa: E402
+
+hopper = pytest.mark.skipif(not ws.available(), reason="needs a Hopper GPU and Triton's Gluon")
+
+
+def _case(m: int, n: int, k: int):
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        ref = x.float() @ ref_w.T
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+    return x, prepare_weight(q.packed, q.scale, q.global_scale), ref
+
+
+CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64, 4), ws.WsConfig(64, 128, 6),
+           ws.WsConfig(64, 128, 3, split_k=4), ws.WsConfig(128, 64, 4, split_k=3),
+           ws.WsConfig(64, 64, 4, in_flight=False, maxnreg=128), ws.WsConfig(64, 128, 4, 2, 2, False),
+           ws.WsConfig(128, 256, 3, 1, 2, False), ws.WsConfig(64, 256, 4, 1, 2, False)]
+
+
+@hopper
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("m,n,k", [(64, 256, 512), (100, 96, 1008), (1, 160, 2048), (300, 4608, 3584),
+                                   (129, 352, 1424)])
+def test_matches_fp32_reference(cfg, m, n, k):
+    x, w, ref = _case(m, n, k)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    y = ws.ws_matmul(x, w, cfg, out=out)
+    assert y.data_ptr() == out.data_ptr()
+    assert torch.isfinite(y).all()
+    assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
+
+
+@hopper
+def test_rejects_unsupported_shapes():
+    x, w, _ = _case(64, 100, 512)  # N not a multiple of 32
+    assert not ws.supports(64, 100, 512)
+    with pytest.raises(ValueError, match="N % 32"):
+        ws.ws_matmul(x, w, ws.WsConfig(64, 128))
+    x, w, _ = _case(64, 256, 512)
+    with pytest.raises(ValueError, match="unsupported config"):
+        ws.ws_matmul(x, w, ws.WsConfig(64, 128, consumers=2))  # two consumers cannot keep wgmmas in flight
