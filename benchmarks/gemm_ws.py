@@ -8,8 +8,8 @@ correct config per cell is reported with the time of every config tried.
 
     python benchmarks/gemm_ws.py --models 7b,14b,32b --ms 64,128,256,1024
 
-Writes gemm_ws.json, gemm_ws.md and tuned_ws.json (the picks at least 3% faster than the shipped path, in
-``load_tuned_configs``' format) under $OUT (or --out).
+Writes gemm_ws.json, gemm_ws.md and tuned_ws.json (per cell the pick if at least 3% faster than the shipped path,
+else null: decline the kernel there; ``load_tuned_configs``' format) under $OUT (or --out).
 """
 
 from __future__ import annotations
@@ -114,18 +114,82 @@ def run_shape(model, layer, n, k, ms, l2_bytes, sms, log, dispatch_only: bool = 
     return rows
 
 
+def bwd_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
+    """Input gradient: BM 64 / 128, 4 or 6 stages, 128 registers (two CTAs per SM) or not; split-N none, or the power
+    of two that first gives a program per SM."""
+    out = []
+    steps = -(-n // 64)
+    for bm in (64, 128):
+        tiles = -(-m // bm) * (k_pad // kern.CHUNK)
+        splits = [1] if tiles >= sms else [1, 1 << math.ceil(math.log2(sms / tiles))]
+        for st in (4, 6):
+            for reg in (128, None):
+                for sp in splits:
+                    if sp <= steps // 2:
+                        out.append(ws.WsBwdConfig(bm, st, sp, reg))
+    return out
+
+
+def run_shape_bwd(model, layer, n, k, ms, l2_bytes, sms, log, dispatch_only: bool = False) -> list[dict]:
+    """As ``run_shape`` for the input gradient dX = dY @ W against ``nvfp4_matmul_grad_input``'s default dispatch."""
+    torch.manual_seed(hash((model, layer)) % 2**31)
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    kw0 = kern.prepare_weight(q.packed, q.scale, q.global_scale)
+    w_bf16 = ref_w.to(torch.bfloat16)
+    kws = [kw0] + [kern.KernelWeight(kw0.codes.clone(), kw0.scales.clone(), kw0.global_scale.clone(), n, k)
+                   for _ in range(max(1, math.ceil(3 * l2_bytes / kw0.nbytes())) - 1)]
+    wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
+    rows = []
+    for m in ms:
+        dy = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+        ref = fp32_matmul(dy.float(), ref_w)
+        t_bf16 = bench([lambda wb=wb, dy=dy: torch.matmul(dy, wb) for wb in wbs])
+        t_ship = bench([lambda kw=kw, dy=dy: kern.nvfp4_matmul_grad_input(dy, kw) for kw in kws])
+        poison = torch.full((m, k), float("nan"), device="cuda", dtype=torch.bfloat16)
+        err_ship = rel_err(kern.nvfp4_matmul_grad_input(dy, kw0, out=poison), ref)
+        tried, best = [], None
+        for cfg in [] if dispatch_only else bwd_candidates(m, n, kw0.k_pad, sms):
+            poison = torch.full((m, k), float("nan"), device="cuda", dtype=torch.bfloat16)
+            out = ws.ws_matmul_grad_input(dy, kw0, cfg, out=poison)
+            err = rel_err(out, ref)
+            finite = bool(torch.isfinite(out).all())
+            if not finite or err > 1e-2:
+                tried.append({"config": cfg._asdict(), "error": f"rel {err:.3g} finite {finite}"})
+                log(f"  WRONG {model} {layer} bwd M={m} {cfg}: rel {err:.3g} finite {finite}")
+                continue
+            t = bench([lambda kw=kw, cfg=cfg, dy=dy: ws.ws_matmul_grad_input(dy, kw, cfg) for kw in kws])
+            tried.append({"config": cfg._asdict(), "us": t * 1e6, "rel_err": err})
+            if best is None or t < best[0]:
+                best = (t, cfg, err)
+        row = {"model": model, "layer": layer, "dir": "bwd", "n": n, "k": k, "m": m, "bf16_us": t_bf16 * 1e6,
+               "shipped_us": t_ship * 1e6, "shipped_rel_err": err_ship, "shipped_over_bf16": t_bf16 / t_ship,
+               "tried": tried}
+        if best is not None:
+            t, cfg, err = best
+            row.update(ws_us=t * 1e6, ws_config=cfg._asdict(), ws_rel_err=err, ws_over_bf16=t_bf16 / t,
+                       ws_over_shipped=t_ship / t)
+            log(f"{model:4} {layer:8} bwd M={m:5}  bf16 {t_bf16*1e6:8.1f}  shipped {t_ship*1e6:8.1f} "
+                f"({t_bf16/t_ship:.2f}x)  ws {t*1e6:8.1f} ({t_bf16/t:.2f}x, {t_ship/t:.2f}x of shipped) {tuple(cfg)}")
+        else:
+            log(f"{model:4} {layer:8} bwd M={m:5}  bf16 {t_bf16*1e6:8.1f}  shipped {t_ship*1e6:8.1f} "
+                f"({t_bf16/t_ship:.2f}x, rel {err_ship:.1e})")
+        rows.append(row)
+    return rows
+
+
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# Warp-specialized forward GEMM, {meta['device']}, {meta['date']}", "",
              f"`{meta['command']}` (torch {meta['torch']}, triton {meta['triton']})", "",
-             "| model | layer | M | BF16 us | shipped us (x BF16) | warp-specialized us (x BF16) | ws / shipped | "
-             "config (BM, BN, stages, split, consumers, in flight, maxnreg) |", "|---|---|---|---|---|---|---|---|"]
+             "| model | layer | dir | M | BF16 us | shipped us (x BF16) | warp-specialized us (x BF16) | ws / shipped | "
+             "config |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "ws_us" not in r:
-            lines.append(f"| {r['model']} | {r['layer']} | {r['m']} | {r['bf16_us']:.1f} | {r['shipped_us']:.1f} | "
+            lines.append(f"| {r['model']} | {r['layer']} | {r['dir']} | {r['m']} | {r['bf16_us']:.1f} | {r['shipped_us']:.1f} | "
                          "no correct config | | |")
             continue
         c = r["ws_config"]
-        lines.append(f"| {r['model']} | {r['layer']} | {r['m']} | {r['bf16_us']:.1f} | {r['shipped_us']:.1f} "
+        lines.append(f"| {r['model']} | {r['layer']} | {r['dir']} | {r['m']} | {r['bf16_us']:.1f} | {r['shipped_us']:.1f} "
                      f"({r['shipped_over_bf16']:.2f}x) | {r['ws_us']:.1f} ({r['ws_over_bf16']:.2f}x) | "
                      f"{r['ws_over_shipped']:.2f} | {', '.join(str(v) for v in c.values())} |")
     return "\n".join(lines) + "\n"
@@ -137,6 +201,7 @@ def main() -> None:
     ap.add_argument("--layers", default="qkv,o,gate_up,down")
     ap.add_argument("--ms", default="64,128,256,1024")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--dirs", default="fwd", help="fwd, bwd (input gradient) or both, comma-separated")
     ap.add_argument("--dispatch-only", action="store_true",
                     help="time only nvfp4_matmul's default dispatch and BF16 (also on trees without this kernel)")
     args = ap.parse_args()
@@ -152,33 +217,33 @@ def main() -> None:
     rows = []
     for model in args.models.split(","):
         for layer, n, k in SHAPES[model]:
-            if layer in layers:
-                rows += run_shape(model, layer, n, k, ms, l2, meta["sms"], lambda s: print(s, flush=True),
-                                  args.dispatch_only)
+            if layer not in layers:
+                continue
+            for d in args.dirs.split(","):
+                fn = run_shape if d == "fwd" else run_shape_bwd
+                for r in fn(model, layer, n, k, ms, l2, meta["sms"], lambda s: print(s, flush=True),
+                            args.dispatch_only):
+                    r.setdefault("dir", d)
+                    rows.append(r)
     geo = {}
-    for m in ms:
-        if args.dispatch_only:
-            vals = [r["shipped_over_bf16"] for r in rows if r["m"] == m]
-            geo[m] = {"shipped_over_bf16": statistics.geometric_mean(vals)}
-            print(f"M={m}: geomean shipped x BF16 {geo[m]['shipped_over_bf16']:.2f}", flush=True)
-            continue
-        vals = [r["ws_over_shipped"] for r in rows if r["m"] == m and "ws_us" in r]
-        if vals:
-            geo[m] = {"ws_over_shipped": statistics.geometric_mean(vals),
-                      "ws_over_bf16": statistics.geometric_mean([r["ws_over_bf16"] for r in rows
-                                                                 if r["m"] == m and "ws_us" in r]),
-                      "shipped_over_bf16": statistics.geometric_mean([r["shipped_over_bf16"] for r in rows
-                                                                      if r["m"] == m and "ws_us" in r])}
-            print(f"M={m}: geomean ws/shipped {geo[m]['ws_over_shipped']:.2f}, ws x BF16 {geo[m]['ws_over_bf16']:.2f}, "
-                  f"shipped x BF16 {geo[m]['shipped_over_bf16']:.2f}", flush=True)
+    for d in args.dirs.split(","):
+        for m in ms:
+            sel = [r for r in rows if r["m"] == m and r["dir"] == d]
+            g = {"shipped_over_bf16": statistics.geometric_mean([r["shipped_over_bf16"] for r in sel])}
+            done = [r for r in sel if "ws_us" in r]
+            if done:
+                g["ws_over_shipped"] = statistics.geometric_mean([r["ws_over_shipped"] for r in done])
+                g["ws_over_bf16"] = statistics.geometric_mean([r["ws_over_bf16"] for r in done])
+            geo[f"{d}|{m}"] = g
+            print(f"{d} M={m}: geomean " + ", ".join(f"{key} {v:.2f}" for key, v in g.items()), flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "gemm_ws.json").write_text(json.dumps({"meta": meta, "geomean": geo, "rows": rows}, indent=1))
     if not args.dispatch_only:
         (out / "gemm_ws.md").write_text(markdown(rows, meta))
     # The picks that beat the shipped path by at least 3%, in ``load_tuned_configs``' format ("ws|M|N|K_pad").
-    tuned = {f"ws|{r['m']}|{r['n']}|{-(-r['k'] // kern.CHUNK) * kern.CHUNK}": r["ws_config"] for r in rows
-             if "ws_us" in r and r["ws_over_shipped"] >= 1.03}
+    tuned = {f"{'ws' if r['dir'] == 'fwd' else 'wsbwd'}|{r['m']}|{r['n']}|{-(-r['k'] // kern.CHUNK) * kern.CHUNK}":
+             r["ws_config"] if r["ws_over_shipped"] >= 1.03 else None for r in rows if "ws_us" in r}
     (out / "tuned_ws.json").write_text(json.dumps(tuned, indent=1))
 
 

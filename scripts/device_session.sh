@@ -779,4 +779,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       cp /tmp/q36dec_$v/decode_nvfp4.json "$out/decode_$v.json"
     done
     ;;
+  # With the input-gradient kernel in the dispatch as well: 37a the GPU tests, 37b the default dispatch of the previous
+  # commit (.device/old, as in 36a) and of this code in turn, twice, forward and input gradient at M = 32-1024.
+  37a)
+    gpu_name_and_tests 400
+    ;;
+  37b)
+    device_name
+    dispatch_alternating 130 /tmp/q37 --dirs fwd,bwd --models 7b,14b,32b --ms 32,64,128,256,512,1024
+    cat "$out/clocks.txt"
+    ;;
 esac

@@ -1,7 +1,7 @@
-"""The warp-specialized forward kernel (``qerl.kernels.nvfp4_gemm_ws``) without a GPU: every shipped launch config
-compiled ahead of time for Hopper (sm_90a) keeps its wgmmas unserialized and spill-free, the configs that keep a
-chunk's wgmmas in flight wait for 2 pending groups in the loop, and ``nvfp4_matmul``'s dispatch picks the kernel
-only where it should."""
+"""The warp-specialized kernels (``qerl.kernels.nvfp4_gemm_ws``, forward and input gradient) without a GPU: every
+shipped launch config compiled ahead of time for Hopper (sm_90a) keeps its wgmmas unserialized and spill-free, the
+configs that keep a chunk's wgmmas in flight wait for 2 pending groups in the loop, and the dispatch of
+``nvfp4_matmul`` / ``nvfp4_matmul_grad_input`` picks the kernels only where their tables say."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ needs_ptxas = pytest.mark.skipif(aot.ptxas_path() is None, reason="this Triton b
 @needs_ptxas
 def test_shipped_configs_compile_for_hopper_without_serialized_wgmma_or_spills():
     seen = set()
-    for cfg in ws.TUNED.values():
+    for cfg in [c for c in ws.TUNED.values() if c is not None]:
         key = (cfg._replace(split_k=1), cfg.split_k > 1)  # split-K changes only the epilogue's output type
         if key in seen:
             continue
@@ -34,6 +34,22 @@ def test_shipped_configs_compile_for_hopper_without_serialized_wgmma_or_spills()
         # In flight: the loop waits until at most this chunk's two wgmma groups are pending; otherwise for none.
         assert r["wgmma_waits"] == ([0, 2] if cfg.in_flight else [0]), (cfg, r)
     assert len(seen) >= 8
+
+
+@needs_ptxas
+def test_shipped_input_gradient_configs_compile_for_hopper_without_serialized_wgmma_or_spills():
+    seen = set()
+    for cfg in [c for c in ws.TUNED_BWD.values() if c is not None]:
+        key = (cfg._replace(split_n=1), cfg.split_n > 1)
+        if key in seen:
+            continue
+        seen.add(key)
+        r = aot.ws_report(*key)
+        assert not r["wgmma_serialized"] and r["spill_bytes"] == 0, (cfg, r)
+        if cfg.maxnreg is not None:
+            assert r["registers"] <= cfg.maxnreg, (cfg, r)
+        assert r["wgmma_waits"] == [0], (cfg, r)  # each step's two wgmmas retire before its stage is released
+    assert len(seen) >= 3
 
 
 @needs_ptxas
@@ -59,11 +75,28 @@ def test_pick_follows_the_tuned_buckets(monkeypatch):
     assert ws.pick(_x(64, k, torch.float16), n, k, k) is None
     assert ws.pick(_x(64, 2 * k)[:, :k], n, k, k) is None  # rows not dense: TMA would need a copy
     assert ws.pick(_x(64, 512), 96, 512, 512) is None  # no tuned entry for this shape
+    assert ws.pick(_x(300, k), n, k, k) == ws.TUNED[(512, n, k)]
+    # A bucket where the search found the other path faster is declined, also for M that round up to it.
+    assert ws.TUNED[(1024, 5120, 5120)] is None
+    assert ws.pick(_x(1024, 5120), 5120, 5120, 5120) is None and ws.pick(_x(700, 5120), 5120, 5120, 5120) is None
+    # Only measured buckets up to 4x larger count above M's; else the one below (M = 1500: the 1024 entry).
+    assert ws.pick(_x(1500, k), n, k, k) == ws.TUNED[(1024, n, k)]
+
+
+def test_pick_grad_input_follows_its_own_table(monkeypatch):
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    n, k = 5120, 27648  # Qwen2.5-32B down: dY [M, 5120], dX [M, 27648]
+    assert ws.pick_grad_input(_x(128, n), n, k, k) == ws.TUNED_BWD[(128, n, k)]
+    assert ws.pick_grad_input(_x(16, n), n, k, k) is None
+    n, k = 37888, 3584  # 7B gate_up: declined at M = 1024 (the slab path was faster), taken at 256
+    assert ws.TUNED_BWD[(1024, n, k)] is None and ws.pick_grad_input(_x(1024, n), n, k, k) is None
+    assert ws.pick_grad_input(_x(256, n), n, k, k) == ws.TUNED_BWD[(256, n, k)]
 
 
 def test_pick_declines_without_a_hopper_gpu():
     assert not ws.available(torch.device("cpu"))
     assert ws.pick(_x(64, 3584), 37888, 3584, 3584) is None
+    assert ws.pick_grad_input(_x(64, 37888), 37888, 3584, 3584) is None
 
 
 def test_load_tuned_configs_adds_kernel_entries(monkeypatch):
@@ -72,6 +105,10 @@ def test_load_tuned_configs_adds_kernel_entries(monkeypatch):
     fields = ws.WsConfig(64, 64, 4, 2, 1, True, 128)._asdict()
     assert kern.load_tuned_configs({"ws|64|96|512": fields}) == 1
     assert ws.TUNED[(64, 96, 512)] == ws.WsConfig(**fields)
+    monkeypatch.setattr(ws, "TUNED_BWD", dict(ws.TUNED_BWD))
+    bwd = ws.WsBwdConfig(128, 4, 2, 128)._asdict()
+    assert kern.load_tuned_configs({"wsbwd|64|96|512": bwd, "ws|128|96|512": None}) == 2
+    assert ws.TUNED_BWD[(64, 96, 512)] == ws.WsBwdConfig(**bwd) and ws.TUNED[(128, 96, 512)] is None
     with pytest.raises(ValueError, match="unknown direction"):
         kern.load_tuned_configs({"sideways|64|96|512": fields})
 
@@ -86,3 +123,5 @@ def test_rejects_configs_it_cannot_build():
             ws.ws_matmul(x, w, cfg)
     with pytest.raises(ValueError, match="N % 32"):
         ws.ws_matmul(x, kern.KernelWeight(w.codes[:100], w.scales, w.global_scale, 100, 512), ws.WsConfig(64, 64))
+    with pytest.raises(ValueError, match="unsupported config"):
+        ws.ws_matmul_grad_input(torch.zeros(64, 128, dtype=torch.bfloat16), w, ws.WsBwdConfig(256))

@@ -200,20 +200,31 @@ _WGMMA_SERIALIZED = re.compile(r"\(C751\d\)[^\n]*wgmma[^\n]*serialized")
 
 
 def ws_report(cfg, out_f32: bool = False, capability: int = 90) -> dict:
-    """``nvfp4_gemm_ws._ws_fwd_kernel`` compiled for ``cfg`` (a ``WsConfig``) as ``ws_matmul`` launches it: registers
-    per thread, spill bytes, shared memory, whether ptxas serialized the wgmmas, and the wgmma waits in the SASS
-    (``WARPGROUP.DEPBAR.LE gsb0, n``: n = 2 keeps a chunk's two wgmma groups in flight)."""
+    """The warp-specialized kernel (``nvfp4_gemm_ws``) compiled for ``cfg`` as ``ws_matmul`` (a ``WsConfig``) or
+    ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, spill bytes, whether ptxas
+    serialized the wgmmas, and the wgmma waits in the SASS (``WARPGROUP.DEPBAR.LE gsb0, n``: n = 2 keeps a chunk's
+    two wgmma groups in flight)."""
+    from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from qerl.kernels import nvfp4_gemm_ws as ws
 
-    x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
-    const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages, "OUT_F32": out_f32,
-             "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight}
-    fn = ws._ws_fwd_kernel
-    descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
-             "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>"}
-    pointers = {"y_ptr": "*fp32" if out_f32 else "*bf16", "gs_ptr": "*fp32"}
+    if isinstance(cfg, ws.WsBwdConfig):
+        fn = ws._ws_bwd_kernel
+        const = {"BM": cfg.bm, "STAGES": cfg.stages, "OUT_F32": out_f32}
+        x_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
+        _, w_l, s_l = ws.shared_layouts(64, 64)
+        descs = {"dy_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[64, 64],{w_l!r}>",
+                 "s_desc": f"tensordesc<u8[2, 256],{s_l!r}>"}
+        pointers = {"dx_ptr": "*fp32" if out_f32 else "*bf16", "gs_ptr": "*fp32"}
+    else:
+        fn = ws._ws_fwd_kernel
+        const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages, "OUT_F32": out_f32,
+                 "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight}
+        x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
+        descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
+                 "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>"}
+        pointers = {"y_ptr": "*fp32" if out_f32 else "*bf16", "gs_ptr": "*fp32"}
     sig = {n: "constexpr" if n in const else descs.get(n) or pointers.get(n, "i32") for n in fn.arg_names}
     skip = {p.name for p in fn.params if p.do_not_specialize}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)

@@ -45,9 +45,10 @@ Kernels:
     instead takes fewer instructions but measured 8-34% slower (run 4, benchmarks/RESULTS.md). ``one_dot`` (MODE 1):
     one [BM, 128] accumulator for both halves.
   * ``nvfp4_gemm_ws`` (Gluon, Hopper only): a warp-specialized forward kernel (a TMA loader warp, one or two
-    consumer warpgroups dequantizing into wgmma's register operand). ``nvfp4_matmul`` takes it for 16 < M where its
-    tuned table has an entry for the shape (M = 32-1024 on the Qwen2.5 shapes; where it beat the paths below) and no
-    adapter epilogue is asked for.
+    consumer warpgroups dequantizing into wgmma's register operand), forward and input gradient.
+    ``nvfp4_matmul`` / ``nvfp4_matmul_grad_input`` take it for 16 < M where its tuned tables hold a config for the
+    shape (M = 32-1024 on the Qwen2.5 shapes, where it beat the paths below) and, forward, no adapter epilogue is
+    asked for.
   * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS; for large forward products
     the next slab is dequantized on a second stream while the current one is multiplied. Products under
     ``SLAB_MIN_FLOP`` stay on the tile loop (``_fwd_kernel`` / ``_bwd_kernel``) at any M.
@@ -939,16 +940,19 @@ def bwd_config(m: int, n: int, k_pad: int, device: torch.device) -> BwdConfig:
 
 def load_tuned_configs(table: dict[str, dict]) -> int:
     """Add ``{"fwd|m_bucket|n|k_pad": {config fields}}`` entries (as written by benchmarks/gemm_nvfp4.py --tune)
-    to ``TUNED``, and "ws|..." entries (benchmarks/gemm_ws.py) to ``nvfp4_gemm_ws.TUNED``; returns how many."""
+    to ``TUNED``, and "ws|..." / "wsbwd|..." entries (benchmarks/gemm_ws.py; null: decline that kernel there) to
+    ``nvfp4_gemm_ws.TUNED`` / ``TUNED_BWD``; returns how many."""
     for key, fields in table.items():
         direction, bucket, n, k_pad = key.split("|")
-        if direction == "ws":
+        if direction in ("ws", "wsbwd"):
             from qerl.kernels import nvfp4_gemm_ws
 
-            nvfp4_gemm_ws.TUNED[(int(bucket), int(n), int(k_pad))] = nvfp4_gemm_ws.WsConfig(**fields)
+            ws_table, ws_cls = ((nvfp4_gemm_ws.TUNED, nvfp4_gemm_ws.WsConfig) if direction == "ws"
+                                else (nvfp4_gemm_ws.TUNED_BWD, nvfp4_gemm_ws.WsBwdConfig))
+            ws_table[(int(bucket), int(n), int(k_pad))] = None if fields is None else ws_cls(**fields)
             continue
         if direction not in ("fwd", "bwd"):
-            raise ValueError(f"unknown direction {direction!r} in key {key!r}: expected fwd, bwd or ws")
+            raise ValueError(f"unknown direction {direction!r} in key {key!r}: expected fwd, bwd, ws or wsbwd")
         cls = FwdConfig if direction == "fwd" else BwdConfig
         TUNED[(direction, int(bucket), int(n), int(k_pad))] = cls(**fields)
     return len(table)
@@ -1276,6 +1280,13 @@ def nvfp4_matmul_grad_input(
     if m == 0:
         return dx.reshape(*dy.shape[:-1], w.k)
     kc = w.k_pad // CHUNK
+    if config is None and dy2.is_cuda:
+        from qerl.kernels import nvfp4_gemm_ws  # see nvfp4_matmul
+
+        ws_cfg = nvfp4_gemm_ws.pick_grad_input(dy2, w.n, w.k, w.k_pad)
+        if ws_cfg is not None:
+            dx = nvfp4_gemm_ws.ws_matmul_grad_input(dy2, w, ws_cfg, out=dx)
+            return dx.reshape(*dy.shape[:-1], w.k)
     if config is None and _slab_path(m, w.n, w.k, LARGE_M_BWD):
         return _grad_input_large_m(dy2, w, dx).reshape(*dy.shape[:-1], w.k)
     if config is None:

@@ -55,6 +55,17 @@ class WsConfig(NamedTuple):
     maxnreg: int | None = None
 
 
+class WsBwdConfig(NamedTuple):
+    """Launch parameters of ``_ws_bwd_kernel`` (input gradient): BM rows of dY (64 or 128) by one 128-column chunk
+    of K per CTA, ``stages`` shared-memory stages of 64 rows of W each, ``split_n`` programs along N (fp32 partials
+    summed by ``nvfp4_gemm._reduce``), ``maxnreg`` as in ``WsConfig``."""
+
+    bm: int
+    stages: int = 6
+    split_n: int = 1
+    maxnreg: int | None = None
+
+
 @functools.cache
 def _hopper(index: int) -> bool:
     return torch.cuda.get_device_capability(index) == (9, 0)
@@ -77,11 +88,12 @@ def supports(m: int, n: int, k: int) -> bool:
     return m >= 1 and n % 32 == 0 and k % 8 == 0
 
 
-# Launch configs from the search of ``benchmarks/gemm_ws.py`` on an H200 (benchmarks/RESULTS.md, run 9) for the
-# Qwen2.5-7B / 14B / 32B layer shapes, kept where they beat the Triton forward path (``nvfp4_gemm``'s default
-# dispatch) by at least 3% in that run: {(m_bucket, n, k_pad): config}. ``nvfp4_gemm.nvfp4_matmul`` takes this kernel
-# for 16 < M where an entry exists (``pick``); add entries with ``nvfp4_gemm.load_tuned_configs`` ("ws|M|N|K_pad").
-TUNED: dict[tuple[int, int, int], WsConfig] = {
+# Launch configs from the searches of ``benchmarks/gemm_ws.py`` on an H200 (benchmarks/RESULTS.md, run 9) for the
+# Qwen2.5-7B / 14B / 32B layer shapes: {(m_bucket, n, k_pad): config, or None where this kernel was not at least 3%
+# faster than ``nvfp4_gemm``'s default path in that run}. ``nvfp4_gemm.nvfp4_matmul`` (``TUNED``) and
+# ``nvfp4_matmul_grad_input`` (``TUNED_BWD``) take this kernel for M >= ``MIN_M`` where the nearest measured bucket
+# holds a config (``pick``); add entries with ``nvfp4_gemm.load_tuned_configs`` ("ws|M|N|K_pad", "wsbwd|...").
+TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 3584, 3584): WsConfig(64, 128, 4, 8, in_flight=False, maxnreg=128),
     (64, 3584, 3584): WsConfig(64, 64, 4, 4, maxnreg=128),
     (128, 3584, 3584): WsConfig(64, 64, 6, 1),
@@ -105,16 +117,19 @@ TUNED: dict[tuple[int, int, int], WsConfig] = {
     (128, 5120, 5120): WsConfig(128, 64, 4, 1),
     (256, 5120, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
     (512, 5120, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
+    (1024, 5120, 5120): None,  # 0.87x of the previous path
     (32, 5120, 13824): WsConfig(64, 128, 4, 4, in_flight=False, maxnreg=128),
     (64, 5120, 13824): WsConfig(64, 64, 4, 2, maxnreg=128),
     (128, 5120, 13824): WsConfig(128, 64, 3, 2, maxnreg=128),
     (256, 5120, 13824): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
     (512, 5120, 13824): WsConfig(128, 64, 4, 1),
+    (1024, 5120, 13824): None,  # 1.00x of the previous path
     (32, 5120, 27648): WsConfig(64, 128, 4, 4, in_flight=False, maxnreg=128),
     (64, 5120, 27648): WsConfig(64, 64, 4, 2, maxnreg=128),
     (128, 5120, 27648): WsConfig(128, 64, 3, 2, maxnreg=128),
     (256, 5120, 27648): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
     (512, 5120, 27648): WsConfig(128, 64, 4, 1),
+    (1024, 5120, 27648): None,  # 0.98x of the previous path
     (32, 7168, 5120): WsConfig(64, 128, 4, 4, in_flight=False, maxnreg=128),
     (64, 7168, 5120): WsConfig(64, 64, 5, 1, maxnreg=128),
     (128, 7168, 5120): WsConfig(128, 64, 4, 1),
@@ -140,24 +155,106 @@ TUNED: dict[tuple[int, int, int], WsConfig] = {
     (512, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
     (1024, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
 }
+TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
+    (32, 3584, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
+    (64, 3584, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
+    (128, 3584, 3584): WsBwdConfig(64, 4, 4, maxnreg=128),
+    (256, 3584, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
+    (512, 3584, 3584): WsBwdConfig(128, 4, 2, maxnreg=128),
+    (1024, 3584, 3584): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (32, 3584, 18944): WsBwdConfig(64, 4, 1, maxnreg=128),
+    (64, 3584, 18944): None,  # 1.01x of the previous path
+    (128, 3584, 18944): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (256, 3584, 18944): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (512, 3584, 18944): None,  # 0.96x of the previous path
+    (1024, 3584, 18944): None,  # 0.95x of the previous path
+    (32, 4608, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
+    (64, 4608, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
+    (128, 4608, 3584): WsBwdConfig(64, 4, 4, maxnreg=128),
+    (256, 4608, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
+    (512, 4608, 3584): WsBwdConfig(128, 4, 2, maxnreg=128),
+    (1024, 4608, 3584): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (32, 5120, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
+    (64, 5120, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
+    (128, 5120, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
+    (256, 5120, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
+    (512, 5120, 5120): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (1024, 5120, 5120): None,  # 0.65x of the previous path
+    (32, 5120, 13824): WsBwdConfig(64, 4, 2, maxnreg=128),
+    (64, 5120, 13824): WsBwdConfig(64, 4, 2, maxnreg=128),
+    (128, 5120, 13824): WsBwdConfig(128, 4, 2, maxnreg=128),
+    (256, 5120, 13824): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (512, 5120, 13824): None,  # 1.03x of the previous path
+    (1024, 5120, 13824): None,  # 0.92x of the previous path
+    (32, 5120, 27648): WsBwdConfig(64, 4, 1, maxnreg=128),
+    (64, 5120, 27648): WsBwdConfig(64, 4, 1, maxnreg=128),
+    (128, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (256, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (512, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (1024, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (32, 7168, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
+    (64, 7168, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
+    (128, 7168, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
+    (256, 7168, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
+    (512, 7168, 5120): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (1024, 7168, 5120): None,  # 0.70x of the previous path
+    (32, 27648, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
+    (64, 27648, 5120): None,  # 0.98x of the previous path
+    (128, 27648, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
+    (256, 27648, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
+    (512, 27648, 5120): None,  # 0.72x of the previous path
+    (1024, 27648, 5120): None,  # 0.63x of the previous path
+    (32, 37888, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
+    (64, 37888, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
+    (128, 37888, 3584): WsBwdConfig(128, 4, 8, maxnreg=128),
+    (256, 37888, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
+    (512, 37888, 3584): None,  # 1.01x of the previous path
+    (1024, 37888, 3584): None,  # 0.88x of the previous path
+    (32, 55296, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
+    (64, 55296, 5120): None,  # 0.94x of the previous path
+    (128, 55296, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
+    (256, 55296, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
+    (512, 55296, 5120): None,  # 0.75x of the previous path
+    (1024, 55296, 5120): None,  # 0.67x of the previous path
+}
 
 # Below this many rows the decode kernels of ``nvfp4_gemm`` (8- and 16-row tiles) serve; the smallest tile here is 64.
 MIN_M = 17
 
 
-def pick(x2: torch.Tensor, n: int, k: int, k_pad: int) -> WsConfig | None:
-    """The config ``nvfp4_matmul`` runs this kernel with for ``x2`` [M, K] against an N x K weight, or None (no tuned
-    entry for M's bucket or the two above it, like ``nvfp4_gemm.TUNED``; not a Hopper; an input TMA cannot read)."""
-    m = x2.shape[0]
-    if m < MIN_M or not supports(m, n, k) or x2.dtype != torch.bfloat16 or x2.stride(-1) != 1:
-        return None
+def _lookup(table: dict, m: int, n: int, k_pad: int):
+    """The entry of the nearest measured M bucket: M's own (the next power of two), up to 4x larger, else the one
+    below (any config is valid at any M; the tables were measured at powers of two). None if none or declined."""
     b = kern._m_bucket(m)
-    cfg = next((TUNED[key] for key in ((b, n, k_pad), (2 * b, n, k_pad), (4 * b, n, k_pad)) if key in TUNED), None)
-    if cfg is None or not available(x2.device):
+    for bucket in (b, 2 * b, 4 * b, b // 2):
+        if (bucket, n, k_pad) in table:
+            return table[(bucket, n, k_pad)]
+    return None
+
+
+def _usable(t: torch.Tensor, cols: int) -> bool:
+    """A bf16 [M, cols] input TMA reads in place: dense rows, 16-byte aligned, on a Hopper GPU."""
+    return (t.dtype == torch.bfloat16 and t.stride(-1) == 1 and t.stride(0) == cols and t.data_ptr() % 16 == 0
+            and available(t.device))
+
+
+def pick(x2: torch.Tensor, n: int, k: int, k_pad: int) -> WsConfig | None:
+    """The config ``nvfp4_matmul`` runs this kernel with for ``x2`` [M, K] against an N x K weight, or None (M below
+    ``MIN_M``, no or a declined ``TUNED`` entry, not a Hopper, an input TMA cannot read in place)."""
+    m = x2.shape[0]
+    if m < MIN_M or not supports(m, n, k):
         return None
-    if x2.stride(0) != k or x2.data_ptr() % 16:
-        return None  # TMA wants a dense, 16-byte aligned X (ws_matmul would copy it)
-    return cfg
+    cfg = _lookup(TUNED, m, n, k_pad)
+    return cfg if cfg is not None and _usable(x2, k) else None
+
+
+def pick_grad_input(dy2: torch.Tensor, n: int, k: int, k_pad: int) -> WsBwdConfig | None:
+    """The same for ``nvfp4_matmul_grad_input`` with ``dy2`` [M, N] (``TUNED_BWD``)."""
+    m = dy2.shape[0]
+    if m < MIN_M or not supports(m, n, k):
+        return None
+    cfg = _lookup(TUNED_BWD, m, n, k_pad)
+    return cfg if cfg is not None and _usable(dy2, n) else None
 
 
 if gluon is not None:
@@ -323,6 +420,106 @@ if gluon is not None:
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [4, 1], [CONSUMER_REGS, 40])
 
+    # ------------------------------------------------------------------------------------------ input gradient
+    @gluon.constexpr_function
+    def _codes_layout_bwd():
+        """The A-operand register layout of a [64, 64] bf16 tile (rows: 64 elements of K, the code bytes' column;
+        columns: 64 rows of W, the reduction) written for the tile seen as [4, 16, 64] (scale group of the K column,
+        element of the group, row of W). Pairs run along W's rows, so a thread's two code bytes come from rows n and
+        n + 1 of one column: one 16-bit operand of the same inline PTX, whose two scale lanes now differ."""
+        return gl.DistributedLinearLayout(reg_bases=[[0, 0, 1], [0, 8, 0], [0, 0, 8], [0, 0, 16], [0, 0, 32]],
+                                          lane_bases=[[0, 0, 2], [0, 0, 4], [0, 1, 0], [0, 2, 0], [0, 4, 0]],
+                                          warp_bases=[[1, 0, 0], [2, 0, 0]], block_bases=[], shape=[4, 16, 64])
+
+    @gluon.jit
+    def _bwd_load_worker(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, off_m, c, n_begin, n_steps,
+                         s_rows_per_chunk, STAGES: gl.constexpr):
+        """The producer warp of the input gradient: per step of 64 rows of W, dY's [BM, 64] box, the chunk's code
+        bytes of those rows [64, 64] and their scale bytes [64, 8]."""
+        nbytes: gl.constexpr = dy_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
+        for i in range(n_steps):
+            s = i % STAGES
+            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
+            bar = ready.index(s)
+            mbarrier.expect(bar, nbytes)
+            n0 = n_begin + i * 64
+            tma.async_copy_global_to_shared(dy_desc, [off_m, n0], bar, dy_smem.index(s))
+            tma.async_copy_global_to_shared(w_desc, [n0, c * 64], bar, w_smem.index(s))
+            tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + n0 // 32, 0], bar, s_smem.index(s))
+
+    @gluon.jit
+    def _bwd_mma_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
+                           pid_s, off_m, c, n_steps, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr):
+        """The consumer warpgroup of the input gradient: dX^T for the chunk's 128 columns of K (two accumulators,
+        the code bytes' low and high nibbles) = W^T [128, N] @ dY^T, W^T dequantized into wgmma's register operand
+        with pairs along N, dY^T from shared memory."""
+        mma: gl.constexpr = _mma_layout(BM)
+        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+        l3: gl.constexpr = _codes_layout_bwd()
+        s_layout: gl.constexpr = gl.SliceLayout(1, l3)
+        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+        acc_lo = gl.zeros([64, BM], gl.float32, mma)
+        acc_hi = gl.zeros([64, BM], gl.float32, mma)
+        for i in range(n_steps):
+            s = i % STAGES
+            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+            codes = w_smem.index(s).permute((1, 0)).load(a_layout)  # [64 bytes of the chunk, 64 rows of W]
+            codes = gl.convert_layout(gl.reshape(codes, [4, 16, 64]), l3, assert_trivial=True)
+            sc = s_smem.index(s)._reinterpret(gl.uint8, [64, 8], plain).permute((1, 0))  # [8 groups, 64 rows]
+            p_lo = _scale_bits(sc.slice(0, 4, dim=0).load(s_layout))
+            p_hi = _scale_bits(sc.slice(4, 4, dim=0).load(s_layout))
+            p_lo = gl.broadcast(gl.expand_dims(p_lo, 1), codes)[0]
+            p_hi = gl.broadcast(gl.expand_dims(p_hi, 1), codes)[0]
+            w_lo, w_hi = gl.inline_asm_elementwise(
+                _DQ_PAIR_ASM, "=r,=r,h,r,r", [codes, p_lo, p_hi],
+                dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=2,
+            )
+            w_lo = gl.convert_layout(gl.reshape(w_lo, [64, 64]), a_layout, assert_trivial=True)
+            w_hi = gl.convert_layout(gl.reshape(w_hi, [64, 64]), a_layout, assert_trivial=True)
+            dy_t = dy_smem.index(s).permute((1, 0))  # [64 rows of W, BM]
+            acc_lo = warpgroup_mma(w_lo, dy_t, acc_lo, is_async=True)
+            acc_hi = warpgroup_mma(w_hi, dy_t, acc_hi, is_async=True)
+            acc_lo, acc_hi = warpgroup_mma_wait(num_outstanding=0, deps=(acc_lo, acc_hi))
+            mbarrier.arrive(empty.index(s))
+
+        inv = 16384.0 / gl.load(gs_ptr)
+        offs_k = c * 128 + gl.arange(0, 64, layout=gl.SliceLayout(1, mma))
+        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        base = dx_ptr + pid_s.to(gl.int64) * stride_xsplit + offs_m[None, :].to(gl.int64) * stride_xm
+        mask_m = (offs_m < M)[None, :]
+        for half in gl.static_range(2):
+            acc = acc_lo if half == 0 else acc_hi
+            kk = offs_k + 64 * half
+            mask = mask_m & (kk < K)[:, None]
+            if OUT_F32:
+                gl.store(base + kk[:, None], acc * inv, mask=mask)
+            else:
+                gl.store(base + kk[:, None], (acc * inv).to(gl.bfloat16), mask=mask)
+
+    @gluon.jit(do_not_specialize=["M", "n_steps"])
+    def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dx_ptr, gs_ptr, M, K, stride_xm, stride_xsplit, n_steps,
+                       s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr):
+        pid = gl.program_id(0)
+        pid_s = gl.program_id(1)
+        num_m = gl.cdiv(M, BM)
+        off_m = (pid % num_m) * BM
+        c = pid // num_m  # the chunk of K (128 columns of dX) this program writes
+        n_begin = pid_s * n_steps * 64
+        dy_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BM, 64], dy_desc.layout)
+        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 64, 64], w_desc.layout)
+        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 2, 256], s_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(ready.index(s), count=1)
+            mbarrier.init(empty.index(s), count=1)
+        gl.warp_specialize([
+            (_bwd_mma_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
+                                  stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32)),
+            (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, off_m, c, n_begin,
+                                n_steps, s_rows_per_chunk, STAGES)),
+        ], [1], [40])
+
 
 # Registers per thread requested for the second consumer warpgroup (``setmaxnreg``); with three warpgroups Triton
 # caps every thread at 168 anyway (65536 / 384), so this only keeps the two consumers' requests equal.
@@ -368,3 +565,32 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     if split > 1:
         kern._reduce(target, y, split)
     return y
+
+
+def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConfig,
+                         out: torch.Tensor | None = None) -> torch.Tensor:
+    """``dy2 @ W`` for a bf16 ``dy2`` [M, N] on the warp-specialized input-gradient kernel: bf16 [M, K]."""
+    m, n = dy2.shape
+    if n != w.n or not supports(m, w.n, w.k) or w.n % 8:
+        raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
+    if cfg.bm not in (64, 128):
+        raise ValueError(f"unsupported config {cfg}: BM in (64, 128)")
+    dy2 = dy2.contiguous()
+    dx = kern._out(out, m, w.k, dy2)
+    kc = w.k_pad // kern.CHUNK
+    steps = -(-w.n // 64)
+    split = kern._even_split(steps, cfg.split_n)
+    dy_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
+    _, w_l, s_l = shared_layouts(64, 64)
+    dy_desc = TensorDescriptor(dy2, [m, n], [n, 1], [cfg.bm, 64], dy_l)
+    w_desc = TensorDescriptor(w.codes, list(w.codes.shape), [w.codes.stride(0), 1], [64, 64], w_l)
+    s_rows = w.scales.view(kc * w.n // 32, 256)
+    s_desc = TensorDescriptor(s_rows, [kc * w.n // 32, 256], [256, 1], [2, 256], s_l)
+    grid = (-(-m // cfg.bm) * kc, split)
+    target, stride_split, _ = kern._split_target(dx, split, grid[0], fused=False)
+    _ws_bwd_kernel[grid](dy_desc, w_desc, s_desc, target, w.global_scale, m, w.k, w.k, stride_split, steps // split,
+                         w.n // 32, BM=cfg.bm, STAGES=cfg.stages, OUT_F32=split > 1, num_warps=4,
+                         **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
+    if split > 1:
+        kern._reduce(target, dx, split)
+    return dx
