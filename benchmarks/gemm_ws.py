@@ -64,56 +64,6 @@ def candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
     return out
 
 
-def run_shape(model, layer, n, k, ms, l2_bytes, sms, log, dispatch_only: bool = False) -> list[dict]:
-    torch.manual_seed(hash((model, layer)) % 2**31)
-    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
-    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
-    kw0 = kern.prepare_weight(q.packed, q.scale, q.global_scale)
-    w_bf16 = ref_w.to(torch.bfloat16)
-    n_fp4 = max(1, math.ceil(3 * l2_bytes / kw0.nbytes()))
-    n_bf16 = max(1, math.ceil(3 * l2_bytes / (n * k * 2)))
-    kws = [kw0] + [kern.KernelWeight(kw0.codes.clone(), kw0.scales.clone(), kw0.global_scale.clone(), n, k)
-                   for _ in range(n_fp4 - 1)]
-    wbs = [w_bf16] + [w_bf16.clone() for _ in range(n_bf16 - 1)]
-    rows = []
-    for m in ms:
-        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-        ref = fp32_matmul(x.float(), ref_w.T)
-        t_bf16 = bench([lambda wb=wb, x=x: torch.nn.functional.linear(x, wb) for wb in wbs])
-        t_ship = bench([lambda kw=kw, x=x: kern.nvfp4_matmul(x, kw) for kw in kws])
-        poison = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        err_ship = rel_err(kern.nvfp4_matmul(x, kw0, out=poison), ref)
-        picked = ws.pick(x, n, k, kw0.k_pad) if ws is not None and hasattr(ws, "pick") else None
-        tried, best = [], None
-        for cfg in [] if dispatch_only else candidates(m, n, kw0.k_pad, sms):
-            poison = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-            out = ws.ws_matmul(x, kw0, cfg, out=poison)
-            err = rel_err(out, ref)
-            finite = bool(torch.isfinite(out).all())
-            if not finite or err > 1e-2:
-                tried.append({"config": cfg._asdict(), "error": f"rel {err:.3g} finite {finite}"})
-                log(f"  WRONG {model} {layer} M={m} {cfg}: rel {err:.3g} finite {finite}")
-                continue
-            t = bench([lambda kw=kw, cfg=cfg, x=x: ws.ws_matmul(x, kw, cfg) for kw in kws])
-            tried.append({"config": cfg._asdict(), "us": t * 1e6, "rel_err": err})
-            if best is None or t < best[0]:
-                best = (t, cfg, err)
-        row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "bf16_us": t_bf16 * 1e6,
-               "shipped_us": t_ship * 1e6, "shipped_rel_err": err_ship, "shipped_over_bf16": t_bf16 / t_ship,
-               "shipped_path": "ws " + str(tuple(picked)) if picked is not None else "nvfp4_gemm", "tried": tried}
-        if dispatch_only:
-            log(f"{model:4} {layer:8} M={m:5}  bf16 {t_bf16*1e6:8.1f}  shipped {t_ship*1e6:8.1f} "
-                f"({t_bf16/t_ship:.2f}x, rel {err_ship:.1e}) {row['shipped_path']}")
-        if best is not None:
-            t, cfg, err = best
-            row.update(ws_us=t * 1e6, ws_config=cfg._asdict(), ws_rel_err=err, ws_over_bf16=t_bf16 / t,
-                       shipped_over_bf16=t_bf16 / t_ship, ws_over_shipped=t_ship / t)
-            log(f"{model:4} {layer:8} M={m:5}  bf16 {t_bf16*1e6:8.1f}  shipped {t_ship*1e6:8.1f} "
-                f"({t_bf16/t_ship:.2f}x)  ws {t*1e6:8.1f} ({t_bf16/t:.2f}x, {t_ship/t:.2f}x of shipped) {tuple(cfg)}")
-        rows.append(row)
-    return rows
-
-
 def bwd_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
     """Input gradient: BM 64 / 128, 4 or 6 stages, 128 registers (two CTAs per SM) or not; split-N none, or the power
     of two that first gives a program per SM."""
@@ -130,8 +80,9 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
     return out
 
 
-def run_shape_bwd(model, layer, n, k, ms, l2_bytes, sms, log, dispatch_only: bool = False) -> list[dict]:
-    """As ``run_shape`` for the input gradient dX = dY @ W against ``nvfp4_matmul_grad_input``'s default dispatch."""
+def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_only: bool = False) -> list[dict]:
+    """One layer shape in one direction (fwd: Y = X W^T, bwd: dX = dY W) at every M: BF16, the default dispatch
+    (``nvfp4_matmul`` / ``nvfp4_matmul_grad_input``) and, unless ``dispatch_only``, every candidate of the kernel."""
     torch.manual_seed(hash((model, layer)) % 2**31)
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
@@ -140,40 +91,48 @@ def run_shape_bwd(model, layer, n, k, ms, l2_bytes, sms, log, dispatch_only: boo
     kws = [kw0] + [kern.KernelWeight(kw0.codes.clone(), kw0.scales.clone(), kw0.global_scale.clone(), n, k)
                    for _ in range(max(1, math.ceil(3 * l2_bytes / kw0.nbytes())) - 1)]
     wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
+    fwd = direction == "fwd"
+    shipped = kern.nvfp4_matmul if fwd else kern.nvfp4_matmul_grad_input
+    kernel = None if ws is None else (ws.ws_matmul if fwd else ws.ws_matmul_grad_input)
     rows = []
     for m in ms:
-        dy = torch.randn(m, n, device="cuda").to(torch.bfloat16)
-        ref = fp32_matmul(dy.float(), ref_w)
-        t_bf16 = bench([lambda wb=wb, dy=dy: torch.matmul(dy, wb) for wb in wbs])
-        t_ship = bench([lambda kw=kw, dy=dy: kern.nvfp4_matmul_grad_input(dy, kw) for kw in kws])
-        poison = torch.full((m, k), float("nan"), device="cuda", dtype=torch.bfloat16)
-        err_ship = rel_err(kern.nvfp4_matmul_grad_input(dy, kw0, out=poison), ref)
+        x = torch.randn(m, k if fwd else n, device="cuda").to(torch.bfloat16)
+        ref = fp32_matmul(x.float(), ref_w.T if fwd else ref_w)
+        out_shape = (m, n if fwd else k)
+        t_bf16 = bench([(lambda wb=wb, x=x: torch.nn.functional.linear(x, wb)) if fwd else
+                        (lambda wb=wb, x=x: torch.matmul(x, wb)) for wb in wbs])
+        t_ship = bench([lambda kw=kw, x=x: shipped(x, kw) for kw in kws])
+        poison = torch.full(out_shape, float("nan"), device="cuda", dtype=torch.bfloat16)
+        err_ship = rel_err(shipped(x, kw0, out=poison), ref)
+        picked = None
+        if ws is not None and hasattr(ws, "pick"):
+            picked = ws.pick(x, n, k, kw0.k_pad) if fwd else ws.pick_grad_input(x, n, k, kw0.k_pad)
         tried, best = [], None
-        for cfg in [] if dispatch_only else bwd_candidates(m, n, kw0.k_pad, sms):
-            poison = torch.full((m, k), float("nan"), device="cuda", dtype=torch.bfloat16)
-            out = ws.ws_matmul_grad_input(dy, kw0, cfg, out=poison)
+        cands = [] if dispatch_only else (candidates if fwd else bwd_candidates)(m, n, kw0.k_pad, sms)
+        for cfg in cands:
+            poison = torch.full(out_shape, float("nan"), device="cuda", dtype=torch.bfloat16)
+            out = kernel(x, kw0, cfg, out=poison)
             err = rel_err(out, ref)
             finite = bool(torch.isfinite(out).all())
             if not finite or err > 1e-2:
                 tried.append({"config": cfg._asdict(), "error": f"rel {err:.3g} finite {finite}"})
-                log(f"  WRONG {model} {layer} bwd M={m} {cfg}: rel {err:.3g} finite {finite}")
+                log(f"  WRONG {model} {layer} {direction} M={m} {cfg}: rel {err:.3g} finite {finite}")
                 continue
-            t = bench([lambda kw=kw, cfg=cfg, dy=dy: ws.ws_matmul_grad_input(dy, kw, cfg) for kw in kws])
+            t = bench([lambda kw=kw, cfg=cfg, x=x: kernel(x, kw, cfg) for kw in kws])
             tried.append({"config": cfg._asdict(), "us": t * 1e6, "rel_err": err})
             if best is None or t < best[0]:
                 best = (t, cfg, err)
-        row = {"model": model, "layer": layer, "dir": "bwd", "n": n, "k": k, "m": m, "bf16_us": t_bf16 * 1e6,
+        row = {"model": model, "layer": layer, "dir": direction, "n": n, "k": k, "m": m, "bf16_us": t_bf16 * 1e6,
                "shipped_us": t_ship * 1e6, "shipped_rel_err": err_ship, "shipped_over_bf16": t_bf16 / t_ship,
-               "tried": tried}
+               "shipped_path": "ws " + str(tuple(picked)) if picked is not None else "nvfp4_gemm", "tried": tried}
+        line = (f"{model:4} {layer:8} {direction} M={m:5}  bf16 {t_bf16*1e6:8.1f}  shipped {t_ship*1e6:8.1f} "
+                f"({t_bf16/t_ship:.2f}x, rel {err_ship:.1e}, {row['shipped_path']})")
         if best is not None:
             t, cfg, err = best
             row.update(ws_us=t * 1e6, ws_config=cfg._asdict(), ws_rel_err=err, ws_over_bf16=t_bf16 / t,
                        ws_over_shipped=t_ship / t)
-            log(f"{model:4} {layer:8} bwd M={m:5}  bf16 {t_bf16*1e6:8.1f}  shipped {t_ship*1e6:8.1f} "
-                f"({t_bf16/t_ship:.2f}x)  ws {t*1e6:8.1f} ({t_bf16/t:.2f}x, {t_ship/t:.2f}x of shipped) {tuple(cfg)}")
-        else:
-            log(f"{model:4} {layer:8} bwd M={m:5}  bf16 {t_bf16*1e6:8.1f}  shipped {t_ship*1e6:8.1f} "
-                f"({t_bf16/t_ship:.2f}x, rel {err_ship:.1e})")
+            line += f"  ws {t*1e6:8.1f} ({t_bf16/t:.2f}x, {t_ship/t:.2f}x of shipped) {tuple(cfg)}"
+        log(line)
         rows.append(row)
     return rows
 
@@ -220,11 +179,8 @@ def main() -> None:
             if layer not in layers:
                 continue
             for d in args.dirs.split(","):
-                fn = run_shape if d == "fwd" else run_shape_bwd
-                for r in fn(model, layer, n, k, ms, l2, meta["sms"], lambda s: print(s, flush=True),
-                            args.dispatch_only):
-                    r.setdefault("dir", d)
-                    rows.append(r)
+                rows += run_shape(model, layer, n, k, d, ms, l2, meta["sms"], lambda s: print(s, flush=True),
+                                  args.dispatch_only)
     geo = {}
     for d in args.dirs.split(","):
         for m in ms:
