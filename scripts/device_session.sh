@@ -789,4 +789,11 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     dispatch_alternating 130 /tmp/q37 --dirs fwd,bwd --models 7b,14b,32b --ms 32,64,128,256,512,1024
     cat "$out/clocks.txt"
     ;;
+  # 37c: after the input-gradient table gained M = 1 / 8 / 16 (searched on machine BH: bwd at M = 1-16, forward at
+  # M = 16), the same comparison at M = 1-1024 in both directions on the final tables.
+  37c)
+    device_name
+    dispatch_alternating 150 /tmp/q37c --dirs fwd,bwd --models 7b,14b,32b --ms 1,8,16,32,64,128,256,512,1024
+    cat "$out/clocks.txt"
+    ;;
 esac

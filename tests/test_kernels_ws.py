@@ -79,18 +79,22 @@ def test_pick_follows_the_tuned_buckets(monkeypatch):
     # A bucket where the search found the other path faster is declined, also for M that round up to it.
     assert ws.TUNED[(1024, 5120, 5120)] is None
     assert ws.pick(_x(1024, 5120), 5120, 5120, 5120) is None and ws.pick(_x(700, 5120), 5120, 5120, 5120) is None
-    # Only measured buckets up to 4x larger count above M's; else the one below (M = 1500: the 1024 entry).
-    assert ws.pick(_x(1500, k), n, k, k) == ws.TUNED[(1024, n, k)]
+    # Above the largest measured bucket the slab path keeps M (no entry at 2048 or more).
+    assert ws.pick(_x(1500, k), n, k, k) is None
 
 
 def test_pick_grad_input_follows_its_own_table(monkeypatch):
     monkeypatch.setattr(ws, "available", lambda device=None: True)
     n, k = 5120, 27648  # Qwen2.5-32B down: dY [M, 5120], dX [M, 27648]
     assert ws.pick_grad_input(_x(128, n), n, k, k) == ws.TUNED_BWD[(128, n, k)]
-    assert ws.pick_grad_input(_x(16, n), n, k, k) is None
-    n, k = 37888, 3584  # 7B gate_up: declined at M = 1024 (the slab path was faster), taken at 256
+    assert ws.pick_grad_input(_x(16, n), n, k, k) == ws.TUNED_BWD[(16, n, k)]  # measured at M = 1 / 8 / 16 too
+    assert ws.TUNED_BWD[(1, n, k)] is None and ws.pick_grad_input(_x(1, n), n, k, k) is None
+    n, k = 37888, 3584  # 7B gate_up: declined at M = 1024 (the slab path was faster), taken at 256 and at M = 3
     assert ws.TUNED_BWD[(1024, n, k)] is None and ws.pick_grad_input(_x(1024, n), n, k, k) is None
     assert ws.pick_grad_input(_x(256, n), n, k, k) == ws.TUNED_BWD[(256, n, k)]
+    assert ws.pick_grad_input(_x(3, n), n, k, k) == ws.TUNED_BWD[(8, n, k)]
+    n, k = 3584, 3584  # 7B o: declined at M = 16, so M = 9-16 must not fall through to the M = 32 entry
+    assert ws.TUNED_BWD[(16, n, k)] is None and ws.pick_grad_input(_x(12, n), n, k, k) is None
 
 
 def test_pick_declines_without_a_hopper_gpu():

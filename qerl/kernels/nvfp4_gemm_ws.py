@@ -91,8 +91,8 @@ def supports(m: int, n: int, k: int) -> bool:
 # Launch configs from the searches of ``benchmarks/gemm_ws.py`` on an H200 (benchmarks/RESULTS.md, run 9) for the
 # Qwen2.5-7B / 14B / 32B layer shapes: {(m_bucket, n, k_pad): config, or None where this kernel was not at least 3%
 # faster than ``nvfp4_gemm``'s default path in that run}. ``nvfp4_gemm.nvfp4_matmul`` (``TUNED``) and
-# ``nvfp4_matmul_grad_input`` (``TUNED_BWD``) take this kernel for M >= ``MIN_M`` where the nearest measured bucket
-# holds a config (``pick``); add entries with ``nvfp4_gemm.load_tuned_configs`` ("ws|M|N|K_pad", "wsbwd|...").
+# ``nvfp4_matmul_grad_input`` (``TUNED_BWD``, also measured at M = 1 / 8 / 16) take this kernel where the nearest
+# measured bucket holds a config (``pick``, forward from M = ``MIN_M``); add entries with ``nvfp4_gemm.load_tuned_configs`` ("ws|M|N|K_pad", "wsbwd|...").
 TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 3584, 3584): WsConfig(64, 128, 4, 8, in_flight=False, maxnreg=128),
     (64, 3584, 3584): WsConfig(64, 64, 4, 4, maxnreg=128),
@@ -156,60 +156,90 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (1024, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
 }
 TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
+    (1, 3584, 3584): None,  # 0.99x of the previous path
+    (8, 3584, 3584): None,  # 0.97x of the previous path
+    (16, 3584, 3584): None,  # 0.98x of the previous path
     (32, 3584, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (64, 3584, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (128, 3584, 3584): WsBwdConfig(64, 4, 4, maxnreg=128),
     (256, 3584, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
     (512, 3584, 3584): WsBwdConfig(128, 4, 2, maxnreg=128),
     (1024, 3584, 3584): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (1, 3584, 18944): None,  # 0.84x of the previous path
+    (8, 3584, 18944): None,  # 0.83x of the previous path
+    (16, 3584, 18944): None,  # 0.85x of the previous path
     (32, 3584, 18944): WsBwdConfig(64, 4, 1, maxnreg=128),
     (64, 3584, 18944): None,  # 1.01x of the previous path
     (128, 3584, 18944): WsBwdConfig(128, 4, 1, maxnreg=128),
     (256, 3584, 18944): WsBwdConfig(128, 4, 1, maxnreg=128),
     (512, 3584, 18944): None,  # 0.96x of the previous path
     (1024, 3584, 18944): None,  # 0.95x of the previous path
+    (1, 4608, 3584): None,  # 0.96x of the previous path
+    (8, 4608, 3584): None,  # 0.97x of the previous path
+    (16, 4608, 3584): None,  # 1.01x of the previous path
     (32, 4608, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (64, 4608, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (128, 4608, 3584): WsBwdConfig(64, 4, 4, maxnreg=128),
     (256, 4608, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
     (512, 4608, 3584): WsBwdConfig(128, 4, 2, maxnreg=128),
     (1024, 4608, 3584): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (1, 5120, 5120): None,  # 0.96x of the previous path
+    (8, 5120, 5120): None,  # 0.97x of the previous path
+    (16, 5120, 5120): None,  # 0.98x of the previous path
     (32, 5120, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
     (64, 5120, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
     (128, 5120, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
     (256, 5120, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
     (512, 5120, 5120): WsBwdConfig(128, 4, 1, maxnreg=128),
     (1024, 5120, 5120): None,  # 0.65x of the previous path
+    (1, 5120, 13824): WsBwdConfig(64, 4, 2, maxnreg=128),
+    (8, 5120, 13824): WsBwdConfig(64, 4, 2, maxnreg=128),
+    (16, 5120, 13824): WsBwdConfig(64, 4, 2, maxnreg=128),
     (32, 5120, 13824): WsBwdConfig(64, 4, 2, maxnreg=128),
     (64, 5120, 13824): WsBwdConfig(64, 4, 2, maxnreg=128),
     (128, 5120, 13824): WsBwdConfig(128, 4, 2, maxnreg=128),
     (256, 5120, 13824): WsBwdConfig(128, 4, 1, maxnreg=128),
     (512, 5120, 13824): None,  # 1.03x of the previous path
     (1024, 5120, 13824): None,  # 0.92x of the previous path
+    (1, 5120, 27648): None,  # 0.98x of the previous path
+    (8, 5120, 27648): WsBwdConfig(64, 6, 1, maxnreg=128),
+    (16, 5120, 27648): WsBwdConfig(64, 6, 1, maxnreg=128),
     (32, 5120, 27648): WsBwdConfig(64, 4, 1, maxnreg=128),
     (64, 5120, 27648): WsBwdConfig(64, 4, 1, maxnreg=128),
     (128, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
     (256, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
     (512, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
     (1024, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (1, 7168, 5120): None,  # 0.88x of the previous path
+    (8, 7168, 5120): None,  # 0.93x of the previous path
+    (16, 7168, 5120): None,  # 0.95x of the previous path
     (32, 7168, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
     (64, 7168, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
     (128, 7168, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
     (256, 7168, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
     (512, 7168, 5120): WsBwdConfig(128, 4, 1, maxnreg=128),
     (1024, 7168, 5120): None,  # 0.70x of the previous path
+    (1, 27648, 5120): None,  # 0.85x of the previous path
+    (8, 27648, 5120): None,  # 0.86x of the previous path
+    (16, 27648, 5120): None,  # 0.85x of the previous path
     (32, 27648, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
     (64, 27648, 5120): None,  # 0.98x of the previous path
     (128, 27648, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
     (256, 27648, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
     (512, 27648, 5120): None,  # 0.72x of the previous path
     (1024, 27648, 5120): None,  # 0.63x of the previous path
+    (1, 37888, 3584): WsBwdConfig(64, 6, 8, maxnreg=128),
+    (8, 37888, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
+    (16, 37888, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (32, 37888, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (64, 37888, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (128, 37888, 3584): WsBwdConfig(128, 4, 8, maxnreg=128),
     (256, 37888, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
     (512, 37888, 3584): None,  # 1.01x of the previous path
     (1024, 37888, 3584): None,  # 0.88x of the previous path
+    (1, 55296, 5120): None,  # 0.80x of the previous path
+    (8, 55296, 5120): None,  # 0.81x of the previous path
+    (16, 55296, 5120): None,  # 0.80x of the previous path
     (32, 55296, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
     (64, 55296, 5120): None,  # 0.94x of the previous path
     (128, 55296, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
@@ -218,15 +248,17 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1024, 55296, 5120): None,  # 0.67x of the previous path
 }
 
-# Below this many rows the decode kernels of ``nvfp4_gemm`` (8- and 16-row tiles) serve; the smallest tile here is 64.
+# Below this many rows the forward's decode kernels of ``nvfp4_gemm`` (8- and 16-row tiles) serve; the smallest tile
+# here is 64, and at M = 16 it took 1.4x their time (geomean of the 12 layers, run 9).
 MIN_M = 17
 
 
 def _lookup(table: dict, m: int, n: int, k_pad: int):
-    """The entry of the nearest measured M bucket: M's own (the next power of two), up to 4x larger, else the one
-    below (any config is valid at any M; the tables were measured at powers of two). None if none or declined."""
+    """The entry of the nearest measured M bucket at or above M's own (the next power of two), up to 4x larger (a
+    config is valid at any M; the tables were measured at powers of two). None if none or declined: above the
+    largest measured bucket (1024) the slab path of ``nvfp4_gemm`` serves, as measured in runs 4-8."""
     b = kern._m_bucket(m)
-    for bucket in (b, 2 * b, 4 * b, b // 2):
+    for bucket in (b, 2 * b, 4 * b):
         if (bucket, n, k_pad) in table:
             return table[(bucket, n, k_pad)]
     return None
@@ -249,9 +281,10 @@ def pick(x2: torch.Tensor, n: int, k: int, k_pad: int) -> WsConfig | None:
 
 
 def pick_grad_input(dy2: torch.Tensor, n: int, k: int, k_pad: int) -> WsBwdConfig | None:
-    """The same for ``nvfp4_matmul_grad_input`` with ``dy2`` [M, N] (``TUNED_BWD``)."""
+    """The same for ``nvfp4_matmul_grad_input`` with ``dy2`` [M, N] (``TUNED_BWD``; any M with an entry: the input
+    gradient's small-M kernels are slower than these on some layers, e.g. 7B gate_up at M = 1-16)."""
     m = dy2.shape[0]
-    if m < MIN_M or not supports(m, n, k):
+    if not supports(m, n, k):
         return None
     cfg = _lookup(TUNED_BWD, m, n, k_pad)
     return cfg if cfg is not None and _usable(dy2, n) else None
