@@ -48,9 +48,10 @@ TILES = [(64, 64, 6, 1, True, None), (64, 128, 4, 1, True, None), (128, 64, 4, 1
          (128, 256, 3, 2, False, None)]
 
 
-def candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
+def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False) -> list[ws.WsConfig]:
     """Every tile of ``TILES`` without split-K and, where its tiles are fewer than the SMs, with the power-of-two
-    split that first gives a program per SM."""
+    split that first gives a program per SM; ``wide_splits`` adds splits 2-4 everywhere (finer work against the
+    last wave's idle SMs)."""
     out = []
     chunks = k_pad // kern.CHUNK
     for bm, bn, st, cons, inf, reg in TILES:
@@ -58,20 +59,24 @@ def candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
         splits = [1]
         if tiles < sms:
             splits.append(1 << math.ceil(math.log2(sms / tiles)))
+        if wide_splits:
+            splits = sorted(set(splits) | {2, 3, 4})
         for sp in splits:
             if sp <= chunks // 2:
                 out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg))
     return out
 
 
-def bwd_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
+def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False) -> list:
     """Input gradient: BM 64 / 128, 4 or 6 stages, 128 registers (two CTAs per SM) or not; split-N none, or the power
-    of two that first gives a program per SM."""
+    of two that first gives a program per SM (``wide_splits``: and 2-4)."""
     out = []
     steps = -(-n // 64)
     for bm in (64, 128):
         tiles = -(-m // bm) * (k_pad // kern.CHUNK)
         splits = [1] if tiles >= sms else [1, 1 << math.ceil(math.log2(sms / tiles))]
+        if wide_splits:
+            splits = sorted(set(splits) | {2, 3, 4})
         for st in (4, 6):
             for reg in (128, None):
                 for sp in splits:
@@ -80,7 +85,8 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
     return out
 
 
-def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_only: bool = False) -> list[dict]:
+def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_only: bool = False,
+              wide_splits: bool = False) -> list[dict]:
     """One layer shape in one direction (fwd: Y = X W^T, bwd: dX = dY W) at every M: BF16, the default dispatch
     (``nvfp4_matmul`` / ``nvfp4_matmul_grad_input``) and, unless ``dispatch_only``, every candidate of the kernel."""
     torch.manual_seed(hash((model, layer)) % 2**31)
@@ -108,7 +114,8 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
         if ws is not None and hasattr(ws, "pick"):
             picked = ws.pick(x, n, k, kw0.k_pad) if fwd else ws.pick_grad_input(x, n, k, kw0.k_pad)
         tried, best = [], None
-        cands = [] if dispatch_only else (candidates if fwd else bwd_candidates)(m, n, kw0.k_pad, sms)
+        cands = ([] if dispatch_only else candidates(m, n, kw0.k_pad, sms, wide_splits) if fwd
+                 else bwd_candidates(m, n, kw0.k_pad, sms, wide_splits))
         for cfg in cands:
             poison = torch.full(out_shape, float("nan"), device="cuda", dtype=torch.bfloat16)
             out = kernel(x, kw0, cfg, out=poison)
@@ -161,6 +168,7 @@ def main() -> None:
     ap.add_argument("--ms", default="64,128,256,1024")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--dirs", default="fwd", help="fwd, bwd (input gradient) or both, comma-separated")
+    ap.add_argument("--wide-splits", action="store_true", help="also split K (forward) / N (input gradient) 2-4 ways")
     ap.add_argument("--dispatch-only", action="store_true",
                     help="time only nvfp4_matmul's default dispatch and BF16 (also on trees without this kernel)")
     args = ap.parse_args()
@@ -180,7 +188,7 @@ def main() -> None:
                 continue
             for d in args.dirs.split(","):
                 rows += run_shape(model, layer, n, k, d, ms, l2, meta["sms"], lambda s: print(s, flush=True),
-                                  args.dispatch_only)
+                                  args.dispatch_only, args.wide_splits)
     geo = {}
     for d in args.dirs.split(","):
         for m in ms:

@@ -796,4 +796,11 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     dispatch_alternating 150 /tmp/q37c --dirs fwd,bwd --models 7b,14b,32b --ms 1,8,16,32,64,128,256,512,1024
     cat "$out/clocks.txt"
     ;;
+  # 37d: the down projections' forward entries at M = 64 / 128 from the search with split-K 2-4 on every tile
+  # (machine BJ), against the previous commit alternately.
+  37d)
+    device_name
+    dispatch_alternating 60 /tmp/q37d --dirs fwd --models 14b,32b --layers down --ms 64,128
+    cat "$out/clocks.txt"
+    ;;
 esac

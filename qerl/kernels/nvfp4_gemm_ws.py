@@ -119,14 +119,14 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (512, 5120, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
     (1024, 5120, 5120): None,  # 0.87x of the previous path
     (32, 5120, 13824): WsConfig(64, 128, 4, 4, in_flight=False, maxnreg=128),
-    (64, 5120, 13824): WsConfig(64, 64, 4, 2, maxnreg=128),
-    (128, 5120, 13824): WsConfig(128, 64, 3, 2, maxnreg=128),
+    (64, 5120, 13824): WsConfig(64, 64, 5, 3, maxnreg=128),  # split 3 searched later in run 9
+    (128, 5120, 13824): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
     (256, 5120, 13824): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
     (512, 5120, 13824): WsConfig(128, 64, 4, 1),
     (1024, 5120, 13824): None,  # 1.00x of the previous path
     (32, 5120, 27648): WsConfig(64, 128, 4, 4, in_flight=False, maxnreg=128),
-    (64, 5120, 27648): WsConfig(64, 64, 4, 2, maxnreg=128),
-    (128, 5120, 27648): WsConfig(128, 64, 3, 2, maxnreg=128),
+    (64, 5120, 27648): WsConfig(64, 64, 4, 3, maxnreg=128),  # likewise
+    (128, 5120, 27648): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
     (256, 5120, 27648): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
     (512, 5120, 27648): WsConfig(128, 64, 4, 1),
     (1024, 5120, 27648): None,  # 0.98x of the previous path
