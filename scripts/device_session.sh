@@ -803,4 +803,10 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     dispatch_alternating 60 /tmp/q37d --dirs fwd --models 14b,32b --layers down --ms 64,128
     cat "$out/clocks.txt"
     ;;
+  # 37e: the entries from the second search with wider splits (machine BK: forward M = 32, input gradient M = 32-128).
+  37e)
+    device_name
+    dispatch_alternating 90 /tmp/q37e --dirs fwd,bwd --models 7b,14b,32b --layers o,gate_up,down --ms 32,128
+    cat "$out/clocks.txt"
+    ;;
 esac

@@ -94,7 +94,7 @@ def supports(m: int, n: int, k: int) -> bool:
 # ``nvfp4_matmul_grad_input`` (``TUNED_BWD``, also measured at M = 1 / 8 / 16) take this kernel where the nearest
 # measured bucket holds a config (``pick``, forward from M = ``MIN_M``); add entries with ``nvfp4_gemm.load_tuned_configs`` ("ws|M|N|K_pad", "wsbwd|...").
 TUNED: dict[tuple[int, int, int], WsConfig | None] = {
-    (32, 3584, 3584): WsConfig(64, 128, 4, 8, in_flight=False, maxnreg=128),
+    (32, 3584, 3584): WsConfig(64, 128, 4, 3),  # split-K 3: searched later in run 9
     (64, 3584, 3584): WsConfig(64, 64, 4, 4, maxnreg=128),
     (128, 3584, 3584): WsConfig(64, 64, 6, 1),
     (256, 3584, 3584): WsConfig(128, 64, 4, 1),
@@ -118,13 +118,13 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (256, 5120, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
     (512, 5120, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
     (1024, 5120, 5120): None,  # 0.87x of the previous path
-    (32, 5120, 13824): WsConfig(64, 128, 4, 4, in_flight=False, maxnreg=128),
+    (32, 5120, 13824): WsConfig(64, 128, 4, 3),  # likewise
     (64, 5120, 13824): WsConfig(64, 64, 5, 3, maxnreg=128),  # split 3 searched later in run 9
     (128, 5120, 13824): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
     (256, 5120, 13824): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
     (512, 5120, 13824): WsConfig(128, 64, 4, 1),
     (1024, 5120, 13824): None,  # 1.00x of the previous path
-    (32, 5120, 27648): WsConfig(64, 128, 4, 4, in_flight=False, maxnreg=128),
+    (32, 5120, 27648): WsConfig(64, 128, 4, 3, consumers=2, in_flight=False),  # likewise
     (64, 5120, 27648): WsConfig(64, 64, 4, 3, maxnreg=128),  # likewise
     (128, 5120, 27648): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
     (256, 5120, 27648): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
@@ -168,7 +168,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 3584, 18944): None,  # 0.84x of the previous path
     (8, 3584, 18944): None,  # 0.83x of the previous path
     (16, 3584, 18944): None,  # 0.85x of the previous path
-    (32, 3584, 18944): WsBwdConfig(64, 4, 1, maxnreg=128),
+    (32, 3584, 18944): WsBwdConfig(64, 4, 3, maxnreg=128),  # split-N 3: searched later in run 9
     (64, 3584, 18944): None,  # 1.01x of the previous path
     (128, 3584, 18944): WsBwdConfig(128, 4, 1, maxnreg=128),
     (256, 3584, 18944): WsBwdConfig(128, 4, 1, maxnreg=128),
@@ -224,7 +224,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (16, 27648, 5120): None,  # 0.85x of the previous path
     (32, 27648, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
     (64, 27648, 5120): None,  # 0.98x of the previous path
-    (128, 27648, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
+    (128, 27648, 5120): WsBwdConfig(128, 4, 3, maxnreg=128),  # likewise
     (256, 27648, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
     (512, 27648, 5120): None,  # 0.72x of the previous path
     (1024, 27648, 5120): None,  # 0.63x of the previous path
@@ -242,7 +242,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (16, 55296, 5120): None,  # 0.80x of the previous path
     (32, 55296, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
     (64, 55296, 5120): None,  # 0.94x of the previous path
-    (128, 55296, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
+    (128, 55296, 5120): WsBwdConfig(128, 6, 3),  # likewise
     (256, 55296, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
     (512, 55296, 5120): None,  # 0.75x of the previous path
     (1024, 55296, 5120): None,  # 0.67x of the previous path
