@@ -809,4 +809,24 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     dispatch_alternating 90 /tmp/q37e --dirs fwd,bwd --models 7b,14b,32b --layers o,gate_up,down --ms 32,128
     cat "$out/clocks.txt"
     ;;
+  # 38a-38c: vLLM 0.26 serving the 14B NVFP4 checkpoint on this project's kernels without an adapter (rank 0), where
+  # batch 8 / 64 decode runs the warp-specialized forward kernel from M = 17 on: with it, with it turned off
+  # (QERL_WS_KERNELS=0, the Triton kernels as before), and BF16. 38a = 31a (bundle part 1, the checkpoint), 38b = 29b.
+  38a)
+    bundle_part1_and_checkpoint 14b 300
+    ;;
+  38b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    ;;
+  38c)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    for v in ws triton; do
+      [ $v = triton ] && export QERL_WS_KERNELS=0
+      timeout 200 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4 --ranks 0 --batches 8,64 \
+        --repeats 1 --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_14b_r0_$v.json" 2>&1 | grep "\[bench\]\|rror"
+    done
+    unset QERL_WS_KERNELS
+    timeout 180 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats bf16 --ranks 0 --batches 8,64 \
+      --repeats 1 --workdir /tmp/qb --json "$out/rollout_14b_r0_bf16.json" 2>&1 | grep "\[bench\]\|rror"
+    ;;
 esac

@@ -97,6 +97,17 @@ def test_pick_grad_input_follows_its_own_table(monkeypatch):
     assert ws.TUNED_BWD[(16, n, k)] is None and ws.pick_grad_input(_x(12, n), n, k, k) is None
 
 
+def test_environment_switch_turns_the_kernels_off(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(ws, "_hopper", lambda index: True)
+    monkeypatch.setattr(ws, "_usable", lambda t, cols: ws.available())  # no real device behind the tensor here
+    n, k = 37888, 3584
+    assert ws.pick(_x(64, k), n, k, k) == ws.TUNED[(64, n, k)]
+    monkeypatch.setenv("QERL_WS_KERNELS", "0")
+    assert not ws.available() and ws.pick(_x(64, k), n, k, k) is None
+
+
 def test_pick_declines_without_a_hopper_gpu():
     assert not ws.available(torch.device("cpu"))
     assert ws.pick(_x(64, 3584), 37888, 3584, 3584) is None

@@ -23,6 +23,7 @@ in that layout's slice, so no layout conversion moves data. Split-K writes fp32 
 from __future__ import annotations
 
 import functools
+import os
 from typing import NamedTuple
 
 import torch
@@ -72,8 +73,11 @@ def _hopper(index: int) -> bool:
 
 
 def available(device: torch.device | None = None) -> bool:
-    """Gluon is importable and ``device`` (default: the current CUDA device) is a Hopper (sm_90): the kernel uses
-    wgmma and TMA."""
+    """Gluon is importable, ``QERL_WS_KERNELS`` is not "0", and ``device`` (default: the current CUDA device) is a
+    Hopper (sm_90): the kernel uses wgmma and TMA. ``QERL_WS_KERNELS=0`` (read at each call) turns the dispatch to
+    these kernels off, e.g. to compare with the Triton kernels in one process (vLLM's engine included)."""
+    if os.environ.get("QERL_WS_KERNELS", "1") == "0":
+        return False
     if gluon is None or not torch.cuda.is_available() or kern._interpreting():
         return False
     if device is not None and device.type != "cuda":
