@@ -83,6 +83,12 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.float() - ref).norm() / ref.norm())
 
 
+def checked(run, out_shape: tuple[int, int], ref: torch.Tensor) -> tuple[float, bool]:
+    """``run(out)`` on a NaN-poisoned bf16 output: (relative error against ``ref``, every element finite)."""
+    out = run(torch.full(out_shape, float("nan"), device="cuda", dtype=torch.bfloat16))
+    return rel_err(out, ref), bool(torch.isfinite(out).all())
+
+
 def fp32_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     torch.backends.cuda.matmul.allow_tf32 = False
     return a @ b
@@ -290,11 +296,8 @@ def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, lo
                     continue
                 seen.add(cfg)
                 try:
-                    poison = torch.full(out_shape, float("nan"), device="cuda", dtype=torch.bfloat16)
                     fn = kern.nvfp4_matmul if direction == "fwd" else kern.nvfp4_matmul_grad_input
-                    out = fn(x, kw0, cfg, out=poison)
-                    err = rel_err(out, ref)
-                    finite = bool(torch.isfinite(out).all())
+                    err, finite = checked(lambda out, fn=fn, cfg=cfg, x=x, kw=kw0: fn(x, kw, cfg, out=out), out_shape, ref)
                     if not finite or err > 1e-2:
                         tried.append({"config": cfg._asdict(), "error": f"rel {err:.3g} finite {finite}"})
                         log(f"  WRONG {model} {layer} {direction} M={m} {cfg}: rel {err:.3g} finite {finite}")

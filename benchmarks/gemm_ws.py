@@ -28,7 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, bench, fp32_matmul, rel_err  # noqa: E402
+from gemm_nvfp4 import SHAPES, bench, checked, fp32_matmul  # noqa: E402
 
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
@@ -108,8 +108,7 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
         t_bf16 = bench([(lambda wb=wb, x=x: torch.nn.functional.linear(x, wb)) if fwd else
                         (lambda wb=wb, x=x: torch.matmul(x, wb)) for wb in wbs])
         t_ship = bench([lambda kw=kw, x=x: shipped(x, kw) for kw in kws])
-        poison = torch.full(out_shape, float("nan"), device="cuda", dtype=torch.bfloat16)
-        err_ship = rel_err(shipped(x, kw0, out=poison), ref)
+        err_ship, _ = checked(lambda out, x=x: shipped(x, kw0, out=out), out_shape, ref)
         picked = None
         if ws is not None and hasattr(ws, "pick"):
             picked = ws.pick(x, n, k, kw0.k_pad) if fwd else ws.pick_grad_input(x, n, k, kw0.k_pad)
@@ -117,10 +116,7 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
         cands = ([] if dispatch_only else candidates(m, n, kw0.k_pad, sms, wide_splits) if fwd
                  else bwd_candidates(m, n, kw0.k_pad, sms, wide_splits))
         for cfg in cands:
-            poison = torch.full(out_shape, float("nan"), device="cuda", dtype=torch.bfloat16)
-            out = kernel(x, kw0, cfg, out=poison)
-            err = rel_err(out, ref)
-            finite = bool(torch.isfinite(out).all())
+            err, finite = checked(lambda out, x=x, cfg=cfg: kernel(x, kw0, cfg, out=out), out_shape, ref)
             if not finite or err > 1e-2:
                 tried.append({"config": cfg._asdict(), "error": f"rel {err:.3g} finite {finite}"})
                 log(f"  WRONG {model} {layer} {direction} M={m} {cfg}: rel {err:.3g} finite {finite}")
