@@ -117,3 +117,32 @@ def test_default_dispatch_takes_the_kernels_on_tuned_shapes(m, monkeypatch):
     assert calls == ["ws_matmul", "ws_matmul_grad_input"]
     assert float((y.float() - ref_y).norm() / ref_y.norm()) < 4e-3
     assert float((x.grad.float() - ref_dx).norm() / ref_dx.norm()) < 4e-3
+
+
+@hopper
+def test_kernels_launch_from_a_thread_that_never_compiled_them():
+    # Compiled on this thread first; then called from a fresh thread with no current CUDA context (as autograd's
+    # backward thread): Triton 3.6 builds the TMA descriptors before its launcher sets a context.
+    import threading
+
+    x, w, ref = _case(64, 256, 512)
+    dy = torch.randn(64, 256, device="cuda").to(torch.bfloat16)
+    ws.ws_matmul(x, w, ws.WsConfig(64, 64, 4))
+    ws.ws_matmul_grad_input(dy, w, ws.WsBwdConfig(64, 4))
+    torch.cuda.synchronize()
+    results, errors = {}, []
+
+    def run():
+        try:
+            results["y"] = ws.ws_matmul(x, w, ws.WsConfig(64, 64, 4))
+            results["dx"] = ws.ws_matmul_grad_input(dy, w, ws.WsBwdConfig(64, 4))
+            torch.cuda.synchronize()
+        except Exception as e:  # reported below, on the test's thread
+            errors.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert not errors, errors
+    assert float((results["y"].float() - ref).norm() / ref.norm()) < 4e-3
+    assert torch.isfinite(results["dx"]).all()

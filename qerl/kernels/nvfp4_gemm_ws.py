@@ -22,8 +22,10 @@ in that layout's slice, so no layout conversion moves data. Split-K writes fp32 
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
+import threading
 from typing import NamedTuple
 
 import torch
@@ -563,6 +565,40 @@ if gluon is not None:
 CONSUMER_REGS = 232
 
 
+_THREAD = threading.local()
+
+
+def _ensure_cuda_context(device: torch.device) -> None:
+    """Make the device's primary CUDA context current on this thread, once per thread.
+
+    Triton 3.6 builds a TMA descriptor argument (``cuTensorMapEncodeTiled``) before its launcher makes a context
+    current, so on a thread that has not touched the driver yet (autograd's backward thread, when the kernel was
+    compiled on another thread) the launch fails with "invalid device context". The driver API's own calls, through
+    ctypes: no CUDA work is issued (safe during graph capture)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    done = getattr(_THREAD, "devices", None)
+    if done is None:
+        done = _THREAD.devices = set()
+    if index in done:
+        return
+    cuda = _libcuda()
+    ctx = ctypes.c_void_p()
+    if cuda.cuCtxGetCurrent(ctypes.byref(ctx)) != 0:
+        raise RuntimeError("cuCtxGetCurrent failed")
+    if not ctx.value:
+        dev = ctypes.c_int()
+        if (cuda.cuDeviceGet(ctypes.byref(dev), index) != 0
+                or cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) != 0
+                or cuda.cuCtxSetCurrent(ctx) != 0):
+            raise RuntimeError(f"cannot make the CUDA context of device {index} current on this thread")
+    done.add(index)
+
+
+@functools.cache
+def _libcuda() -> ctypes.CDLL:
+    return ctypes.CDLL("libcuda.so.1")
+
+
 def shared_layouts(bm: int, bn: int) -> tuple:
     """The TMA boxes' shared-memory layouts: X [BM, 64] bf16 with 128-byte swizzle (wgmma's B operand), the codes
     [BN, 64] bytes with 64-byte swizzle (the operand-layout loads of 8 rows x 8 bytes then hit distinct banks), the
@@ -595,6 +631,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     s_desc = TensorDescriptor(s_rows, [kc * w.n // 32, 256], [256, 1], [cfg.bn // 32, 256], s_l)
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
     target, stride_split, _ = kern._split_target(y, split, grid[0], fused=False)
+    _ensure_cuda_context(x2.device)
     _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, target, w.global_scale, m, w.n, w.n, stride_split, kc // split,
                          w.n // 32, BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers, STAGES=cfg.stages,
                          OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight, num_warps=4,
@@ -625,6 +662,7 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     s_desc = TensorDescriptor(s_rows, [kc * w.n // 32, 256], [256, 1], [2, 256], s_l)
     grid = (-(-m // cfg.bm) * kc, split)
     target, stride_split, _ = kern._split_target(dx, split, grid[0], fused=False)
+    _ensure_cuda_context(dy2.device)
     _ws_bwd_kernel[grid](dy_desc, w_desc, s_desc, target, w.global_scale, m, w.k, w.k, stride_split, steps // split,
                          w.n // 32, BM=cfg.bm, STAGES=cfg.stages, OUT_F32=split > 1, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
