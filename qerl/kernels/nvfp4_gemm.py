@@ -44,11 +44,11 @@ Kernels:
     operand (``MODE`` 1; 2 transposes the product). Re-laying the dequantized bf16 tile through shared memory
     instead takes fewer instructions but measured 8-34% slower (run 4, benchmarks/RESULTS.md). ``one_dot`` (MODE 1):
     one [BM, 128] accumulator for both halves.
-  * ``nvfp4_gemm_ws`` (Gluon, Hopper only): a warp-specialized forward kernel (a TMA loader warp, one or two
+  * ``nvfp4_gemm_ws`` (Gluon, Hopper only): warp-specialized kernels (a TMA loader warp, one or two
     consumer warpgroups dequantizing into wgmma's register operand), forward and input gradient.
-    ``nvfp4_matmul`` / ``nvfp4_matmul_grad_input`` take it for 16 < M where its tuned tables hold a config for the
-    shape (M = 32-1024 on the Qwen2.5 shapes, where it beat the paths below) and, forward, no adapter epilogue is
-    asked for.
+    ``nvfp4_matmul`` / ``nvfp4_matmul_grad_input`` take them where their tuned tables hold a config for the shape
+    and M's bucket (the Qwen2.5 shapes where they beat the paths below: forward at M = 32-1024, input gradient at
+    M = 1-1024 on some layers) and, forward, no adapter epilogue is asked for.
   * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS; for large forward products
     the next slab is dequantized on a second stream while the current one is multiplied. Products under
     ``SLAB_MIN_FLOP`` stay on the tile loop (``_fwd_kernel`` / ``_bwd_kernel``) at any M.

@@ -1,23 +1,29 @@
-"""A warp-specialized NVFP4 x BF16 forward GEMM for Hopper (Gluon), for M = 64 .. ~1024 rows of X.
+"""Warp-specialized NVFP4 x BF16 kernels for Hopper (Gluon): the forward GEMM and the input gradient, M = 1-1024.
 
-Why a second forward kernel: the Triton tile loop (``nvfp4_gemm._fwd_kernel``) runs each step's copies, its
-dequantization and its wgmma mostly in turn. Its copies are ``cp.async`` groups that every warp waits for at a
-CTA-wide barrier, and Triton 3.6 cannot split this loop into producer and consumer warps. Gluon (Triton's
-lower-level dialect) can: here one warp only issues TMA copies into a ring of shared-memory stages, and one
-warpgroup waits on per-stage mbarriers, dequantizes the weight into wgmma's register operand and keeps its wgmmas in
-flight under the next stage's dequantization. No CTA-wide barrier remains in the loop, and two or more CTAs per SM
-interleave their warpgroups' dequantization and tensor-core work.
+Why second kernels: the Triton tile loops (``nvfp4_gemm._fwd_kernel`` / ``_bwd_kernel``) run each step's copies,
+dequantization and wgmma mostly in turn. Their copies are ``cp.async`` groups that every warp waits for at a
+CTA-wide barrier, and Triton 3.6 cannot split these loops into producer and consumer warps. Gluon (Triton's
+lower-level dialect) can: here one warp only issues TMA copies into a ring of shared-memory stages, and consumer
+warpgroups wait on per-stage mbarriers, dequantize the weight into wgmma's register operand and (``in_flight``) keep
+a chunk's wgmmas running under the next chunk's dequantization. No CTA-wide barrier remains in the loop; two CTAs
+per SM (128 registers) or two consumers per CTA interleave dequantization and tensor-core work.
 
-The product is computed transposed, Y^T tile = W tile [BN, K] @ X^T [K, BM], so the dequantized weight is the
-register operand A of wgmma (64 rows per warpgroup instruction, BN = 64 or 128) and X^T, read by TMA as two
-[BM, 64] boxes per 128-element chunk (the chunk's low and high nibbles' halves, see ``nvfp4_gemm``'s layout), is the
-shared-memory operand B. Per stage the loader copies those two X boxes, the chunk's code bytes [BN, 64] and its
-scale bytes [BN, 8] (``KernelWeight.scales`` viewed as rows of 256 bytes, 32 W rows each, which keeps the copy's
-innermost box dimension within TMA's 256 elements: N must be a multiple of 32).
+Forward (``_ws_fwd_kernel``): Y^T tile = W tile [BN, K] @ X^T [K, BM], so the dequantized weight is the register
+operand A of wgmma (64 or 128 rows per consumer warpgroup) and X^T, read by TMA as two [BM, 64] boxes per
+128-element chunk (the chunk's low and high nibbles' halves, see ``nvfp4_gemm``'s layout), is the shared-memory
+operand B. Per stage the loader copies those two X boxes, the chunk's code bytes [BN, 64] and its scale bytes
+[BN, 8] (``KernelWeight.scales`` viewed as rows of 256 bytes, 32 W rows each, which keeps the copy's innermost box
+dimension within TMA's 256 elements: N must be a multiple of 32).
+
+Input gradient (``_ws_bwd_kernel``): dX^T for one chunk (128 columns of K) = W^T [128, N] @ dY^T, over N in steps of
+64 rows of W, two accumulators (the code bytes' low and high nibbles). The operand wants pairs along N, so each
+thread's 16-bit code operand is the bytes of rows n and n + 1 of one column, loaded from shared memory as such.
 
 Dequantization is the same exact ``e2m1 * scale * 2**-14`` (inline PTX on code-byte pairs, ``_dequant_ptx(2)``) as
 the Triton kernels; the codes are loaded from shared memory straight in the operand's register layout and the scales
-in that layout's slice, so no layout conversion moves data. Split-K writes fp32 partials that ``_reduce`` sums.
+in a slice of it, so no layout conversion moves data. Split-K / split-N write fp32 partials that ``_reduce`` sums.
+``TUNED`` / ``TUNED_BWD`` say where ``nvfp4_matmul`` / ``nvfp4_matmul_grad_input`` take these kernels; measured
+speed in benchmarks/RESULTS.md (run 9).
 """
 
 from __future__ import annotations
@@ -45,9 +51,10 @@ class WsConfig(NamedTuple):
     """Launch parameters of ``_ws_fwd_kernel``: BN rows of W by BM rows of X (64, 128 or 256) per CTA, ``stages``
     shared-memory stages of one 128-element chunk each, ``split_k`` programs along K; ``consumers`` warpgroups (1 or 2)
     share each stage, each taking BN / consumers rows (64 or 128). ``in_flight``: a chunk's wgmmas stay in flight
-    under the next chunk's dequantization (two sets of operand registers; one consumer only, as two would exceed the
-    168 registers a thread of three warpgroups gets); otherwise they retire first. ``maxnreg`` caps registers per
-    thread (128 lets two single-consumer CTAs share an SM; needs ``in_flight=False``)."""
+    under the next chunk's dequantization (two sets of operand registers; one consumer only: with two, the 168
+    registers a thread of three warpgroups gets made ptxas serialize the wgmmas); otherwise they retire first.
+    ``maxnreg`` caps registers per thread: 128 lets two single-consumer CTAs share an SM (64-row tiles fit it with
+    chunks in flight)."""
 
     bm: int
     bn: int
@@ -94,11 +101,13 @@ def supports(m: int, n: int, k: int) -> bool:
     return m >= 1 and n % 32 == 0 and k % 8 == 0
 
 
-# Launch configs from the searches of ``benchmarks/gemm_ws.py`` on an H200 (benchmarks/RESULTS.md, run 9) for the
+# Launch configs from the searches of ``benchmarks/gemm_ws.py`` on H200s (benchmarks/RESULTS.md, run 9) for the
 # Qwen2.5-7B / 14B / 32B layer shapes: {(m_bucket, n, k_pad): config, or None where this kernel was not at least 3%
-# faster than ``nvfp4_gemm``'s default path in that run}. ``nvfp4_gemm.nvfp4_matmul`` (``TUNED``) and
-# ``nvfp4_matmul_grad_input`` (``TUNED_BWD``, also measured at M = 1 / 8 / 16) take this kernel where the nearest
-# measured bucket holds a config (``pick``, forward from M = ``MIN_M``); add entries with ``nvfp4_gemm.load_tuned_configs`` ("ws|M|N|K_pad", "wsbwd|...").
+# faster than ``nvfp4_gemm``'s default path}. Entries marked "searched later" come from the searches with splits
+# 2-4 on every tile, taken where at least 10% faster and then checked against the previous code in alternating passes.
+# ``nvfp4_gemm.nvfp4_matmul`` (``TUNED``) and ``nvfp4_matmul_grad_input`` (``TUNED_BWD``, also measured at
+# M = 1 / 8 / 16) take these kernels where the nearest measured bucket holds a config (``pick``; forward from
+# M = ``MIN_M``); add entries with ``nvfp4_gemm.load_tuned_configs`` ("ws|M|N|K_pad", "wsbwd|...").
 TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 3584, 3584): WsConfig(64, 128, 4, 3),  # split-K 3: searched later in run 9
     (64, 3584, 3584): WsConfig(64, 64, 4, 4, maxnreg=128),
