@@ -140,3 +140,26 @@ def test_rejects_configs_it_cannot_build():
         ws.ws_matmul(x, kern.KernelWeight(w.codes[:100], w.scales, w.global_scale, 100, 512), ws.WsConfig(64, 64))
     with pytest.raises(ValueError, match="unsupported config"):
         ws.ws_matmul_grad_input(torch.zeros(64, 128, dtype=torch.bfloat16), w, ws.WsBwdConfig(256))
+
+
+def test_weight_descriptors_address_each_chunks_codes_and_scales():
+    # The loaders copy a chunk's code bytes at [n0, c * 64] and its scale bytes at [c * N / 32 + n0 / 32, 0] of the
+    # descriptors' tensors: on a real kernel-layout weight those boxes must hold exactly rows n0 .. n0 + BN of chunk c.
+    from qerl import nvfp4
+
+    n, k = 96, 384  # 3 chunks; N not a multiple of 64
+    q = nvfp4.quantize(torch.randn(n, k) * 0.02)
+    w = kern.prepare_weight(q.packed, q.scale, q.global_scale)
+    scales = w.scales.view(w.k_pad // kern.CHUNK, n, 8)
+    for rows in (64, 128):
+        w_desc, s_desc = ws.weight_descriptors(w, rows)
+        assert list(w_desc.block_shape) == [rows, 64] and list(s_desc.block_shape) == [rows // 32, 256]
+        assert w_desc.base.data_ptr() == w.codes.data_ptr() and list(w_desc.strides) == [k // 2, 1]
+        for c in range(w.k_pad // kern.CHUNK):
+            for n0 in range(0, n, rows):
+                r0 = c * n // 32 + n0 // 32
+                box = s_desc.base[r0 : r0 + rows // 32].reshape(-1, 8)  # rows past N: TMA fills zeros there
+                valid = min(rows, n - n0)
+                assert torch.equal(box[:valid], scales[c, n0 : n0 + valid])
+                codes = w_desc.base[n0 : n0 + rows, c * 64 : c * 64 + 64]
+                assert torch.equal(codes, w.codes[n0 : n0 + valid, c * 64 : (c + 1) * 64])

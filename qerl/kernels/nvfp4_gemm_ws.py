@@ -618,6 +618,18 @@ def shared_layouts(bm: int, bn: int) -> tuple:
     return x_l, w_l, s_l
 
 
+def weight_descriptors(w: kern.KernelWeight, rows: int) -> tuple:
+    """TMA descriptors of ``w`` for boxes of ``rows`` W rows: the code bytes [rows, 64] of one chunk (at
+    [row, chunk * 64]) and their scale bytes, ``w.scales`` [chunks, N * 8] viewed as [chunks * N / 32, 256] so that
+    one chunk's scales of rows n0 .. n0 + rows are the box of rows / 32 rows at [chunk * N / 32 + n0 / 32, 0]."""
+    _, w_l, s_l = shared_layouts(64, rows)
+    kc = w.k_pad // kern.CHUNK
+    w_desc = TensorDescriptor(w.codes, list(w.codes.shape), [w.codes.stride(0), 1], [rows, 64], w_l)
+    s_rows = w.scales.view(kc * w.n // 32, 256)
+    s_desc = TensorDescriptor(s_rows, [kc * w.n // 32, 256], [256, 1], [rows // 32, 256], s_l)
+    return w_desc, s_desc
+
+
 def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.Tensor | None = None) -> torch.Tensor:
     """``x2 @ W^T`` for a contiguous bf16 ``x2`` [M, K] on the warp-specialized kernel: bf16 [M, N] (``out`` if
     given). No bias or adapter epilogue (``nvfp4_gemm.add_bias_and_lora_`` adds them after)."""
@@ -633,11 +645,9 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     y = kern._out(out, m, w.n, x2)
     kc = w.k_pad // kern.CHUNK
     split = kern._even_split(kc, cfg.split_k)
-    x_l, w_l, s_l = shared_layouts(cfg.bm, cfg.bn)
+    x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
     x_desc = TensorDescriptor(x2, [m, k], [k, 1], [cfg.bm, 64], x_l)
-    w_desc = TensorDescriptor(w.codes, list(w.codes.shape), [w.codes.stride(0), 1], [cfg.bn, 64], w_l)
-    s_rows = w.scales.view(kc * w.n // 32, 256)
-    s_desc = TensorDescriptor(s_rows, [kc * w.n // 32, 256], [256, 1], [cfg.bn // 32, 256], s_l)
+    w_desc, s_desc = weight_descriptors(w, cfg.bn)
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
     target, stride_split, _ = kern._split_target(y, split, grid[0], fused=False)
     _ensure_cuda_context(x2.device)
@@ -664,11 +674,8 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     steps = -(-w.n // 64)
     split = kern._even_split(steps, cfg.split_n)
     dy_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
-    _, w_l, s_l = shared_layouts(64, 64)
     dy_desc = TensorDescriptor(dy2, [m, n], [n, 1], [cfg.bm, 64], dy_l)
-    w_desc = TensorDescriptor(w.codes, list(w.codes.shape), [w.codes.stride(0), 1], [64, 64], w_l)
-    s_rows = w.scales.view(kc * w.n // 32, 256)
-    s_desc = TensorDescriptor(s_rows, [kc * w.n // 32, 256], [256, 1], [2, 256], s_l)
+    w_desc, s_desc = weight_descriptors(w, 64)
     grid = (-(-m // cfg.bm) * kc, split)
     target, stride_split, _ = kern._split_target(dx, split, grid[0], fused=False)
     _ensure_cuda_context(dy2.device)
