@@ -1,5 +1,6 @@
-"""The warp-specialized forward kernel (Gluon, Hopper) against dequantize-then-matmul in fp32: fresh random inputs
-each check, M, N and K that are not multiples of the tiles, split-K, outputs poisoned with NaN before each run."""
+"""The warp-specialized kernels (Gluon, Hopper), forward and input gradient, against dequantize-then-matmul in fp32:
+fresh random inputs each check, M, N and K that are not multiples of the tiles, split-K / split-N, outputs poisoned
+with NaN before each run; the default dispatch through autograd, and launches from a thread that did not compile."""
 
 from __future__ import annotations
 
@@ -35,7 +36,9 @@ def _case(m: int, n: int, k: int):
 CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64, 4), ws.WsConfig(64, 128, 6),
            ws.WsConfig(64, 128, 3, split_k=4), ws.WsConfig(128, 64, 4, split_k=3),
            ws.WsConfig(64, 64, 4, in_flight=False, maxnreg=128), ws.WsConfig(64, 128, 4, 2, 2, False),
-           ws.WsConfig(128, 256, 3, 1, 2, False), ws.WsConfig(64, 256, 4, 1, 2, False)]
+           ws.WsConfig(128, 256, 3, 1, 2, False), ws.WsConfig(64, 256, 4, 1, 2, False),
+           # Chunks in flight on 128 registers (two CTAs per SM), as most M <= 512 entries of the tables.
+           ws.WsConfig(64, 64, 5, 3, maxnreg=128), ws.WsConfig(128, 64, 3, 2, maxnreg=128)]
 
 
 @hopper
