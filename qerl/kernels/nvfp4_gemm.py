@@ -918,14 +918,18 @@ def _m_bucket(m: int) -> int:
     return 1 << max(0, (m - 1).bit_length())
 
 
-def _tuned(direction: str, m: int, n: int, k_pad: int):
-    # A config tuned for a larger M bucket is valid for any M; take the nearest one up to 4x larger.
+def _nearest_bucket(table: dict, m: int, key):
+    """The entry ``table[key(bucket)]`` of the first bucket present among M's (the next power of two), 2x and 4x
+    that (a config tuned for a larger M is valid for any M), else None. Also used by ``nvfp4_gemm_ws``."""
     b = _m_bucket(m)
     for bucket in (b, 2 * b, 4 * b):
-        cfg = TUNED.get((direction, bucket, n, k_pad))
-        if cfg is not None:
-            return cfg
+        if key(bucket) in table:
+            return table[key(bucket)]
     return None
+
+
+def _tuned(direction: str, m: int, n: int, k_pad: int):
+    return _nearest_bucket(TUNED, m, lambda bucket: (direction, bucket, n, k_pad))
 
 
 def fwd_config(m: int, n: int, k_pad: int, device: torch.device) -> FwdConfig:

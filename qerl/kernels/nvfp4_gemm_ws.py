@@ -272,11 +272,7 @@ def _lookup(table: dict, m: int, n: int, k_pad: int):
     """The entry of the nearest measured M bucket at or above M's own (the next power of two), up to 4x larger (a
     config is valid at any M; the tables were measured at powers of two). None if none or declined: above the
     largest measured bucket (1024) the slab path of ``nvfp4_gemm`` serves, as measured in runs 4-8."""
-    b = kern._m_bucket(m)
-    for bucket in (b, 2 * b, 4 * b):
-        if (bucket, n, k_pad) in table:
-            return table[(bucket, n, k_pad)]
-    return None
+    return kern._nearest_bucket(table, m, lambda bucket: (bucket, n, k_pad))
 
 
 def _usable(t: torch.Tensor, cols: int) -> bool:
@@ -664,7 +660,7 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
                          out: torch.Tensor | None = None) -> torch.Tensor:
     """``dy2 @ W`` for a bf16 ``dy2`` [M, N] on the warp-specialized input-gradient kernel: bf16 [M, K]."""
     m, n = dy2.shape
-    if n != w.n or not supports(m, w.n, w.k) or w.n % 8:
+    if n != w.n or not supports(m, w.n, w.k):
         raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
     if cfg.bm not in (64, 128):
         raise ValueError(f"unsupported config {cfg}: BM in (64, 128)")
