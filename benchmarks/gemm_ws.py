@@ -48,45 +48,79 @@ TILES = [(64, 64, 6, 1, True, None), (64, 128, 4, 1, True, None), (128, 64, 4, 1
          (128, 256, 3, 2, False, None)]
 
 
-def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False) -> list[ws.WsConfig]:
-    """Every tile of ``TILES`` without split-K and, where its tiles are fewer than the SMs, with the power-of-two
-    split that first gives a program per SM; ``wide_splits`` adds splits 2-4 everywhere (finer work against the
-    last wave's idle SMs)."""
+# Three or four CTAs per SM (80 / 64 registers; the CTA is two warpgroups): 64- and 32-row tiles of X for M = 32-128.
+OCCUPANCY_TILES = [(64, 64, 3, 1, False, 80), (32, 64, 4, 1, True, 80), (32, 64, 4, 1, False, 64),
+                   (32, 128, 4, 1, True, 128)]
+
+
+def small_tiles(m: int) -> list[tuple]:
+    """Decode shapes (M <= 16): X^T as wgmma's 8- or 16-wide operand; 64-row tiles with chunks in flight (three
+    CTAs per SM) or not (four), 128-row tiles (two or three), two consumers of 128 rows (one CTA)."""
+    bm = 8 if m <= 8 else 16
+    return [(bm, 64, 6, 1, True, 80), (bm, 64, 6, 1, False, 64), (bm, 128, 6, 1, True, 128),
+            (bm, 128, 5, 1, False, 80), (bm, 256, 4, 2, False, None)]
+
+
+def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
+               tile_set: str = "default") -> list[ws.WsConfig]:
+    """Every tile of the set without split-K and, where its tiles are fewer than the SMs, with the power-of-two
+    split that first gives a program per SM (at M <= 16 also twice that: several CTAs fit an SM); ``wide_splits``
+    adds splits 2-4 everywhere (finer work against the last wave's idle SMs). Tile sets: "default" (``TILES``, or
+    ``small_tiles`` at M <= 16), "occupancy" (``OCCUPANCY_TILES`` only), "all" (``TILES`` and ``OCCUPANCY_TILES``).
+    Split partials are summed in the kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``)."""
+    small = m < ws.MIN_M
+    tiles_of = {"default": small_tiles(m) if small else TILES, "occupancy": OCCUPANCY_TILES,
+                "all": TILES + OCCUPANCY_TILES}
+    if tile_set not in tiles_of:
+        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy or all")
     out = []
     chunks = k_pad // kern.CHUNK
-    for bm, bn, st, cons, inf, reg in TILES:
+    fused = kern._fuse_reduction(m, n)
+    for bm, bn, st, cons, inf, reg in tiles_of[tile_set]:
         tiles = -(-m // bm) * -(-n // bn)
         splits = [1]
         if tiles < sms:
-            splits.append(1 << math.ceil(math.log2(sms / tiles)))
+            first = 1 << math.ceil(math.log2(sms / tiles))
+            splits += [first, 2 * first] if small else [first]
         if wide_splits:
             splits = sorted(set(splits) | {2, 3, 4})
         for sp in splits:
             if sp <= chunks // 2:
-                out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg))
+                out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, fused and sp > 1))
     return out
 
 
-def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False) -> list:
-    """Input gradient: BM 64 / 128, 4 or 6 stages, 128 registers (two CTAs per SM) or not; split-N none, or the power
-    of two that first gives a program per SM (``wide_splits``: and 2-4)."""
+def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
+                   tile_set: str = "default") -> list:
+    """Input gradient: BM 64 / 128, 4 or 6 stages, 128 registers (two CTAs per SM) or not; at M <= 32 also BM = 8 /
+    16 / 32 (M's own power of two) on 64 or 80 registers (four or three CTAs per SM), the only tiles of the
+    "occupancy" set. Split-N none, or the power of two that first gives a program per SM (twice that too for the
+    small tiles; ``wide_splits``: and 2-4)."""
+    if tile_set not in ("default", "occupancy", "all"):
+        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy or all")
+    tiles_of = [] if tile_set == "occupancy" else [(bm, st, reg) for bm in (64, 128) for st in (4, 6)
+                                                   for reg in (128, None)]
+    if m <= 32:
+        small = max(8, 1 << max(0, (m - 1).bit_length()))
+        tiles_of += [(small, 6, 64 if small <= 16 else 80), (small, 4, 80)]  # 32 rows on 64 serialize the wgmmas
     out = []
     steps = -(-n // 64)
-    for bm in (64, 128):
+    for bm, st, reg in tiles_of:
         tiles = -(-m // bm) * (k_pad // kern.CHUNK)
-        splits = [1] if tiles >= sms else [1, 1 << math.ceil(math.log2(sms / tiles))]
+        splits = [1]
+        if tiles < sms:
+            first = 1 << math.ceil(math.log2(sms / tiles))
+            splits += [first, 2 * first] if bm <= 32 else [first]
         if wide_splits:
             splits = sorted(set(splits) | {2, 3, 4})
-        for st in (4, 6):
-            for reg in (128, None):
-                for sp in splits:
-                    if sp <= steps // 2:
-                        out.append(ws.WsBwdConfig(bm, st, sp, reg))
+        for sp in splits:
+            if sp <= steps // 2:
+                out.append(ws.WsBwdConfig(bm, st, sp, reg))
     return out
 
 
 def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_only: bool = False,
-              wide_splits: bool = False) -> list[dict]:
+              wide_splits: bool = False, tile_set: str = "default") -> list[dict]:
     """One layer shape in one direction (fwd: Y = X W^T, bwd: dX = dY W) at every M: BF16, the default dispatch
     (``nvfp4_matmul`` / ``nvfp4_matmul_grad_input``) and, unless ``dispatch_only``, every candidate of the kernel."""
     torch.manual_seed(hash((model, layer)) % 2**31)
@@ -113,8 +147,8 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
         if ws is not None and hasattr(ws, "pick"):
             picked = ws.pick(x, n, k, kw0.k_pad) if fwd else ws.pick_grad_input(x, n, k, kw0.k_pad)
         tried, best = [], None
-        cands = ([] if dispatch_only else candidates(m, n, kw0.k_pad, sms, wide_splits) if fwd
-                 else bwd_candidates(m, n, kw0.k_pad, sms, wide_splits))
+        cands = ([] if dispatch_only else candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set) if fwd
+                 else bwd_candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set))
         for cfg in cands:
             err, finite = checked(lambda out, x=x, cfg=cfg: kernel(x, kw0, cfg, out=out), out_shape, ref)
             if not finite or err > 1e-2:
@@ -165,6 +199,8 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--dirs", default="fwd", help="fwd, bwd (input gradient) or both, comma-separated")
     ap.add_argument("--wide-splits", action="store_true", help="also split K (forward) / N (input gradient) 2-4 ways")
+    ap.add_argument("--tile-set", default="default", choices=["default", "occupancy", "all"],
+                    help="forward tiles searched (see candidates())")
     ap.add_argument("--dispatch-only", action="store_true",
                     help="time only nvfp4_matmul's default dispatch and BF16 (also on trees without this kernel)")
     args = ap.parse_args()
@@ -184,7 +220,7 @@ def main() -> None:
                 continue
             for d in args.dirs.split(","):
                 rows += run_shape(model, layer, n, k, d, ms, l2, meta["sms"], lambda s: print(s, flush=True),
-                                  args.dispatch_only, args.wide_splits)
+                                  args.dispatch_only, args.wide_splits, args.tile_set)
     geo = {}
     for d in args.dirs.split(","):
         for m in ms:
@@ -201,9 +237,18 @@ def main() -> None:
     (out / "gemm_ws.json").write_text(json.dumps({"meta": meta, "geomean": geo, "rows": rows}, indent=1))
     if not args.dispatch_only:
         (out / "gemm_ws.md").write_text(markdown(rows, meta))
-    # The picks that beat the shipped path by at least 3%, in ``load_tuned_configs``' format ("ws|M|N|K_pad").
-    tuned = {f"{'ws' if r['dir'] == 'fwd' else 'wsbwd'}|{r['m']}|{r['n']}|{-(-r['k'] // kern.CHUNK) * kern.CHUNK}":
-             r["ws_config"] if r["ws_over_shipped"] >= 1.03 else None for r in rows if "ws_us" in r}
+    # The picks that beat the shipped path by at least 3%, in ``load_tuned_configs``' format ("ws|M|N|K_pad"); null
+    # (decline this kernel) where they did not and the shipped path is the other module's, nothing where the shipped
+    # path is already this kernel (a search over some tiles only must not decline a shipped entry).
+    tuned = {}
+    for r in rows:
+        if "ws_us" not in r:
+            continue
+        key = f"{'ws' if r['dir'] == 'fwd' else 'wsbwd'}|{r['m']}|{r['n']}|{-(-r['k'] // kern.CHUNK) * kern.CHUNK}"
+        if r["ws_over_shipped"] >= 1.03:
+            tuned[key] = r["ws_config"]
+        elif r["shipped_path"] == "nvfp4_gemm":
+            tuned[key] = None
     (out / "tuned_ws.json").write_text(json.dumps(tuned, indent=1))
 
 

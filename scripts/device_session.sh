@@ -829,4 +829,45 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 180 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats bf16 --ranks 0 --batches 8,64 \
       --repeats 1 --workdir /tmp/qb --json "$out/rollout_14b_r0_bf16.json" 2>&1 | grep "\[bench\]\|rror"
     ;;
+  # Run 10: the forward kernel's decode tiles (X^T 8 or 16 wide) and three / four CTAs per SM, split partials summed
+  # in the kernel. 40a: the kernel's GPU tests, then the search at M = 1 / 8 / 16 against the shipped path (the
+  # Triton decode kernels). 40b: the occupancy tiles at M = 32-128 (wider splits) against the shipped tables.
+  40a)
+    device_name
+    timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py 2>&1 | tail -4 \
+      | tee "$out/gpu_tests.txt"
+    timeout 330 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1,8,16 --out /tmp/q40a 2>&1 | tail -45
+    cp /tmp/q40a/gemm_ws.json /tmp/q40a/gemm_ws.md /tmp/q40a/tuned_ws.json "$out/"
+    ;;
+  40b)
+    device_name
+    timeout 560 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 32,64,128 --tile-set occupancy \
+      --wide-splits --out /tmp/q40b 2>&1 | tail -40
+    cp /tmp/q40b/gemm_ws.json /tmp/q40b/gemm_ws.md /tmp/q40b/tuned_ws.json "$out/"
+    ;;
+  # 40c: the GPU tests on the new tables, then the default dispatch of the previous commit (.device/old: git archive
+  # f26bf60 qerl benchmarks/gemm_nvfp4.py benchmarks/decode_nvfp4.py) and of this code in turn, twice, at M = 1-32
+  # (M = 1 / 8 unchanged: the control).
+  40c)
+    gpu_name_and_tests 330
+    dispatch_alternating 100 /tmp/q40c --dirs fwd --models 7b,14b,32b --ms 1,8,16,32
+    cat "$out/clocks.txt"
+    ;;
+  # 40d: the input gradient with 8-32 rows of dY per CTA on 64 / 80 registers (its GPU tests first), searched at
+  # M = 1-32 against the shipped tables.
+  40d)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k input_gradient 2>&1 \
+      | tail -3 | tee "$out/gpu_tests.txt"
+    timeout 360 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1,8,16,32 --dirs bwd --tile-set occupancy \
+      --out /tmp/q40d 2>&1 | tail -40
+    cp /tmp/q40d/gemm_ws.json /tmp/q40d/gemm_ws.md /tmp/q40d/tuned_ws.json "$out/"
+    ;;
+  # 40e: the GPU tests on the final tables, then the default dispatch of the previous commit (.device/old, as in 40c)
+  # and of this code in turn, twice, forward and input gradient at M = 1-32.
+  40e)
+    gpu_name_and_tests 330
+    dispatch_alternating 120 /tmp/q40e --dirs fwd,bwd --models 7b,14b,32b --ms 1,8,16,32
+    cat "$out/clocks.txt"
+    ;;
 esac

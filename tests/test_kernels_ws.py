@@ -70,7 +70,8 @@ def test_pick_follows_the_tuned_buckets(monkeypatch):
     assert ws.pick(_x(64, k), n, k, k) == ws.TUNED[(64, n, k)]
     assert ws.pick(_x(100, k), n, k, k) == ws.TUNED[(128, n, k)]  # M's bucket is the next power of two
     assert ws.pick(_x(17, k), n, k, k) == ws.TUNED[(32, n, k)]
-    assert ws.pick(_x(16, k), n, k, k) is None  # the decode kernels keep M <= 16
+    assert ws.pick(_x(16, k), n, k, k) == ws.TUNED[(16, n, k)]  # a 16-row decode tile beat the decode kernels
+    assert ws.TUNED[(8, n, k)] is None and ws.pick(_x(8, k), n, k, k) is None  # they keep M <= 8 here
     assert ws.pick(_x(5000, k), n, k, k) is None  # no entry at 8192 or above: the slab path's M
     assert ws.pick(_x(64, k, torch.float16), n, k, k) is None
     assert ws.pick(_x(64, 2 * k)[:, :k], n, k, k) is None  # rows not dense: TMA would need a copy
@@ -83,18 +84,54 @@ def test_pick_follows_the_tuned_buckets(monkeypatch):
     assert ws.pick(_x(1500, k), n, k, k) is None
 
 
+def test_pick_below_min_m_takes_only_small_buckets(monkeypatch):
+    # Decode shapes (M < MIN_M) take entries measured at M = 1 / 8 / 16 against the decode kernels, never a larger
+    # bucket's (a 64-row tile measured 1.4x slower there), and fall back to those kernels without one.
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    monkeypatch.setattr(ws, "TUNED", dict(ws.TUNED))
+    n, k = 37888, 3584
+    small8, small16 = ws.WsConfig(8, 128, 6, 1, 1, True, 128), ws.WsConfig(16, 64, 6, 4, 1, True, 80, True)
+    for bucket in (1, 8, 16):
+        ws.TUNED.pop((bucket, n, k), None)
+    assert ws.TUNED[(32, n, k)] is not None
+    assert all(ws.pick(_x(m, k), n, k, k) is None for m in (1, 4, 8, 12, 16))
+    ws.TUNED[(8, n, k)] = small8
+    ws.TUNED[(16, n, k)] = small16
+    assert ws.pick(_x(3, k), n, k, k) == small8 and ws.pick(_x(8, k), n, k, k) == small8
+    assert ws.pick(_x(12, k), n, k, k) == small16 and ws.pick(_x(16, k), n, k, k) == small16
+    assert ws.pick(_x(1, k), n, k, k) is None  # buckets 1, 2, 4 hold nothing
+    ws.TUNED[(16, n, k)] = None  # declined at 16: M = 9-16 keeps the decode kernels, not the M = 32 entry
+    assert ws.pick(_x(12, k), n, k, k) is None
+    assert ws.pick(_x(17, k), n, k, k) == ws.TUNED[(32, n, k)]
+
+
+@needs_ptxas
+def test_fused_split_sum_compiles_with_counters_and_partition_barriers():
+    # Split-K partials summed by the last CTA: two atomics on the tile counter per consumer (add, then the reset) and
+    # the epilogue's barrier scoped to the consumer warpgroup's 128 threads (a CTA-wide one would wait for the loader).
+    for cfg in (ws.WsConfig(16, 64, 6, 4, 1, True, 80, True), ws.WsConfig(8, 256, 4, 4, 2, False, None, True)):
+        fused = aot.ws_report(cfg, out_f32=True)
+        plain = aot.ws_report(cfg._replace(fused=False), out_f32=True)
+        assert fused["counter_atomics"] == 2 * cfg.consumers and plain["counter_atomics"] == 0, (cfg, fused, plain)
+        assert fused["consumer_barriers"] > plain["consumer_barriers"], (cfg, fused, plain)
+        assert not fused["wgmma_serialized"] and fused["spill_bytes"] == 0
+        assert fused["registers"] <= (cfg.maxnreg or 168)
+
+
 def test_pick_grad_input_follows_its_own_table(monkeypatch):
     monkeypatch.setattr(ws, "available", lambda device=None: True)
     n, k = 5120, 27648  # Qwen2.5-32B down: dY [M, 5120], dX [M, 27648]
     assert ws.pick_grad_input(_x(128, n), n, k, k) == ws.TUNED_BWD[(128, n, k)]
     assert ws.pick_grad_input(_x(16, n), n, k, k) == ws.TUNED_BWD[(16, n, k)]  # measured at M = 1 / 8 / 16 too
-    assert ws.TUNED_BWD[(1, n, k)] is None and ws.pick_grad_input(_x(1, n), n, k, k) is None
+    assert ws.pick_grad_input(_x(1, n), n, k, k) == ws.TUNED_BWD[(1, n, k)]
     n, k = 37888, 3584  # 7B gate_up: declined at M = 1024 (the slab path was faster), taken at 256 and at M = 3
     assert ws.TUNED_BWD[(1024, n, k)] is None and ws.pick_grad_input(_x(1024, n), n, k, k) is None
     assert ws.pick_grad_input(_x(256, n), n, k, k) == ws.TUNED_BWD[(256, n, k)]
     assert ws.pick_grad_input(_x(3, n), n, k, k) == ws.TUNED_BWD[(8, n, k)]
-    n, k = 3584, 3584  # 7B o: declined at M = 16, so M = 9-16 must not fall through to the M = 32 entry
-    assert ws.TUNED_BWD[(16, n, k)] is None and ws.pick_grad_input(_x(12, n), n, k, k) is None
+    n, k = 3584, 18944  # 7B down: declined at M = 1-16, so M = 9-16 must not fall through to the M = 32 entry
+    assert ws.TUNED_BWD[(1, n, k)] is None and ws.pick_grad_input(_x(1, n), n, k, k) is None
+    assert ws.TUNED_BWD[(16, n, k)] is None and ws.TUNED_BWD[(32, n, k)] is not None
+    assert ws.pick_grad_input(_x(12, n), n, k, k) is None
 
 
 def test_environment_switch_turns_the_kernels_off(monkeypatch):
@@ -132,7 +169,7 @@ def test_rejects_configs_it_cannot_build():
     x = torch.zeros(64, 512, dtype=torch.bfloat16)
     w = kern.KernelWeight(torch.zeros(128, 256, dtype=torch.uint8), torch.zeros(4, 1024, dtype=torch.uint8),
                           torch.ones(1), 128, 512)
-    for cfg in (ws.WsConfig(64, 128, consumers=2), ws.WsConfig(32, 64), ws.WsConfig(64, 96),
+    for cfg in (ws.WsConfig(64, 128, consumers=2), ws.WsConfig(24, 64), ws.WsConfig(64, 96),
                 ws.WsConfig(64, 256, consumers=3, in_flight=False)):
         with pytest.raises(ValueError, match="unsupported config"):
             ws.ws_matmul(x, w, cfg)

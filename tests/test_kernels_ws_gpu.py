@@ -38,7 +38,11 @@ CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64,
            ws.WsConfig(64, 64, 4, in_flight=False, maxnreg=128), ws.WsConfig(64, 128, 4, 2, 2, False),
            ws.WsConfig(128, 256, 3, 1, 2, False), ws.WsConfig(64, 256, 4, 1, 2, False),
            # Chunks in flight on 128 registers (two CTAs per SM), as most M <= 512 entries of the tables.
-           ws.WsConfig(64, 64, 5, 3, maxnreg=128), ws.WsConfig(128, 64, 3, 2, maxnreg=128)]
+           ws.WsConfig(64, 64, 5, 3, maxnreg=128), ws.WsConfig(128, 64, 3, 2, maxnreg=128),
+           # Decode and occupancy tiles (8-32 columns of X, 64-80 registers), split partials summed in the kernel.
+           ws.WsConfig(8, 128, 6, 1, 1, True, 128), ws.WsConfig(16, 64, 6, 4, 1, True, 80, True),
+           ws.WsConfig(8, 64, 6, 8, 1, False, 64, True), ws.WsConfig(16, 256, 4, 3, 2, False, None, True),
+           ws.WsConfig(32, 64, 4, 2, 1, True, 80), ws.WsConfig(64, 64, 3, 1, 1, False, 80)]
 
 
 @hopper
@@ -65,7 +69,9 @@ def test_rejects_unsupported_shapes():
         ws.ws_matmul(x, w, ws.WsConfig(64, 128, consumers=2))  # two consumers cannot keep wgmmas in flight
 
 
-BWD_CONFIGS = [ws.WsBwdConfig(64), ws.WsBwdConfig(128, 4), ws.WsBwdConfig(64, 4, 3, 128), ws.WsBwdConfig(128, 6, 2, 128)]
+BWD_CONFIGS = [ws.WsBwdConfig(64), ws.WsBwdConfig(128, 4), ws.WsBwdConfig(64, 4, 3, 128),
+               ws.WsBwdConfig(128, 6, 2, 128), ws.WsBwdConfig(8, 6, 8, 64), ws.WsBwdConfig(16, 4, 3, 80),
+               ws.WsBwdConfig(32, 6, 1, 80)]
 
 
 @hopper
@@ -149,3 +155,41 @@ def test_kernels_launch_from_a_thread_that_never_compiled_them():
     assert not errors, errors
     assert float((results["y"].float() - ref).norm() / ref.norm()) < 4e-3
     assert torch.isfinite(results["dx"]).all()
+
+
+@hopper
+def test_fused_split_sum_leaves_counters_zero_and_repeats_exactly():
+    # The last CTA of each tile sums the splits in split order and resets its counter: repeated launches (as CUDA
+    # graph replays) give bitwise the same output, and the counters are zero after each.
+    from qerl.kernels import nvfp4_gemm as kern
+
+    x, w, ref = _case(5, 4608, 3584)
+    cfg = ws.WsConfig(16, 64, 6, 4, 1, True, 80, True)
+    first = ws.ws_matmul(x, w, cfg)
+    for _ in range(3):
+        again = ws.ws_matmul(x, w, cfg, out=torch.full_like(first, float("nan")))
+        assert torch.equal(again, first)
+    torch.cuda.synchronize()
+    assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
+    assert float((first.float() - ref).norm() / ref.norm()) < 4e-3
+
+
+@hopper
+@pytest.mark.parametrize("m", [1, 8, 13])
+def test_default_dispatch_takes_small_m_entries(m, monkeypatch):
+    # A decode-shape entry (M < MIN_M) routes nvfp4_matmul to this kernel (bias added after it), checked in fp32.
+    from qerl.kernels import nvfp4_gemm as kern
+
+    n, k = 4608, 3584
+    monkeypatch.setattr(ws, "TUNED", dict(ws.TUNED))
+    cfg = ws.WsConfig(8 if m <= 8 else 16, 64, 6, 4, 1, True, 80, True)
+    ws.TUNED[(kern._m_bucket(m), n, k)] = cfg
+    calls = []
+    real = ws.ws_matmul
+    monkeypatch.setattr(ws, "ws_matmul", lambda *a, **kw: calls.append(a[2]) or real(*a, **kw))
+    x, w, ref = _case(m, n, k)
+    bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+    y = kern.nvfp4_matmul(x, w, bias=bias)
+    assert calls == [cfg]
+    ref = ref + bias.float()
+    assert float((y.float() - ref).norm() / ref.norm()) < 4e-3

@@ -202,8 +202,9 @@ _WGMMA_SERIALIZED = re.compile(r"\(C751\d\)[^\n]*wgmma[^\n]*serialized")
 def ws_report(cfg, out_f32: bool = False, capability: int = 90) -> dict:
     """The warp-specialized kernel (``nvfp4_gemm_ws``) compiled for ``cfg`` as ``ws_matmul`` (a ``WsConfig``) or
     ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, spill bytes, whether ptxas
-    serialized the wgmmas, and the wgmma waits in the SASS (``WARPGROUP.DEPBAR.LE gsb0, n``: n = 2 keeps a chunk's
-    two wgmma groups in flight)."""
+    serialized the wgmmas, the wgmma waits in the SASS (``WARPGROUP.DEPBAR.LE gsb0, n``: n = 2 keeps a chunk's
+    two wgmma groups in flight), the global atomics (the fused split sum's tile counter) and the barriers scoped to
+    one warpgroup's 128 threads (a warp-specialized partition's)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -220,11 +221,12 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90) -> dict:
     else:
         fn = ws._ws_fwd_kernel
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages, "OUT_F32": out_f32,
-                 "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight}
+                 "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight, "FUSED": out_f32 and cfg.fused}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>"}
-        pointers = {"y_ptr": "*fp32" if out_f32 else "*bf16", "gs_ptr": "*fp32"}
+        pointers = {"y_ptr": "*fp32" if out_f32 else "*bf16", "out_ptr": "*bf16",
+                    "cnt_ptr": "*i32" if out_f32 and cfg.fused else "*fp32", "gs_ptr": "*fp32"}
     sig = {n: "constexpr" if n in const else descs.get(n) or pointers.get(n, "i32") for n in fn.arg_names}
     skip = {p.name for p in fn.params if p.do_not_specialize}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
@@ -237,4 +239,6 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90) -> dict:
         raise RuntimeError(f"unexpected ptxas report: {report[-1000:]}")
     return {"registers": int(regs.group(1)), "spill_bytes": int(spills.group(1)),
             "wgmma_serialized": bool(_WGMMA_SERIALIZED.search(report)),
-            "wgmma_waits": sorted({int(w, 16) for w in re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass)})}
+            "wgmma_waits": sorted({int(w, 16) for w in re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass)}),
+            "counter_atomics": len(re.findall(r"\bATOMG\.", sass)),
+            "consumer_barriers": len(re.findall(r"BAR\.SYNC\S* 0x[0-9a-f]+, 0x80\b", sass))}

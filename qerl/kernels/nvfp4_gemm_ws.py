@@ -48,13 +48,14 @@ except ImportError:  # pragma: no cover - Triton builds without Gluon (or no Tri
 
 
 class WsConfig(NamedTuple):
-    """Launch parameters of ``_ws_fwd_kernel``: BN rows of W by BM rows of X (64, 128 or 256) per CTA, ``stages``
+    """Launch parameters of ``_ws_fwd_kernel``: BN rows of W by BM rows of X (8-256: wgmma's N) per CTA, ``stages``
     shared-memory stages of one 128-element chunk each, ``split_k`` programs along K; ``consumers`` warpgroups (1 or 2)
     share each stage, each taking BN / consumers rows (64 or 128). ``in_flight``: a chunk's wgmmas stay in flight
     under the next chunk's dequantization (two sets of operand registers; one consumer only: with two, the 168
     registers a thread of three warpgroups gets made ptxas serialize the wgmmas); otherwise they retire first.
-    ``maxnreg`` caps registers per thread: 128 lets two single-consumer CTAs share an SM (64-row tiles fit it with
-    chunks in flight)."""
+    ``maxnreg`` caps registers per thread (a CTA is two warpgroups, the loader's padded): 128 lets two
+    single-consumer CTAs share an SM (64-row tiles fit it with chunks in flight), 80 three, 64 four (the 8- and
+    16-row decode tiles, whose accumulator is 4-8 registers)."""
 
     bm: int
     bn: int
@@ -63,10 +64,13 @@ class WsConfig(NamedTuple):
     consumers: int = 1
     in_flight: bool = True
     maxnreg: int | None = None
+    # Split-K partials summed by the last CTA of each tile (an atomic counter per tile and consumer, as
+    # ``nvfp4_gemm.FwdConfig.fused``) instead of a second kernel (``nvfp4_gemm._reduce``).
+    fused: bool = False
 
 
 class WsBwdConfig(NamedTuple):
-    """Launch parameters of ``_ws_bwd_kernel`` (input gradient): BM rows of dY (64 or 128) by one 128-column chunk
+    """Launch parameters of ``_ws_bwd_kernel`` (input gradient): BM rows of dY (8-128) by one 128-column chunk
     of K per CTA, ``stages`` shared-memory stages of 64 rows of W each, ``split_n`` programs along N (fp32 partials
     summed by ``nvfp4_gemm._reduce``), ``maxnreg`` as in ``WsConfig``."""
 
@@ -105,65 +109,99 @@ def supports(m: int, n: int, k: int) -> bool:
 # Qwen2.5-7B / 14B / 32B layer shapes: {(m_bucket, n, k_pad): config, or None where this kernel was not at least 3%
 # faster than ``nvfp4_gemm``'s default path}. Entries marked "searched later" come from the searches with splits
 # 2-4 on every tile, taken where at least 10% faster and then checked against the previous code in alternating passes.
+# Run 10 (benchmarks/RESULTS.md): M = 1 / 8 / 16 searched with the 8- and 16-row decode tiles against the decode
+# kernels (taken at M = 16 on four wide layers, declined elsewhere), and M = 32 with 32-row tiles on 80 registers
+# (three CTAs per SM), which replaced every M = 32 entry; the input gradient at M = 1-32 with 8-32 rows of dY on 64 or
+# 80 registers (three or four CTAs per SM), taken on 7 of the 8 shapes.
 # ``nvfp4_gemm.nvfp4_matmul`` (``TUNED``) and ``nvfp4_matmul_grad_input`` (``TUNED_BWD``, also measured at
 # M = 1 / 8 / 16) take these kernels where the nearest measured bucket holds a config (``pick``; forward from
 # M = ``MIN_M``); add entries with ``nvfp4_gemm.load_tuned_configs`` ("ws|M|N|K_pad", "wsbwd|...").
 TUNED: dict[tuple[int, int, int], WsConfig | None] = {
-    (32, 3584, 3584): WsConfig(64, 128, 4, 3),  # split-K 3: searched later in run 9
+    (1, 3584, 3584): None,  # 0.95x of the decode kernels
+    (8, 3584, 3584): None,  # 0.92x of the decode kernels
+    (16, 3584, 3584): None,  # 0.89x of the decode kernels
+    (32, 3584, 3584): WsConfig(32, 64, 4, 4, maxnreg=80),  # run 10: 1.16x the previous entry
     (64, 3584, 3584): WsConfig(64, 64, 4, 4, maxnreg=128),
     (128, 3584, 3584): WsConfig(64, 64, 6, 1),
     (256, 3584, 3584): WsConfig(128, 64, 4, 1),
     (512, 3584, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
     (1024, 3584, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
-    (32, 3584, 18944): WsConfig(64, 128, 4, 8, consumers=2, in_flight=False),
+    (1, 3584, 18944): None,  # 0.98x of the decode kernels
+    (8, 3584, 18944): None,  # 1.01x of the decode kernels
+    (16, 3584, 18944): WsConfig(16, 64, 6, 8, maxnreg=80, fused=True),  # run 10: 1.18x the decode kernels
+    (32, 3584, 18944): WsConfig(32, 64, 4, 4, maxnreg=80),  # run 10: 1.17x the previous entry
     (64, 3584, 18944): WsConfig(64, 64, 5, 4, maxnreg=128),
     (128, 3584, 18944): WsConfig(128, 128, 4, 8, consumers=2, in_flight=False),
     (256, 3584, 18944): WsConfig(128, 256, 3, 8, consumers=2, in_flight=False),
     (512, 3584, 18944): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
     (1024, 3584, 18944): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
-    (32, 4608, 3584): WsConfig(64, 64, 6, 1),
+    (1, 4608, 3584): None,  # 0.85x of the decode kernels
+    (8, 4608, 3584): None,  # 0.82x of the decode kernels
+    (16, 4608, 3584): None,  # 0.83x of the decode kernels
+    (32, 4608, 3584): WsConfig(32, 64, 4, 4, maxnreg=80),  # run 10: 1.10x the previous entry
     (64, 4608, 3584): WsConfig(64, 64, 5, 1, maxnreg=128),
     (128, 4608, 3584): WsConfig(128, 64, 4, 1),
     (256, 4608, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
     (512, 4608, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
     (1024, 4608, 3584): WsConfig(128, 64, 4, 1),
-    (32, 5120, 5120): WsConfig(64, 64, 6, 1),
+    (1, 5120, 5120): None,  # 0.92x of the decode kernels
+    (8, 5120, 5120): None,  # 0.89x of the decode kernels
+    (16, 5120, 5120): None,  # 0.90x of the decode kernels
+    (32, 5120, 5120): WsConfig(32, 64, 4, 3, maxnreg=80),  # run 10: 1.35x the previous entry
     (64, 5120, 5120): WsConfig(64, 64, 5, 1, maxnreg=128),
     (128, 5120, 5120): WsConfig(128, 64, 4, 1),
     (256, 5120, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
     (512, 5120, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
     (1024, 5120, 5120): None,  # 0.87x of the previous path
-    (32, 5120, 13824): WsConfig(64, 128, 4, 3),  # likewise
+    (1, 5120, 13824): None,  # 0.89x of the decode kernels
+    (8, 5120, 13824): None,  # 0.86x of the decode kernels
+    (16, 5120, 13824): None,  # 0.94x of the decode kernels
+    (32, 5120, 13824): WsConfig(32, 64, 4, 3, maxnreg=80),  # run 10: 1.20x the previous entry
     (64, 5120, 13824): WsConfig(64, 64, 5, 3, maxnreg=128),  # split 3 searched later in run 9
     (128, 5120, 13824): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
     (256, 5120, 13824): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
     (512, 5120, 13824): WsConfig(128, 64, 4, 1),
     (1024, 5120, 13824): None,  # 1.00x of the previous path
-    (32, 5120, 27648): WsConfig(64, 128, 4, 3, consumers=2, in_flight=False),  # likewise
+    (1, 5120, 27648): None,  # 0.93x of the decode kernels
+    (8, 5120, 27648): None,  # 0.89x of the decode kernels
+    (16, 5120, 27648): None,  # 0.97x of the decode kernels
+    (32, 5120, 27648): WsConfig(32, 64, 4, 3, maxnreg=80),  # run 10: 1.15x the previous entry
     (64, 5120, 27648): WsConfig(64, 64, 4, 3, maxnreg=128),  # likewise
     (128, 5120, 27648): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
     (256, 5120, 27648): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
     (512, 5120, 27648): WsConfig(128, 64, 4, 1),
     (1024, 5120, 27648): None,  # 0.98x of the previous path
-    (32, 7168, 5120): WsConfig(64, 128, 4, 4, in_flight=False, maxnreg=128),
+    (1, 7168, 5120): None,  # 0.93x of the decode kernels
+    (8, 7168, 5120): None,  # 0.89x of the decode kernels
+    (16, 7168, 5120): None,  # 0.96x of the decode kernels
+    (32, 7168, 5120): WsConfig(32, 64, 4, 2, maxnreg=80),  # run 10: 1.23x the previous entry
     (64, 7168, 5120): WsConfig(64, 64, 5, 1, maxnreg=128),
     (128, 7168, 5120): WsConfig(128, 64, 4, 1),
     (256, 7168, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
     (512, 7168, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
     (1024, 7168, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
-    (32, 27648, 5120): WsConfig(64, 256, 4, 1, consumers=2, in_flight=False),
+    (1, 27648, 5120): None,  # 0.90x of the decode kernels
+    (8, 27648, 5120): None,  # 0.92x of the decode kernels
+    (16, 27648, 5120): WsConfig(16, 128, 6, 1, maxnreg=128),  # run 10: 1.08x the decode kernels
+    (32, 27648, 5120): WsConfig(32, 128, 4, 1, maxnreg=128),  # run 10: 1.28x the previous entry
     (64, 27648, 5120): WsConfig(64, 128, 4, 1, in_flight=False, maxnreg=128),
     (128, 27648, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
     (256, 27648, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
     (512, 27648, 5120): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
     (1024, 27648, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
-    (32, 37888, 3584): WsConfig(64, 128, 4, 1, in_flight=False, maxnreg=128),
+    (1, 37888, 3584): None,  # 0.91x of the decode kernels
+    (8, 37888, 3584): None,  # 0.91x of the decode kernels
+    (16, 37888, 3584): WsConfig(16, 64, 6, 1, maxnreg=80),  # run 10: 1.04x the decode kernels
+    (32, 37888, 3584): WsConfig(32, 64, 4, 1, maxnreg=80),  # run 10: 1.44x the previous entry
     (64, 37888, 3584): WsConfig(64, 64, 5, 1, maxnreg=128),
     (128, 37888, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
     (256, 37888, 3584): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
     (512, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
     (1024, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
-    (32, 55296, 5120): WsConfig(64, 128, 4, 1, in_flight=False, maxnreg=128),
+    (1, 55296, 5120): None,  # 0.84x of the decode kernels
+    (8, 55296, 5120): None,  # 0.86x of the decode kernels
+    (16, 55296, 5120): None,  # 1.02x of the decode kernels
+    (32, 55296, 5120): WsConfig(32, 64, 4, 1, maxnreg=80),  # run 10: 1.32x the previous entry
     (64, 55296, 5120): WsConfig(64, 64, 4, 1, maxnreg=128),
     (128, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
     (256, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
@@ -171,91 +209,91 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (1024, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
 }
 TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
-    (1, 3584, 3584): None,  # 0.99x of the previous path
-    (8, 3584, 3584): None,  # 0.97x of the previous path
-    (16, 3584, 3584): None,  # 0.98x of the previous path
-    (32, 3584, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
+    (1, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.11x the Triton kernels
+    (8, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.11x the Triton kernels
+    (16, 3584, 3584): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.11x the Triton kernels
+    (32, 3584, 3584): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.09x the previous entry
     (64, 3584, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (128, 3584, 3584): WsBwdConfig(64, 4, 4, maxnreg=128),
     (256, 3584, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
     (512, 3584, 3584): WsBwdConfig(128, 4, 2, maxnreg=128),
     (1024, 3584, 3584): WsBwdConfig(128, 4, 1, maxnreg=128),
-    (1, 3584, 18944): None,  # 0.84x of the previous path
-    (8, 3584, 18944): None,  # 0.83x of the previous path
-    (16, 3584, 18944): None,  # 0.85x of the previous path
+    (1, 3584, 18944): None,  # 1.02x of the previous path
+    (8, 3584, 18944): None,  # 1.01x of the previous path
+    (16, 3584, 18944): None,  # 1.01x of the previous path
     (32, 3584, 18944): WsBwdConfig(64, 4, 3, maxnreg=128),  # split-N 3: searched later in run 9
     (64, 3584, 18944): None,  # 1.01x of the previous path
     (128, 3584, 18944): WsBwdConfig(128, 4, 1, maxnreg=128),
     (256, 3584, 18944): WsBwdConfig(128, 4, 1, maxnreg=128),
     (512, 3584, 18944): None,  # 0.96x of the previous path
     (1024, 3584, 18944): None,  # 0.95x of the previous path
-    (1, 4608, 3584): None,  # 0.96x of the previous path
-    (8, 4608, 3584): None,  # 0.97x of the previous path
-    (16, 4608, 3584): None,  # 1.01x of the previous path
-    (32, 4608, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
+    (1, 4608, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.16x the Triton kernels
+    (8, 4608, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.14x the Triton kernels
+    (16, 4608, 3584): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.14x the Triton kernels
+    (32, 4608, 3584): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.10x the previous entry
     (64, 4608, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (128, 4608, 3584): WsBwdConfig(64, 4, 4, maxnreg=128),
     (256, 4608, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
     (512, 4608, 3584): WsBwdConfig(128, 4, 2, maxnreg=128),
     (1024, 4608, 3584): WsBwdConfig(128, 4, 1, maxnreg=128),
-    (1, 5120, 5120): None,  # 0.96x of the previous path
-    (8, 5120, 5120): None,  # 0.97x of the previous path
-    (16, 5120, 5120): None,  # 0.98x of the previous path
-    (32, 5120, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
+    (1, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.24x the Triton kernels
+    (8, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.26x the Triton kernels
+    (16, 5120, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.23x the Triton kernels
+    (32, 5120, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.21x the previous entry
     (64, 5120, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
     (128, 5120, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
     (256, 5120, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
     (512, 5120, 5120): WsBwdConfig(128, 4, 1, maxnreg=128),
     (1024, 5120, 5120): None,  # 0.65x of the previous path
-    (1, 5120, 13824): WsBwdConfig(64, 4, 2, maxnreg=128),
-    (8, 5120, 13824): WsBwdConfig(64, 4, 2, maxnreg=128),
-    (16, 5120, 13824): WsBwdConfig(64, 4, 2, maxnreg=128),
-    (32, 5120, 13824): WsBwdConfig(64, 4, 2, maxnreg=128),
+    (1, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.22x the previous entry
+    (8, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.43x the previous entry
+    (16, 5120, 13824): WsBwdConfig(16, 4, 2, maxnreg=80),  # run 10: 1.20x the previous entry
+    (32, 5120, 13824): WsBwdConfig(32, 4, 2, maxnreg=80),  # run 10: 1.12x the previous entry
     (64, 5120, 13824): WsBwdConfig(64, 4, 2, maxnreg=128),
     (128, 5120, 13824): WsBwdConfig(128, 4, 2, maxnreg=128),
     (256, 5120, 13824): WsBwdConfig(128, 4, 1, maxnreg=128),
     (512, 5120, 13824): None,  # 1.03x of the previous path
     (1024, 5120, 13824): None,  # 0.92x of the previous path
-    (1, 5120, 27648): None,  # 0.98x of the previous path
-    (8, 5120, 27648): WsBwdConfig(64, 6, 1, maxnreg=128),
-    (16, 5120, 27648): WsBwdConfig(64, 6, 1, maxnreg=128),
-    (32, 5120, 27648): WsBwdConfig(64, 4, 1, maxnreg=128),
+    (1, 5120, 27648): WsBwdConfig(8, 4, 1, maxnreg=80),  # run 10: 1.38x the Triton kernels
+    (8, 5120, 27648): WsBwdConfig(8, 4, 1, maxnreg=80),  # run 10: 1.32x the previous entry
+    (16, 5120, 27648): WsBwdConfig(16, 4, 1, maxnreg=80),  # run 10: 1.23x the previous entry
+    (32, 5120, 27648): WsBwdConfig(32, 4, 1, maxnreg=80),  # run 10: 1.14x the previous entry
     (64, 5120, 27648): WsBwdConfig(64, 4, 1, maxnreg=128),
     (128, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
     (256, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
     (512, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
     (1024, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
-    (1, 7168, 5120): None,  # 0.88x of the previous path
-    (8, 7168, 5120): None,  # 0.93x of the previous path
-    (16, 7168, 5120): None,  # 0.95x of the previous path
-    (32, 7168, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
+    (1, 7168, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.28x the Triton kernels
+    (8, 7168, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.30x the Triton kernels
+    (16, 7168, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.27x the Triton kernels
+    (32, 7168, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.27x the previous entry
     (64, 7168, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
     (128, 7168, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
     (256, 7168, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
     (512, 7168, 5120): WsBwdConfig(128, 4, 1, maxnreg=128),
     (1024, 7168, 5120): None,  # 0.70x of the previous path
-    (1, 27648, 5120): None,  # 0.85x of the previous path
-    (8, 27648, 5120): None,  # 0.86x of the previous path
-    (16, 27648, 5120): None,  # 0.85x of the previous path
-    (32, 27648, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
+    (1, 27648, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.36x the Triton kernels
+    (8, 27648, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.37x the Triton kernels
+    (16, 27648, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.33x the Triton kernels
+    (32, 27648, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.44x the previous entry
     (64, 27648, 5120): None,  # 0.98x of the previous path
     (128, 27648, 5120): WsBwdConfig(128, 4, 3, maxnreg=128),  # likewise
     (256, 27648, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
     (512, 27648, 5120): None,  # 0.72x of the previous path
     (1024, 27648, 5120): None,  # 0.63x of the previous path
-    (1, 37888, 3584): WsBwdConfig(64, 6, 8, maxnreg=128),
-    (8, 37888, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
-    (16, 37888, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
-    (32, 37888, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
+    (1, 37888, 3584): WsBwdConfig(8, 6, 16, maxnreg=64),  # run 10: 1.26x the previous entry
+    (8, 37888, 3584): WsBwdConfig(8, 6, 16, maxnreg=64),  # run 10: 1.21x the previous entry
+    (16, 37888, 3584): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.19x the previous entry
+    (32, 37888, 3584): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.11x the previous entry
     (64, 37888, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (128, 37888, 3584): WsBwdConfig(128, 4, 8, maxnreg=128),
     (256, 37888, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
     (512, 37888, 3584): None,  # 1.01x of the previous path
     (1024, 37888, 3584): None,  # 0.88x of the previous path
-    (1, 55296, 5120): None,  # 0.80x of the previous path
-    (8, 55296, 5120): None,  # 0.81x of the previous path
-    (16, 55296, 5120): None,  # 0.80x of the previous path
-    (32, 55296, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
+    (1, 55296, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.33x the Triton kernels
+    (8, 55296, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.34x the Triton kernels
+    (16, 55296, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.30x the Triton kernels
+    (32, 55296, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.48x the previous entry
     (64, 55296, 5120): None,  # 0.94x of the previous path
     (128, 55296, 5120): WsBwdConfig(128, 6, 3),  # likewise
     (256, 55296, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
@@ -263,16 +301,19 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1024, 55296, 5120): None,  # 0.67x of the previous path
 }
 
-# Below this many rows the forward's decode kernels of ``nvfp4_gemm`` (8- and 16-row tiles) serve; the smallest tile
-# here is 64, and at M = 16 it took 1.4x their time (geomean of the 12 layers, run 9).
+# Below this many rows the forward takes only entries of buckets below it (1, 8, 16: measured with the 8- and 16-row
+# tiles against the decode kernels of ``nvfp4_gemm``), never a larger bucket's: a 64-row tile took 1.4x the decode
+# kernels' time at M = 16 (geomean of the 12 layers, run 9).
 MIN_M = 17
 
 
-def _lookup(table: dict, m: int, n: int, k_pad: int):
+def _lookup(table: dict, m: int, n: int, k_pad: int, max_bucket: int | None = None):
     """The entry of the nearest measured M bucket at or above M's own (the next power of two), up to 4x larger (a
-    config is valid at any M; the tables were measured at powers of two). None if none or declined: above the
-    largest measured bucket (1024) the slab path of ``nvfp4_gemm`` serves, as measured in runs 4-8."""
-    return kern._nearest_bucket(table, m, lambda bucket: (bucket, n, k_pad))
+    config is valid at any M; the tables were measured at powers of two), and at most ``max_bucket``. None if none
+    or declined: above the largest measured bucket (1024) the slab path of ``nvfp4_gemm`` serves, as measured in
+    runs 4-8."""
+    return kern._nearest_bucket(
+        table, m, lambda bucket: (bucket, n, k_pad) if max_bucket is None or bucket <= max_bucket else None)
 
 
 def _usable(t: torch.Tensor, cols: int) -> bool:
@@ -282,12 +323,13 @@ def _usable(t: torch.Tensor, cols: int) -> bool:
 
 
 def pick(x2: torch.Tensor, n: int, k: int, k_pad: int) -> WsConfig | None:
-    """The config ``nvfp4_matmul`` runs this kernel with for ``x2`` [M, K] against an N x K weight, or None (M below
-    ``MIN_M``, no or a declined ``TUNED`` entry, not a Hopper, an input TMA cannot read in place)."""
+    """The config ``nvfp4_matmul`` runs this kernel with for ``x2`` [M, K] against an N x K weight, or None (no or a
+    declined ``TUNED`` entry, M below ``MIN_M`` without an entry of a small bucket, not a Hopper, an input TMA cannot
+    read in place)."""
     m = x2.shape[0]
-    if m < MIN_M or not supports(m, n, k):
+    if not supports(m, n, k):
         return None
-    cfg = _lookup(TUNED, m, n, k_pad)
+    cfg = _lookup(TUNED, m, n, k_pad, max_bucket=MIN_M - 1 if m < MIN_M else None)
     return cfg if cfg is not None and _usable(x2, k) else None
 
 
@@ -387,12 +429,15 @@ if gluon is not None:
         return acc
 
     @gluon.jit
-    def _mma_partition(x_smem, w_smem, s_smem, ready, empty, y_ptr, gs_ptr, M, N, stride_ym, stride_ysplit, pid_k,
-                       off_m, off_n, n_chunks, BM: gl.constexpr, BN: gl.constexpr, ROW0: gl.constexpr,
-                       RB: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr, IN_FLIGHT: gl.constexpr):
+    def _mma_partition(x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
+                       stride_ysplit, pid_k, off_m, off_n, n_chunks, BM: gl.constexpr, BN: gl.constexpr,
+                       ROW0: gl.constexpr, RB: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
+                       IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
         registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
-        previous stage's and then releases that stage (each consumer arrives once; the loader waits for all)."""
+        previous stage's and then releases that stage (each consumer arrives once; the loader waits for all).
+        Split-K (``OUT_F32``): the fp32 partial goes to split ``pid_k`` of ``y_ptr``; with ``FUSED`` the consumer
+        that finishes its rows' last split sums them into ``out_ptr`` (bf16), as ``nvfp4_gemm._last_split``."""
         mma: gl.constexpr = _mma_layout(BM)
         acc = gl.zeros([RB, BM], gl.float32, mma)
         if IN_FLIGHT:
@@ -418,14 +463,30 @@ if gluon is not None:
         mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
         if OUT_F32:
             gl.store(ptrs, out, mask=mask)
+            if FUSED:
+                # Each consumer counts its own rows' splits (counter per CTA tile and consumer). The barrier (this
+                # warpgroup's) orders its stores before the release; the acquire lets the last one read the others'
+                # partials through L2 (.cg). The last resets the counter, so counters stay zero between launches.
+                gl.thread_barrier()
+                nsplit = gl.num_programs(1)
+                tile = gl.program_id(0) * (BN // RB) + ROW0 // RB
+                arrived = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+                if arrived == nsplit - 1:
+                    gl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
+                    part = ptrs - pid_k.to(gl.int64) * stride_ysplit
+                    total = gl.zeros([RB, BM], gl.float32, mma)
+                    for sp in range(nsplit):
+                        total += gl.load(part + sp * stride_ysplit, mask=mask, other=0.0, cache_modifier=".cg")
+                    dest = out_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None]
+                    gl.store(dest, total.to(gl.bfloat16), mask=mask)
         else:
             gl.store(ptrs, out.to(gl.bfloat16), mask=mask)
 
     @gluon.jit(do_not_specialize=["M", "chunks_per_split"])
-    def _ws_fwd_kernel(x_desc, w_desc, s_desc, y_ptr, gs_ptr, M, N, stride_ym, stride_ysplit, chunks_per_split,
-                       s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, CONSUMERS: gl.constexpr,
-                       STAGES: gl.constexpr, OUT_F32: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-                       IN_FLIGHT: gl.constexpr):
+    def _ws_fwd_kernel(x_desc, w_desc, s_desc, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, stride_ysplit,
+                       chunks_per_split, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr,
+                       CONSUMERS: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
+                       CONSUMER_REGS: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr):
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
@@ -448,18 +509,21 @@ if gluon is not None:
         RB: gl.constexpr = BN // CONSUMERS
         if CONSUMERS == 1:
             gl.warp_specialize([
-                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, gs_ptr, M, N, stride_ym, stride_ysplit,
-                                  pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT)),
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
+                                  stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB, STAGES,
+                                  OUT_F32, IN_FLIGHT, FUSED)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
             gl.warp_specialize([
-                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, gs_ptr, M, N, stride_ym, stride_ysplit,
-                                  pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT)),
-                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, gs_ptr, M, N, stride_ym, stride_ysplit,
-                                  pid_k, off_m, off_n, chunks_per_split, BM, BN, RB, RB, STAGES, OUT_F32, IN_FLIGHT)),
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
+                                  stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB, STAGES,
+                                  OUT_F32, IN_FLIGHT, FUSED)),
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
+                                  stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, RB, RB, STAGES,
+                                  OUT_F32, IN_FLIGHT, FUSED)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [4, 1], [CONSUMER_REGS, 40])
@@ -634,9 +698,9 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
         raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
     rows = cfg.bn // max(cfg.consumers, 1)
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
-            or cfg.bm not in (64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)):
-        raise ValueError(f"unsupported config {cfg}: 1 or 2 consumers of 64 or 128 rows each, BM in (64, 128, 256), "
-                         "in_flight with one consumer only")
+            or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)):
+        raise ValueError(f"unsupported config {cfg}: 1 or 2 consumers of 64 or 128 rows each, BM in (8, 16, 32, 64, "
+                         "128, 256), in_flight with one consumer only")
     x2 = x2.contiguous()
     y = kern._out(out, m, w.n, x2)
     kc = w.k_pad // kern.CHUNK
@@ -645,13 +709,14 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     x_desc = TensorDescriptor(x2, [m, k], [k, 1], [cfg.bm, 64], x_l)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
-    target, stride_split, _ = kern._split_target(y, split, grid[0], fused=False)
+    target, stride_split, counters = kern._split_target(y, split, grid[0] * cfg.consumers, fused=cfg.fused)
     _ensure_cuda_context(x2.device)
-    _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, target, w.global_scale, m, w.n, w.n, stride_split, kc // split,
-                         w.n // 32, BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers, STAGES=cfg.stages,
-                         OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight, num_warps=4,
+    _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, target, y, target if counters is None else counters, w.global_scale,
+                         m, w.n, w.n, stride_split, kc // split, w.n // 32, BM=cfg.bm, BN=cfg.bn,
+                         CONSUMERS=cfg.consumers, STAGES=cfg.stages, OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS,
+                         IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
-    if split > 1:
+    if split > 1 and counters is None:
         kern._reduce(target, y, split)
     return y
 
@@ -662,8 +727,8 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     m, n = dy2.shape
     if n != w.n or not supports(m, w.n, w.k):
         raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
-    if cfg.bm not in (64, 128):
-        raise ValueError(f"unsupported config {cfg}: BM in (64, 128)")
+    if cfg.bm not in (8, 16, 32, 64, 128):
+        raise ValueError(f"unsupported config {cfg}: BM in (8, 16, 32, 64, 128)")
     dy2 = dy2.contiguous()
     dx = kern._out(out, m, w.k, dy2)
     kc = w.k_pad // kern.CHUNK
