@@ -92,16 +92,16 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
 
 def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
                    tile_set: str = "default") -> list:
-    """Input gradient: BM 64 / 128, 4 or 6 stages, 128 registers (two CTAs per SM) or not; at M <= 32 also BM = 8 /
-    16 / 32 (M's own power of two) on 64 or 80 registers (four or three CTAs per SM), the only tiles of the
-    "occupancy" set. Split-N none, or the power of two that first gives a program per SM (twice that too for the
-    small tiles; ``wide_splits``: and 2-4)."""
+    """Input gradient: BM 64 / 128, 4 or 6 stages, 128 registers (two CTAs per SM) or not; at M <= 128 also BM = 8 /
+    16 / 32 (M's own power of two, at most 32) on 64 or 80 registers (four or three CTAs per SM), the only tiles of
+    the "occupancy" set. Split-N none, or the power of two that first gives a program per SM (twice that too for the
+    small tiles, whose splits are also tried summed in the kernel; ``wide_splits``: and 2-4)."""
     if tile_set not in ("default", "occupancy", "all"):
         raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy or all")
     tiles_of = [] if tile_set == "occupancy" else [(bm, st, reg) for bm in (64, 128) for st in (4, 6)
                                                    for reg in (128, None)]
-    if m <= 32:
-        small = max(8, 1 << max(0, (m - 1).bit_length()))
+    if m <= 128:
+        small = min(32, max(8, 1 << max(0, (m - 1).bit_length())))
         tiles_of += [(small, 6, 64 if small <= 16 else 80), (small, 4, 80)]  # 32 rows on 64 serialize the wgmmas
     out = []
     steps = -(-n // 64)
@@ -116,6 +116,8 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = Fal
         for sp in splits:
             if sp <= steps // 2:
                 out.append(ws.WsBwdConfig(bm, st, sp, reg))
+                if sp > 1 and bm <= 32:  # the split partials summed in the kernel, too
+                    out.append(ws.WsBwdConfig(bm, st, sp, reg, True))
     return out
 
 

@@ -870,4 +870,27 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     dispatch_alternating 120 /tmp/q40e --dirs fwd,bwd --models 7b,14b,32b --ms 1,8,16,32
     cat "$out/clocks.txt"
     ;;
+  # 40f: the input gradient's 32-row tiles at M = 64 / 128 (two to four M tiles per chunk, three CTAs per SM).
+  40f)
+    device_name
+    timeout 300 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 64,128 --dirs bwd --tile-set occupancy \
+      --out /tmp/q40f 2>&1 | tail -30
+    cp /tmp/q40f/gemm_ws.json /tmp/q40f/gemm_ws.md /tmp/q40f/tuned_ws.json "$out/"
+    ;;
+  # 40g: the input gradient's split partials summed in the kernel (its GPU tests first), searched at M = 1-32 with
+  # the 8- to 32-row tiles against the tables of 40d.
+  40g)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "input_gradient or fused" \
+      2>&1 | tail -3 | tee "$out/gpu_tests.txt"
+    timeout 360 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1,8,16,32 --dirs bwd --tile-set occupancy \
+      --out /tmp/q40g 2>&1 | tail -40
+    cp /tmp/q40g/gemm_ws.json /tmp/q40g/gemm_ws.md /tmp/q40g/tuned_ws.json "$out/"
+    ;;
+  # 40h: as 40e on the final tables (with the input gradient's split sums in the kernel from 40g).
+  40h)
+    gpu_name_and_tests 330
+    dispatch_alternating 120 /tmp/q40h --dirs fwd,bwd --models 7b,14b,32b --ms 1,8,16,32
+    cat "$out/clocks.txt"
+    ;;
 esac

@@ -109,10 +109,12 @@ def test_pick_below_min_m_takes_only_small_buckets(monkeypatch):
 def test_fused_split_sum_compiles_with_counters_and_partition_barriers():
     # Split-K partials summed by the last CTA: two atomics on the tile counter per consumer (add, then the reset) and
     # the epilogue's barrier scoped to the consumer warpgroup's 128 threads (a CTA-wide one would wait for the loader).
-    for cfg in (ws.WsConfig(16, 64, 6, 4, 1, True, 80, True), ws.WsConfig(8, 256, 4, 4, 2, False, None, True)):
+    for cfg in (ws.WsConfig(16, 64, 6, 4, 1, True, 80, True), ws.WsConfig(8, 256, 4, 4, 2, False, None, True),
+                ws.WsBwdConfig(8, 4, 8, 80, True)):
         fused = aot.ws_report(cfg, out_f32=True)
         plain = aot.ws_report(cfg._replace(fused=False), out_f32=True)
-        assert fused["counter_atomics"] == 2 * cfg.consumers and plain["counter_atomics"] == 0, (cfg, fused, plain)
+        consumers = getattr(cfg, "consumers", 1)
+        assert fused["counter_atomics"] == 2 * consumers and plain["counter_atomics"] == 0, (cfg, fused, plain)
         assert fused["consumer_barriers"] > plain["consumer_barriers"], (cfg, fused, plain)
         assert not fused["wgmma_serialized"] and fused["spill_bytes"] == 0
         assert fused["registers"] <= (cfg.maxnreg or 168)

@@ -71,7 +71,7 @@ def test_rejects_unsupported_shapes():
 
 BWD_CONFIGS = [ws.WsBwdConfig(64), ws.WsBwdConfig(128, 4), ws.WsBwdConfig(64, 4, 3, 128),
                ws.WsBwdConfig(128, 6, 2, 128), ws.WsBwdConfig(8, 6, 8, 64), ws.WsBwdConfig(16, 4, 3, 80),
-               ws.WsBwdConfig(32, 6, 1, 80)]
+               ws.WsBwdConfig(32, 6, 1, 80), ws.WsBwdConfig(8, 4, 4, 80, True), ws.WsBwdConfig(32, 4, 3, 80, True)]
 
 
 @hopper
@@ -164,14 +164,18 @@ def test_fused_split_sum_leaves_counters_zero_and_repeats_exactly():
     from qerl.kernels import nvfp4_gemm as kern
 
     x, w, ref = _case(5, 4608, 3584)
-    cfg = ws.WsConfig(16, 64, 6, 4, 1, True, 80, True)
-    first = ws.ws_matmul(x, w, cfg)
-    for _ in range(3):
-        again = ws.ws_matmul(x, w, cfg, out=torch.full_like(first, float("nan")))
-        assert torch.equal(again, first)
-    torch.cuda.synchronize()
-    assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
-    assert float((first.float() - ref).norm() / ref.norm()) < 4e-3
+    dy = torch.randn(5, 4608, device="cuda").to(torch.bfloat16)
+    for run, cfg in ((ws.ws_matmul, ws.WsConfig(16, 64, 6, 4, 1, True, 80, True)),
+                     (ws.ws_matmul_grad_input, ws.WsBwdConfig(8, 4, 8, 80, True))):
+        inp = x if run is ws.ws_matmul else dy
+        first = run(inp, w, cfg)
+        for _ in range(3):
+            again = run(inp, w, cfg, out=torch.full_like(first, float("nan")))
+            assert torch.equal(again, first)
+        torch.cuda.synchronize()
+        assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
+    y = ws.ws_matmul(x, w, ws.WsConfig(16, 64, 6, 4, 1, True, 80, True))
+    assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
 
 
 @hopper

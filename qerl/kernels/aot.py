@@ -212,12 +212,13 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90) -> dict:
 
     if isinstance(cfg, ws.WsBwdConfig):
         fn = ws._ws_bwd_kernel
-        const = {"BM": cfg.bm, "STAGES": cfg.stages, "OUT_F32": out_f32}
+        const = {"BM": cfg.bm, "STAGES": cfg.stages, "OUT_F32": out_f32, "FUSED": out_f32 and cfg.fused}
         x_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
         _, w_l, s_l = ws.shared_layouts(64, 64)
         descs = {"dy_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[64, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[2, 256],{s_l!r}>"}
-        pointers = {"dx_ptr": "*fp32" if out_f32 else "*bf16", "gs_ptr": "*fp32"}
+        pointers = {"dx_ptr": "*fp32" if out_f32 else "*bf16", "out_ptr": "*bf16",
+                    "cnt_ptr": "*i32" if out_f32 and cfg.fused else "*fp32", "gs_ptr": "*fp32"}
     else:
         fn = ws._ws_fwd_kernel
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages, "OUT_F32": out_f32,

@@ -47,7 +47,7 @@ Kernels:
   * ``nvfp4_gemm_ws`` (Gluon, Hopper only): warp-specialized kernels (a TMA loader warp, one or two
     consumer warpgroups dequantizing into wgmma's register operand), forward and input gradient.
     ``nvfp4_matmul`` / ``nvfp4_matmul_grad_input`` take them where their tuned tables hold a config for the shape
-    and M's bucket (the Qwen2.5 shapes where they beat the paths below: forward at M = 32-1024, input gradient at
+    and M's bucket (the Qwen2.5 shapes where they beat the paths below: forward at M = 16-1024, input gradient at
     M = 1-1024 on some layers) and, forward, no adapter epilogue is asked for.
   * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS; for large forward products
     the next slab is dequantized on a second stream while the current one is multiplied. Products under

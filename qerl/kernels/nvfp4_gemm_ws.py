@@ -72,12 +72,13 @@ class WsConfig(NamedTuple):
 class WsBwdConfig(NamedTuple):
     """Launch parameters of ``_ws_bwd_kernel`` (input gradient): BM rows of dY (8-128) by one 128-column chunk
     of K per CTA, ``stages`` shared-memory stages of 64 rows of W each, ``split_n`` programs along N (fp32 partials
-    summed by ``nvfp4_gemm._reduce``), ``maxnreg`` as in ``WsConfig``."""
+    summed by ``nvfp4_gemm._reduce``, or in the kernel with ``fused``), ``maxnreg`` as in ``WsConfig``."""
 
     bm: int
     stages: int = 6
     split_n: int = 1
     maxnreg: int | None = None
+    fused: bool = False  # split-N partials summed by the last CTA of each tile, as ``WsConfig.fused``
 
 
 @functools.cache
@@ -112,7 +113,8 @@ def supports(m: int, n: int, k: int) -> bool:
 # Run 10 (benchmarks/RESULTS.md): M = 1 / 8 / 16 searched with the 8- and 16-row decode tiles against the decode
 # kernels (taken at M = 16 on four wide layers, declined elsewhere), and M = 32 with 32-row tiles on 80 registers
 # (three CTAs per SM), which replaced every M = 32 entry; the input gradient at M = 1-32 with 8-32 rows of dY on 64 or
-# 80 registers (three or four CTAs per SM), taken on 7 of the 8 shapes.
+# 80 registers (three or four CTAs per SM), taken on 7 of the 8 shapes, then with the split sums in the kernel where
+# those measured at least 3% faster (narrow layers at M = 1 / 8).
 # ``nvfp4_gemm.nvfp4_matmul`` (``TUNED``) and ``nvfp4_matmul_grad_input`` (``TUNED_BWD``, also measured at
 # M = 1 / 8 / 16) take these kernels where the nearest measured bucket holds a config (``pick``; forward from
 # M = ``MIN_M``); add entries with ``nvfp4_gemm.load_tuned_configs`` ("ws|M|N|K_pad", "wsbwd|...").
@@ -209,7 +211,7 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (1024, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
 }
 TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
-    (1, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.11x the Triton kernels
+    (1, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.05x the entry without
     (8, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.11x the Triton kernels
     (16, 3584, 3584): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.11x the Triton kernels
     (32, 3584, 3584): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.09x the previous entry
@@ -236,8 +238,8 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 4608, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
     (512, 4608, 3584): WsBwdConfig(128, 4, 2, maxnreg=128),
     (1024, 4608, 3584): WsBwdConfig(128, 4, 1, maxnreg=128),
-    (1, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.24x the Triton kernels
-    (8, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.26x the Triton kernels
+    (1, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.03/1.03x the entry without
+    (8, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.03/1.03x the entry without
     (16, 5120, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.23x the Triton kernels
     (32, 5120, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.21x the previous entry
     (64, 5120, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
@@ -263,8 +265,8 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
     (512, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
     (1024, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
-    (1, 7168, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.28x the Triton kernels
-    (8, 7168, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.30x the Triton kernels
+    (1, 7168, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.06/1.05x the entry without
+    (8, 7168, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.04/1.02x the entry without
     (16, 7168, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.27x the Triton kernels
     (32, 7168, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.27x the previous entry
     (64, 7168, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
@@ -510,8 +512,8 @@ if gluon is not None:
         if CONSUMERS == 1:
             gl.warp_specialize([
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
-                                  stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB, STAGES,
-                                  OUT_F32, IN_FLIGHT, FUSED)),
+                                  stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB,
+                                  STAGES, OUT_F32, IN_FLIGHT, FUSED)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [1], [40])
@@ -519,11 +521,11 @@ if gluon is not None:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
             gl.warp_specialize([
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
-                                  stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB, STAGES,
-                                  OUT_F32, IN_FLIGHT, FUSED)),
+                                  stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB,
+                                  STAGES, OUT_F32, IN_FLIGHT, FUSED)),
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
-                                  stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, RB, RB, STAGES,
-                                  OUT_F32, IN_FLIGHT, FUSED)),
+                                  stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, RB, RB,
+                                  STAGES, OUT_F32, IN_FLIGHT, FUSED)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [4, 1], [CONSUMER_REGS, 40])
@@ -556,11 +558,13 @@ if gluon is not None:
             tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + n0 // 32, 0], bar, s_smem.index(s))
 
     @gluon.jit
-    def _bwd_mma_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
-                           pid_s, off_m, c, n_steps, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr):
+    def _bwd_mma_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm,
+                           stride_xsplit, pid_s, off_m, c, n_steps, BM: gl.constexpr, STAGES: gl.constexpr,
+                           OUT_F32: gl.constexpr, FUSED: gl.constexpr):
         """The consumer warpgroup of the input gradient: dX^T for the chunk's 128 columns of K (two accumulators,
         the code bytes' low and high nibbles) = W^T [128, N] @ dY^T, W^T dequantized into wgmma's register operand
-        with pairs along N, dY^T from shared memory."""
+        with pairs along N, dY^T from shared memory. Split-N partials go to split ``pid_s`` of ``dx_ptr``; with
+        ``FUSED`` the last CTA of the tile sums them into ``out_ptr`` (bf16), as the forward kernel does."""
         mma: gl.constexpr = _mma_layout(BM)
         a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
         l3: gl.constexpr = _codes_layout_bwd()
@@ -603,10 +607,29 @@ if gluon is not None:
                 gl.store(base + kk[:, None], acc * inv, mask=mask)
             else:
                 gl.store(base + kk[:, None], (acc * inv).to(gl.bfloat16), mask=mask)
+        if OUT_F32:
+            if FUSED:
+                gl.thread_barrier()  # this warpgroup's stores before the release (see the forward's epilogue)
+                nsplit = gl.num_programs(1)
+                tile = gl.program_id(0)
+                arrived = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+                if arrived == nsplit - 1:
+                    gl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
+                    part = dx_ptr + offs_m[None, :].to(gl.int64) * stride_xm
+                    dest = out_ptr + offs_m[None, :].to(gl.int64) * stride_xm
+                    for half in gl.static_range(2):
+                        kk = offs_k + 64 * half
+                        mask = mask_m & (kk < K)[:, None]
+                        total = gl.zeros([64, BM], gl.float32, mma)
+                        for sp in range(nsplit):
+                            total += gl.load(part + sp * stride_xsplit + kk[:, None], mask=mask, other=0.0,
+                                             cache_modifier=".cg")
+                        gl.store(dest + kk[:, None], total.to(gl.bfloat16), mask=mask)
 
     @gluon.jit(do_not_specialize=["M", "n_steps"])
-    def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dx_ptr, gs_ptr, M, K, stride_xm, stride_xsplit, n_steps,
-                       s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr):
+    def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
+                       n_steps, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
+                       FUSED: gl.constexpr):
         pid = gl.program_id(0)
         pid_s = gl.program_id(1)
         num_m = gl.cdiv(M, BM)
@@ -622,8 +645,8 @@ if gluon is not None:
             mbarrier.init(ready.index(s), count=1)
             mbarrier.init(empty.index(s), count=1)
         gl.warp_specialize([
-            (_bwd_mma_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
-                                  stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32)),
+            (_bwd_mma_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K,
+                                  stride_xm, stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, FUSED)),
             (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, off_m, c, n_begin,
                                 n_steps, s_rows_per_chunk, STAGES)),
         ], [1], [40])
@@ -738,11 +761,12 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     dy_desc = TensorDescriptor(dy2, [m, n], [n, 1], [cfg.bm, 64], dy_l)
     w_desc, s_desc = weight_descriptors(w, 64)
     grid = (-(-m // cfg.bm) * kc, split)
-    target, stride_split, _ = kern._split_target(dx, split, grid[0], fused=False)
+    target, stride_split, counters = kern._split_target(dx, split, grid[0], fused=cfg.fused)
     _ensure_cuda_context(dy2.device)
-    _ws_bwd_kernel[grid](dy_desc, w_desc, s_desc, target, w.global_scale, m, w.k, w.k, stride_split, steps // split,
-                         w.n // 32, BM=cfg.bm, STAGES=cfg.stages, OUT_F32=split > 1, num_warps=4,
+    _ws_bwd_kernel[grid](dy_desc, w_desc, s_desc, target, dx, target if counters is None else counters,
+                         w.global_scale, m, w.k, w.k, stride_split, steps // split, w.n // 32, BM=cfg.bm,
+                         STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
-    if split > 1:
+    if split > 1 and counters is None:
         kern._reduce(target, dx, split)
     return dx
