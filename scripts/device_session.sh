@@ -812,10 +812,10 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   # 38a-38c: vLLM 0.26 serving the 14B NVFP4 checkpoint on this project's kernels without an adapter (rank 0), where
   # batch 8 / 64 decode runs the warp-specialized forward kernel from M = 17 on: with it, with it turned off
   # (QERL_WS_KERNELS=0, the Triton kernels as before), and BF16. 38a = 31a (bundle part 1, the checkpoint), 38b = 29b.
-  38a)
+  38a|41a)
     bundle_part1_and_checkpoint 14b 300
     ;;
-  38b)
+  38b|41b)
     bash .device/vllm/c2/vllm_unpack.sh .device/vllm
     ;;
   38c)
@@ -892,5 +892,30 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     gpu_name_and_tests 330
     dispatch_alternating 120 /tmp/q40h --dirs fwd,bwd --models 7b,14b,32b --ms 1,8,16,32
     cat "$out/clocks.txt"
+    ;;
+  # 41a-41c: 14B rollouts with a rank-32 adapter on this project's kernels, the adapter's expand fused into the Triton
+  # GEMM's epilogue (the default; that path never takes the warp-specialized kernel) against vLLM's own LoRA kernels
+  # (--no-fuse-lora-expand: the projections run the warp-specialized kernel where its tables say), and BF16, at batch
+  # 8 / 32 / 64: 41a = 38a (bundle part 1, the checkpoint), 41b = 38b, 41c = 42c (below).
+  # 42a-42c: as 41a-41c after nvfp4_matmul runs the warp-specialized kernel from M = 17 also with an adapter (the
+  # expand added after it; below, the Triton kernel's fused epilogue as before). 42a also runs that dispatch's test.
+  # 43a-43c: the same after that expand casts u once for all slices.
+  42a|43a)
+    bundle_part1_and_checkpoint 14b 300
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k adapter_expand 2>&1 \
+      | tail -3 | tee "$out/gpu_tests.txt"
+    ;;
+  42b|43b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    ;;
+  41c|42c|43c)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    for v in fused unfused; do
+      flag=--fuse-lora-expand; [ $v = unfused ] && flag=--no-fuse-lora-expand
+      timeout 200 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4 --ranks 32 --batches 8,32,64 \
+        --repeats 1 --fp4-kernel qerl $flag --workdir /tmp/qb --json "$out/rollout_14b_r32_$v.json" 2>&1 | tail -2
+    done
+    timeout 170 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats bf16 --ranks 32 --batches 8,32,64 \
+      --repeats 1 --workdir /tmp/qb --json "$out/rollout_14b_r32_bf16.json" 2>&1 | tail -2
     ;;
 esac

@@ -197,3 +197,27 @@ def test_default_dispatch_takes_small_m_entries(m, monkeypatch):
     assert calls == [cfg]
     ref = ref + bias.float()
     assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
+
+
+@hopper
+@pytest.mark.parametrize("m", [8, 64])
+def test_adapter_expand_after_the_kernel_from_lora_ws_min_m(m, monkeypatch):
+    # With an adapter's expand: below LORA_WS_MIN_M the Triton kernel adds it in its epilogue, from there on the
+    # warp-specialized kernel (tuned shape: 14B / 32B qkv, three slices) runs and the expand is added after it.
+    from qerl.kernels import nvfp4_gemm as kern
+
+    n, k, r = 7168, 5120, 32
+    assert ws.pick(torch.empty(64, k, device="cuda", dtype=torch.bfloat16), n, k, k) is not None
+    calls = []
+    real = ws.ws_matmul
+    monkeypatch.setattr(ws, "ws_matmul", lambda *a, **kw: calls.append(m) or real(*a, **kw))
+    x, w, ref = _case(m, n, k)
+    bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+    u = torch.randn(3, m, r, device="cuda") * 0.1
+    b = tuple(torch.randn(s, r, device="cuda").to(torch.bfloat16) * 0.1 for s in (5120, 1024, 1024))
+    y = kern.nvfp4_matmul(x, w, bias=bias, lora=kern.LoRAEpilogue(u, b))
+    assert calls == ([m] if m >= kern.LORA_WS_MIN_M else [])
+    expand = torch.cat([u[s].to(torch.bfloat16).float() @ b[s].float().T for s in range(3)], dim=1)
+    ref = ref + bias.float() + expand
+    assert torch.isfinite(y).all()
+    assert float((y.float() - ref).norm() / ref.norm()) < 4e-3

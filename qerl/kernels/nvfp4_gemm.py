@@ -1155,9 +1155,10 @@ def add_bias_and_lora_(y: torch.Tensor, bias: torch.Tensor | None, lora: LoRAEpi
     if bias is not None:
         y += bias
     if lora is not None:
+        u = lora.u.to(lora.b[0].dtype)  # one cast for all slices (one launch, not one per slice)
         start = 0
         for s, b in enumerate(lora.b):
-            y[:, start : start + b.shape[0]].addmm_(lora.u[s].to(b.dtype), b.T)
+            y[:, start : start + b.shape[0]].addmm_(u[s], b.T)
             start += b.shape[0]
     return y
 
@@ -1174,6 +1175,14 @@ def _rank_chunk(r: int, dot: bool) -> int:
     (its [BN, BM, chunk] product lives in registers)."""
     low = r & -r
     return max(16, min(low, 64)) if dot else min(low, 8)
+
+
+# With an adapter's expand (``lora``), from this many rows on ``nvfp4_matmul`` runs the warp-specialized kernel where
+# its table holds a config and adds the expand after it (``add_bias_and_lora_``), instead of the Triton kernel with
+# the expand in its epilogue. vLLM 14B rank-32 rollouts (benchmarks/RESULTS.md, run 10): batch 32 1.23x over BF16
+# this way against 0.97x with the epilogue at every M (the Triton tiles there are the M = 64 bucket's); batch 8 keeps
+# the epilogue (1.68x).
+LORA_WS_MIN_M = 17
 
 
 def nvfp4_matmul(
@@ -1193,14 +1202,15 @@ def nvfp4_matmul(
     if m == 0:
         return y.reshape(*x.shape[:-1], w.n)
     kc = w.k_pad // CHUNK
-    if config is None and lora is None and x2.is_cuda:
+    if config is None and x2.is_cuda and (lora is None or m >= LORA_WS_MIN_M):
         # The warp-specialized Gluon kernel (Hopper) where its launch search beat this module's path; imported here
-        # because it builds on this module. The adapter's fused epilogue exists only in _fwd_kernel.
+        # because it builds on this module. The adapter's fused epilogue exists only in _fwd_kernel: with an adapter
+        # the expand is added after the kernel (``LORA_WS_MIN_M`` says from which M that pays).
         from qerl.kernels import nvfp4_gemm_ws
 
         ws_cfg = nvfp4_gemm_ws.pick(x2, w.n, w.k, w.k_pad)
         if ws_cfg is not None:
-            y = add_bias_and_lora_(nvfp4_gemm_ws.ws_matmul(x2, w, ws_cfg, out=y), bias, None)
+            y = add_bias_and_lora_(nvfp4_gemm_ws.ws_matmul(x2, w, ws_cfg, out=y), bias, lora)
             return y.reshape(*x.shape[:-1], w.n)
     if config is None and _slab_path(m, w.n, w.k, LARGE_M_FWD):
         y = add_bias_and_lora_(_matmul_large_m(x2, w, y), bias, lora)
