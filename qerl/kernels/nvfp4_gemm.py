@@ -48,7 +48,8 @@ Kernels:
     consumer warpgroups dequantizing into wgmma's register operand), forward and input gradient.
     ``nvfp4_matmul`` / ``nvfp4_matmul_grad_input`` take them where their tuned tables hold a config for the shape
     and M's bucket (the Qwen2.5 shapes where they beat the paths below: forward at M = 16-1024, input gradient at
-    M = 1-1024 on some layers) and, forward, no adapter epilogue is asked for.
+    M = 1-1024 on some layers); with an adapter's expand the forward takes them from M = ``LORA_WS_MIN_M`` on and
+    adds the expand after them.
   * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS; for large forward products
     the next slab is dequantized on a second stream while the current one is multiplied. Products under
     ``SLAB_MIN_FLOP`` stay on the tile loop (``_fwd_kernel`` / ``_bwd_kernel``) at any M.
