@@ -918,4 +918,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 170 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats bf16 --ranks 32 --batches 8,32,64 \
       --repeats 1 --workdir /tmp/qb --json "$out/rollout_14b_r32_bf16.json" 2>&1 | tail -2
     ;;
+  # 44a: the GPU tests on the final code of run 10.
+  44a)
+    gpu_name_and_tests 330
+    ;;
 esac
