@@ -373,6 +373,27 @@ if gluon is not None:
         return ((u.to(gl.int16) << 4) + 29440).to(gl.bfloat16, bitcast=True)
 
     @gluon.jit
+    def _last_split(cnt_ptr, tile):
+        """Count this CTA's split of ``tile`` as done (the fused split sum, as ``nvfp4_gemm._last_split``); True in
+        the one that finished it last, which resets the counter (counters stay zero between launches). The barrier
+        (the calling warpgroup's own, inside a partition) orders its partial's stores before the release; the
+        acquire lets the last one read the other splits' partials."""
+        gl.thread_barrier()
+        arrived = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
+        last = arrived == gl.num_programs(1) - 1
+        if last:
+            gl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
+        return last
+
+    @gluon.jit
+    def _sum_splits(ptrs, stride_split, mask, like):
+        """The fp32 partials at ``ptrs`` of every split, summed in split order (through L2: ``.cg``)."""
+        total = gl.zeros_like(like)
+        for sp in range(gl.num_programs(1)):
+            total += gl.load(ptrs + sp * stride_split, mask=mask, other=0.0, cache_modifier=".cg")
+        return total
+
+    @gluon.jit
     def _load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0, n_chunks,
                      s_rows_per_chunk, STAGES: gl.constexpr):
         """The producer warp: TMA copies of each chunk's two X boxes, code bytes and scale bytes into stage
@@ -465,22 +486,11 @@ if gluon is not None:
         mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
         if OUT_F32:
             gl.store(ptrs, out, mask=mask)
-            if FUSED:
-                # Each consumer counts its own rows' splits (counter per CTA tile and consumer). The barrier (this
-                # warpgroup's) orders its stores before the release; the acquire lets the last one read the others'
-                # partials through L2 (.cg). The last resets the counter, so counters stay zero between launches.
-                gl.thread_barrier()
-                nsplit = gl.num_programs(1)
-                tile = gl.program_id(0) * (BN // RB) + ROW0 // RB
-                arrived = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
-                if arrived == nsplit - 1:
-                    gl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
-                    part = ptrs - pid_k.to(gl.int64) * stride_ysplit
-                    total = gl.zeros([RB, BM], gl.float32, mma)
-                    for sp in range(nsplit):
-                        total += gl.load(part + sp * stride_ysplit, mask=mask, other=0.0, cache_modifier=".cg")
-                    dest = out_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None]
-                    gl.store(dest, total.to(gl.bfloat16), mask=mask)
+            # Each consumer counts its own rows' splits (a counter per CTA tile and consumer).
+            if FUSED and _last_split(cnt_ptr, gl.program_id(0) * (BN // RB) + ROW0 // RB):
+                total = _sum_splits(ptrs - pid_k.to(gl.int64) * stride_ysplit, stride_ysplit, mask, acc)
+                dest = out_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None]
+                gl.store(dest, total.to(gl.bfloat16), mask=mask)
         else:
             gl.store(ptrs, out.to(gl.bfloat16), mask=mask)
 
@@ -607,24 +617,20 @@ if gluon is not None:
                 gl.store(base + kk[:, None], acc * inv, mask=mask)
             else:
                 gl.store(base + kk[:, None], (acc * inv).to(gl.bfloat16), mask=mask)
-        if OUT_F32:
-            if FUSED:
-                gl.thread_barrier()  # this warpgroup's stores before the release (see the forward's epilogue)
-                nsplit = gl.num_programs(1)
-                tile = gl.program_id(0)
-                arrived = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
-                if arrived == nsplit - 1:
-                    gl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
-                    part = dx_ptr + offs_m[None, :].to(gl.int64) * stride_xm
-                    dest = out_ptr + offs_m[None, :].to(gl.int64) * stride_xm
-                    for half in gl.static_range(2):
-                        kk = offs_k + 64 * half
-                        mask = mask_m & (kk < K)[:, None]
-                        total = gl.zeros([64, BM], gl.float32, mma)
-                        for sp in range(nsplit):
-                            total += gl.load(part + sp * stride_xsplit + kk[:, None], mask=mask, other=0.0,
-                                             cache_modifier=".cg")
-                        gl.store(dest + kk[:, None], total.to(gl.bfloat16), mask=mask)
+        if OUT_F32 and FUSED:
+            if _last_split(cnt_ptr, gl.program_id(0)):
+                part = dx_ptr + offs_m[None, :].to(gl.int64) * stride_xm
+                dest = out_ptr + offs_m[None, :].to(gl.int64) * stride_xm
+                for half in gl.static_range(2):
+                    kk = offs_k + 64 * half
+                    mask = mask_m & (kk < K)[:, None]
+                    # The sum written out rather than ``_sum_splits``: through the helper ptxas allocates this
+                    # kernel's main loop differently (SASS compared ahead of time), and this one is what was measured.
+                    total = gl.zeros([64, BM], gl.float32, mma)
+                    for sp in range(gl.num_programs(1)):
+                        total += gl.load(part + sp * stride_xsplit + kk[:, None], mask=mask, other=0.0,
+                                         cache_modifier=".cg")
+                    gl.store(dest + kk[:, None], total.to(gl.bfloat16), mask=mask)
 
     @gluon.jit(do_not_specialize=["M", "n_steps"])
     def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
