@@ -53,6 +53,17 @@ OCCUPANCY_TILES = [(64, 64, 3, 1, False, 80), (32, 64, 4, 1, True, 80), (32, 64,
                    (32, 128, 4, 1, True, 128)]
 
 
+def _splits(tiles: int, sms: int, doubled: bool, wide_splits: bool) -> list[int]:
+    """Splits to try for ``tiles`` output tiles: none, and where they are fewer than the SMs the power of two that
+    first gives a program per SM (``doubled``: and twice that, for tiles of which several CTAs fit an SM);
+    ``wide_splits`` adds 2-4."""
+    splits = [1]
+    if tiles < sms:
+        first = 1 << math.ceil(math.log2(sms / tiles))
+        splits += [first, 2 * first] if doubled else [first]
+    return sorted(set(splits) | {2, 3, 4}) if wide_splits else splits
+
+
 def small_tiles(m: int) -> list[tuple]:
     """Decode shapes (M <= 16): X^T as wgmma's 8- or 16-wide operand; 64-row tiles with chunks in flight (three
     CTAs per SM) or not (four), 128-row tiles (two or three), two consumers of 128 rows (one CTA)."""
@@ -77,14 +88,7 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
     chunks = k_pad // kern.CHUNK
     fused = kern._fuse_reduction(m, n)
     for bm, bn, st, cons, inf, reg in tiles_of[tile_set]:
-        tiles = -(-m // bm) * -(-n // bn)
-        splits = [1]
-        if tiles < sms:
-            first = 1 << math.ceil(math.log2(sms / tiles))
-            splits += [first, 2 * first] if small else [first]
-        if wide_splits:
-            splits = sorted(set(splits) | {2, 3, 4})
-        for sp in splits:
+        for sp in _splits(-(-m // bm) * -(-n // bn), sms, small, wide_splits):
             if sp <= chunks // 2:
                 out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, fused and sp > 1))
     return out
@@ -106,14 +110,7 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = Fal
     out = []
     steps = -(-n // 64)
     for bm, st, reg in tiles_of:
-        tiles = -(-m // bm) * (k_pad // kern.CHUNK)
-        splits = [1]
-        if tiles < sms:
-            first = 1 << math.ceil(math.log2(sms / tiles))
-            splits += [first, 2 * first] if bm <= 32 else [first]
-        if wide_splits:
-            splits = sorted(set(splits) | {2, 3, 4})
-        for sp in splits:
+        for sp in _splits(-(-m // bm) * (k_pad // kern.CHUNK), sms, bm <= 32, wide_splits):
             if sp <= steps // 2:
                 out.append(ws.WsBwdConfig(bm, st, sp, reg))
                 if sp > 1 and bm <= 32:  # the split partials summed in the kernel, too
