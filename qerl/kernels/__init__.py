@@ -1,5 +1,5 @@
-"""Fast NVFP4 x BF16 kernels (Triton; a Gluon forward kernel for Hopper). See ``nvfp4_gemm`` for the layout and the
-kernels, ``nvfp4_gemm_ws`` for the warp-specialized forward kernel."""
+"""Fast NVFP4 x BF16 kernels (Triton; Gluon kernels for Hopper). See ``nvfp4_gemm`` for the layout and the kernels,
+``nvfp4_gemm_ws`` for the warp-specialized forward and input-gradient kernels."""
 
 from qerl.kernels.nvfp4_gemm import (
     BwdConfig,
