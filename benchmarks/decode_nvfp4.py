@@ -50,6 +50,9 @@ class Qwen7BShape:
     eps: float = 1e-6
 
 
+CODE_LAYOUT = "pairs"  # the kernel code layout of the NVFP4 weights (--layout)
+
+
 class Linear:
     """One projection held both ways: BF16 (dequantized NVFP4) and the NVFP4 kernel layout."""
 
@@ -57,7 +60,8 @@ class Linear:
         w = torch.randn(n, k, device="cuda") * std
         q = nvfp4.quantize(w)
         del w
-        self.kw = prepare_weight(q.packed, q.scale, q.global_scale)
+        self.kw = prepare_weight(q.packed, q.scale, q.global_scale,
+                                 **({} if CODE_LAYOUT == "pairs" else {"layout": CODE_LAYOUT}))
         self.w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.bfloat16)
         self.b = (torch.randn(n, device="cuda") * 0.02).to(torch.bfloat16) if bias else None
 
@@ -218,8 +222,12 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=28, help="decoder layers (28 = Qwen2.5-7B; fewer only for tests)")
     p.add_argument("--configs", default="", help="tuned_configs.json from benchmarks/gemm_nvfp4.py --tune")
     p.add_argument("--compile", action="store_true", help="torch.compile the elementwise steps (both models)")
+    p.add_argument("--layout", default="pairs", choices=["pairs", "words"],
+                   help="kernel code layout of the NVFP4 weights (prepare_weight's layout)")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
+    global CODE_LAYOUT
+    CODE_LAYOUT = args.layout
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.configs and Path(args.configs).is_file():
@@ -247,6 +255,7 @@ def main() -> None:
     import triton
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "triton": triton.__version__, "compile": args.compile, "layers": cfg.layers, "prompt": args.prompt,
+            "layout": args.layout,
             "new_tokens": args.new_tokens,
             "command": " ".join(["python"] + sys.argv)}
     (out_dir / "decode_nvfp4.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

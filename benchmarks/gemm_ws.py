@@ -10,6 +10,9 @@ correct config per cell is reported with the time of every config tried.
 
 Writes gemm_ws.json, gemm_ws.md and tuned_ws.json (per cell the pick if at least 3% faster than the shipped path,
 else null: decline the kernel there; ``load_tuned_configs``' format) under $OUT (or --out).
+
+``--layouts pairs,words`` times every forward candidate on the weight in both code layouts (``prepare_weight``'s
+``layout``; the shipped path keeps "pairs"): per cell the best config of each layout, and every config's time on both.
 """
 
 from __future__ import annotations
@@ -77,13 +80,17 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
     """Every tile of the set without split-K and, where its tiles are fewer than the SMs, with the power-of-two
     split that first gives a program per SM (at M <= 16 also twice that: several CTAs fit an SM); ``wide_splits``
     adds splits 2-4 everywhere (finer work against the last wave's idle SMs). Tile sets: "default" (``TILES``, or
-    ``small_tiles`` at M <= 16), "occupancy" (``OCCUPANCY_TILES`` only), "all" (``TILES`` and ``OCCUPANCY_TILES``).
+    ``small_tiles`` at M <= 16), "occupancy" (``OCCUPANCY_TILES`` only), "all" (``TILES`` and ``OCCUPANCY_TILES``),
+    "table" (only the config ``nvfp4_gemm_ws.TUNED`` holds for this M bucket, if any: the shipped kernel itself).
     Split partials are summed in the kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``)."""
+    if tile_set == "table":
+        cfg = ws.TUNED.get((m, n, k_pad))
+        return [] if cfg is None else [cfg]
     small = m < ws.MIN_M
     tiles_of = {"default": small_tiles(m) if small else TILES, "occupancy": OCCUPANCY_TILES,
                 "all": TILES + OCCUPANCY_TILES}
     if tile_set not in tiles_of:
-        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy or all")
+        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all or table")
     out = []
     chunks = k_pad // kern.CHUNK
     fused = kern._fuse_reduction(m, n)
@@ -101,7 +108,7 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = Fal
     the "occupancy" set. Split-N none, or the power of two that first gives a program per SM (twice that too for the
     small tiles, whose splits are also tried summed in the kernel; ``wide_splits``: and 2-4)."""
     if tile_set not in ("default", "occupancy", "all"):
-        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy or all")
+        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all or table")
     tiles_of = [] if tile_set == "occupancy" else [(bm, st, reg) for bm in (64, 128) for st in (4, 6)
                                                    for reg in (128, None)]
     if m <= 128:
@@ -118,17 +125,29 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = Fal
     return out
 
 
+def _copies(kw0, l2_bytes: int) -> list:
+    """``kw0`` and enough copies of it that cycling through them, L2 serves none (3x its size in all)."""
+    return [kw0] + [kw0._replace(codes=kw0.codes.clone(), scales=kw0.scales.clone(),
+                                 global_scale=kw0.global_scale.clone())
+                    for _ in range(max(1, math.ceil(3 * l2_bytes / kw0.nbytes())) - 1)]
+
+
 def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_only: bool = False,
-              wide_splits: bool = False, tile_set: str = "default") -> list[dict]:
+              wide_splits: bool = False, tile_set: str = "default", layouts: tuple = ("pairs",),
+              shipped_layout: str = "pairs") -> list[dict]:
     """One layer shape in one direction (fwd: Y = X W^T, bwd: dX = dY W) at every M: BF16, the default dispatch
-    (``nvfp4_matmul`` / ``nvfp4_matmul_grad_input``) and, unless ``dispatch_only``, every candidate of the kernel."""
+    (``nvfp4_matmul`` / ``nvfp4_matmul_grad_input``) on the weight in ``shipped_layout`` and, unless
+    ``dispatch_only``, every candidate of the kernel on the weight in each of ``layouts`` (the first one's best is
+    the row's pick)."""
     torch.manual_seed(hash((model, layer)) % 2**31)
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
-    kw0 = kern.prepare_weight(q.packed, q.scale, q.global_scale)
+    by_layout = {lay: _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale,
+                                                  **({} if lay == "pairs" else {"layout": lay})), l2_bytes)
+                 for lay in set(layouts) | {shipped_layout}}
+    kws = by_layout[shipped_layout]
+    kw0 = kws[0]
     w_bf16 = ref_w.to(torch.bfloat16)
-    kws = [kw0] + [kern.KernelWeight(kw0.codes.clone(), kw0.scales.clone(), kw0.global_scale.clone(), n, k)
-                   for _ in range(max(1, math.ceil(3 * l2_bytes / kw0.nbytes())) - 1)]
     wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
     fwd = direction == "fwd"
     shipped = kern.nvfp4_matmul if fwd else kern.nvfp4_matmul_grad_input
@@ -144,23 +163,38 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
         err_ship, _ = checked(lambda out, x=x: shipped(x, kw0, out=out), out_shape, ref)
         picked = None
         if ws is not None and hasattr(ws, "pick"):
-            picked = ws.pick(x, n, k, kw0.k_pad) if fwd else ws.pick_grad_input(x, n, k, kw0.k_pad)
-        tried, best = [], None
+            words = {"words": True} if shipped_layout == "words" else {}
+            picked = ws.pick(x, n, k, kw0.k_pad, **words) if fwd else ws.pick_grad_input(x, n, k, kw0.k_pad)
+        tried, bests = [], {}
         cands = ([] if dispatch_only else candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set) if fwd
                  else bwd_candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set))
         for cfg in cands:
-            err, finite = checked(lambda out, x=x, cfg=cfg: kernel(x, kw0, cfg, out=out), out_shape, ref)
-            if not finite or err > 1e-2:
-                tried.append({"config": cfg._asdict(), "error": f"rel {err:.3g} finite {finite}"})
-                log(f"  WRONG {model} {layer} {direction} M={m} {cfg}: rel {err:.3g} finite {finite}")
-                continue
-            t = bench([lambda kw=kw, cfg=cfg, x=x: kernel(x, kw, cfg) for kw in kws])
-            tried.append({"config": cfg._asdict(), "us": t * 1e6, "rel_err": err})
-            if best is None or t < best[0]:
-                best = (t, cfg, err)
+            for lay in layouts if fwd else ("pairs",):
+                copies = by_layout[lay]
+                err, finite = checked(lambda out, x=x, cfg=cfg, w=copies[0]: kernel(x, w, cfg, out=out), out_shape,
+                                      ref)
+                if not finite or err > 1e-2:
+                    tried.append({"config": cfg._asdict(), "layout": lay, "error": f"rel {err:.3g} finite {finite}"})
+                    log(f"  WRONG {model} {layer} {direction} M={m} {lay} {cfg}: rel {err:.3g} finite {finite}")
+                    continue
+                t = bench([lambda kw=kw, cfg=cfg, x=x: kernel(x, kw, cfg) for kw in copies])
+                tried.append({"config": cfg._asdict(), "layout": lay, "us": t * 1e6, "rel_err": err})
+                if lay not in bests or t < bests[lay][0]:
+                    bests[lay] = (t, cfg, err)
+        first = layouts[0] if fwd else "pairs"
+        best = bests.get(first)
         row = {"model": model, "layer": layer, "dir": direction, "n": n, "k": k, "m": m, "bf16_us": t_bf16 * 1e6,
                "shipped_us": t_ship * 1e6, "shipped_rel_err": err_ship, "shipped_over_bf16": t_bf16 / t_ship,
-               "shipped_path": "ws " + str(tuple(picked)) if picked is not None else "nvfp4_gemm", "tried": tried}
+               "shipped_path": "ws " + str(tuple(picked)) if picked is not None else "nvfp4_gemm", "tried": tried,
+               "shipped_layout": shipped_layout}
+        if fwd and "words" in by_layout and m >= kern.LARGE_M_FWD:
+            # The slab path (dequantize slabs of W, then cuBLAS) on the words layout, for the large-M dispatch.
+            slab = by_layout["words"]
+            err, finite = checked(lambda out, x=x, w=slab[0]: kern._matmul_large_m(x, w, out), out_shape, ref)
+            if finite and err <= 1e-2:
+                y = torch.empty(out_shape, dtype=torch.bfloat16, device="cuda")
+                row["slab_words_us"] = bench([lambda kw=kw, x=x, y=y: kern._matmul_large_m(x, kw, y)
+                                              for kw in slab]) * 1e6
         line = (f"{model:4} {layer:8} {direction} M={m:5}  bf16 {t_bf16*1e6:8.1f}  shipped {t_ship*1e6:8.1f} "
                 f"({t_bf16/t_ship:.2f}x, rel {err_ship:.1e}, {row['shipped_path']})")
         if best is not None:
@@ -168,6 +202,10 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
             row.update(ws_us=t * 1e6, ws_config=cfg._asdict(), ws_rel_err=err, ws_over_bf16=t_bf16 / t,
                        ws_over_shipped=t_ship / t)
             line += f"  ws {t*1e6:8.1f} ({t_bf16/t:.2f}x, {t_ship/t:.2f}x of shipped) {tuple(cfg)}"
+        if len(bests) > 1:
+            row["by_layout"] = {lay: {"us": t * 1e6, "config": cfg._asdict()} for lay, (t, cfg, _) in bests.items()}
+            line += "  " + "  ".join(f"{lay} {t*1e6:.1f} {tuple(cfg)}" for lay, (t, cfg, _) in bests.items()
+                                     if lay != first)
         log(line)
         rows.append(row)
     return rows
@@ -198,8 +236,13 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--dirs", default="fwd", help="fwd, bwd (input gradient) or both, comma-separated")
     ap.add_argument("--wide-splits", action="store_true", help="also split K (forward) / N (input gradient) 2-4 ways")
-    ap.add_argument("--tile-set", default="default", choices=["default", "occupancy", "all"],
+    ap.add_argument("--tile-set", default="default", choices=["default", "occupancy", "all", "table"],
                     help="forward tiles searched (see candidates())")
+    ap.add_argument("--layouts", default="pairs",
+                    help="code layouts the forward candidates run on, comma-separated (pairs, words); the first "
+                         "one's picks go to tuned_ws.json")
+    ap.add_argument("--shipped-layout", default="pairs", choices=["pairs", "words"],
+                    help="the code layout of the weight the default dispatch (the shipped path) runs on")
     ap.add_argument("--dispatch-only", action="store_true",
                     help="time only nvfp4_matmul's default dispatch and BF16 (also on trees without this kernel)")
     args = ap.parse_args()
@@ -219,7 +262,8 @@ def main() -> None:
                 continue
             for d in args.dirs.split(","):
                 rows += run_shape(model, layer, n, k, d, ms, l2, meta["sms"], lambda s: print(s, flush=True),
-                                  args.dispatch_only, args.wide_splits, args.tile_set)
+                                  args.dispatch_only, args.wide_splits, args.tile_set,
+                                  tuple(args.layouts.split(",")), args.shipped_layout)
     geo = {}
     for d in args.dirs.split(","):
         for m in ms:
@@ -238,13 +282,16 @@ def main() -> None:
         (out / "gemm_ws.md").write_text(markdown(rows, meta))
     # The picks that beat the shipped path by at least 3%, in ``load_tuned_configs``' format ("ws|M|N|K_pad"); null
     # (decline this kernel) where they did not and the shipped path is the other module's, nothing where the shipped
-    # path is already this kernel (a search over some tiles only must not decline a shipped entry).
+    # path is already this kernel (a search over some tiles only must not decline a shipped entry). With "words"
+    # first in --layouts: every forward pick, as "wsw|..." (that layout has no other fast path).
     tuned = {}
+    words_first = args.layouts.split(",")[0] == "words"
     for r in rows:
         if "ws_us" not in r:
             continue
-        key = f"{'ws' if r['dir'] == 'fwd' else 'wsbwd'}|{r['m']}|{r['n']}|{-(-r['k'] // kern.CHUNK) * kern.CHUNK}"
-        if r["ws_over_shipped"] >= 1.03:
+        kind = "wsbwd" if r["dir"] != "fwd" else "wsw" if words_first else "ws"
+        key = f"{kind}|{r['m']}|{r['n']}|{-(-r['k'] // kern.CHUNK) * kern.CHUNK}"
+        if kind == "wsw" or r["ws_over_shipped"] >= 1.03:
             tuned[key] = r["ws_config"]
         elif r["shipped_path"] == "nvfp4_gemm":
             tuned[key] = None

@@ -74,6 +74,19 @@ dispatch_alternating() {  # benchmarks/gemm_ws.py --dispatch-only ARGS (nvfp4_ma
     cp ${w}_$pass/gemm_ws.json "$out/dispatch_$pass.json"
   done
 }
+dispatch_alternating_words() {  # as dispatch_alternating, the new passes on the weights' "words" layout
+  local limit=$1 w=$2; shift 2
+  local q="--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv,noheader"
+  cp benchmarks/gemm_ws.py .device/old/benchmarks/gemm_ws.py
+  for pass in old1 new1 old2 new2; do
+    script=benchmarks/gemm_ws.py; layout="--shipped-layout words"
+    [ "${pass#old}" != "$pass" ] && script=.device/old/benchmarks/gemm_ws.py && layout=""
+    echo "$pass before: $(nvidia-smi $q)" >> "$out/clocks.txt"
+    timeout "$limit" python3 $script --dispatch-only $layout "$@" --out ${w}_$pass 2>&1 | tail -9
+    echo "$pass after: $(nvidia-smi $q)" >> "$out/clocks.txt"
+    cp ${w}_$pass/gemm_ws.json "$out/dispatch_$pass.json"
+  done
+}
 rollout_14b_r32() {  # bundle part 3, then the 14B rank-32 rollouts, NVFP4 on our kernels and BF16, into $out/$1
   source .device/vllm/c3/vllm_unpack.sh .device/vllm
   timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
@@ -919,6 +932,109 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --repeats 1 --workdir /tmp/qb --json "$out/rollout_14b_r32_bf16.json" 2>&1 | tail -2
     ;;
   # 44a: the GPU tests on the final code of run 10.
+  # Run 11: the "words" code layout (prepare_weight(layout="words"): one 32-bit word per thread's mma fragment, decoded
+  # in 12 instructions per 8 weights) in the warp-specialized forward, against the "pairs" layout on the same configs.
+  # 45a: the kernels' GPU tests (both layouts agree bit for bit), then the shipped table configs at M = 32-1024 on
+  # both layouts.
+  45a)
+    device_name
+    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
+      -k words 2>&1 | tail -4 | tee "$out/gpu_tests.txt"
+    timeout 270 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 32,64,128,256,1024 --tile-set table \
+      --layouts words,pairs --out /tmp/q45a 2>&1 | tail -16
+    cp /tmp/q45a/gemm_ws.json "$out/"
+    ;;
+  # 45b / 45c: the decode tiles (M = 1 / 8 / 16) on both layouts against the shipped path (Triton decode kernels).
+  45b)
+    device_name
+    timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py -k words -x --tb=short \
+      2>&1 | grep -v "^  File\|^    " | tail -25 > "$out/words_triton_test.txt"
+    timeout 480 python3 benchmarks/gemm_ws.py --models 7b,14b --ms 1,8,16 --layouts words,pairs --out /tmp/q45b \
+      2>&1 | tail -30
+    cp /tmp/q45b/gemm_ws.json /tmp/q45b/gemm_ws.md "$out/"
+    ;;
+  # 45c: the same on 32B, then the search on the words layout alone at M = 32-1024 (tables for TUNED_WORDS).
+  45c)
+    device_name
+    timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py -k words 2>&1 | tail -2 \
+      | tee "$out/gpu_tests.txt"
+    timeout 150 python3 benchmarks/gemm_ws.py --models 32b --ms 1,8,16 --layouts words,pairs --out /tmp/q45c \
+      2>&1 | tail -4
+    timeout 400 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 32,64,128,256,512,1024 --layouts words \
+      --tile-set all --out /tmp/q45c2 2>&1 | tail -7
+    cp /tmp/q45c/gemm_ws.json "$out/small_32b.json"
+    cp /tmp/q45c2/gemm_ws.json "$out/words_search.json"
+    cp /tmp/q45c2/tuned_ws.json "$out/tuned_words.json"
+    ;;
+  # 45d: large M on the words layout: the search at M = 1024-4096, the slab path on both layouts.
+  45d)
+    device_name
+    timeout 540 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1024,2048,4096 --layouts words \
+      --out /tmp/q45d 2>&1 | tail -5
+    cp /tmp/q45d/gemm_ws.json "$out/words_large_m.json"
+    cp /tmp/q45d/tuned_ws.json "$out/tuned_words_large_m.json"
+    ;;
+  # 45e-45g: one machine, three calls (the vLLM bundle's parts). 45e: part 1, the 14B checkpoint, then the default
+  # dispatch on the words layout against the previous commit's (pairs), alternating passes, forward at M = 1-1024.
+  45e)
+    bundle_part1_and_checkpoint 14b 300
+    dispatch_alternating_words 100 /tmp/d45e --models 7b,14b,32b --ms 1,8,16,32,64,128,256,1024 --dirs fwd
+    ;;
+  # 45f: part 2, the GPU tests on this code, the decode harness on both layouts.
+  45f)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    device_name
+    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py \
+      tests/test_kernels_ws_gpu.py 2>&1 | tail -4 | tee "$out/gpu_tests.txt"
+    for lay in pairs words; do
+      timeout 120 python3 benchmarks/decode_nvfp4.py --compile --layout $lay --out /tmp/dec_$lay 2>&1 | tail -4
+      cp /tmp/dec_$lay/decode_nvfp4.json "$out/decode_$lay.json"
+    done
+    ;;
+  # 45g: part 3, 14B rank-32 rollouts: NVFP4 on the words layout (the engine's default on a Hopper GPU), on the pairs
+  # layout (QERL_CODE_LAYOUT=pairs), and BF16.
+  45g)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    for lay in words pairs; do
+      QERL_CODE_LAYOUT=$lay timeout 190 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4 \
+        --ranks 32 --batches 8,32,64 --repeats 1 --fp4-kernel qerl --workdir /tmp/qb \
+        --json "$out/rollout_14b_r32_$lay.json" 2>&1 | tail -2
+    done
+    timeout 170 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats bf16 --ranks 32 --batches 8,32,64 \
+      --repeats 1 --workdir /tmp/qb --json "$out/rollout_14b_r32_bf16.json" 2>&1 | tail -2
+    ;;
+  # 45h-45j: the adapter's expand after the warp-specialized kernel in one launch (add_bias_and_lora_'s kernel), 14B
+  # rank-32 rollouts again. 45h: part 1, the checkpoint, the GPU tests of the epilogue and the words layout.
+  45h)
+    bundle_part1_and_checkpoint 14b 300
+    timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py tests/test_kernels_ws_gpu.py \
+      -k "lora or words" 2>&1 | tail -3 | tee "$out/gpu_tests.txt"
+    ;;
+  45h2)  # 45h without the tests (the 45j chain again on a fresh machine)
+    bundle_part1_and_checkpoint 14b 300
+    ;;
+  45i)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    ;;
+  # 45j: words layout with the fused expand (the default) and with vLLM's LoRA kernels (their engines start slower: the
+  # warp-specialized kernel compiles one variant per config vLLM's graph capture meets, 116 s against 68 s in 45g).
+  45j)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    for v in fused unfused; do
+      flag=--fuse-lora-expand; [ $v = unfused ] && flag=--no-fuse-lora-expand
+      timeout 280 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4 --ranks 32 --batches 8,32,64 \
+        --repeats 1 --fp4-kernel qerl $flag --workdir /tmp/qb --json "$out/rollout_14b_r32_words_$v.json" 2>&1 | tail -1
+    done
+    ;;
+  # 45k: the same machine: BF16 and the pairs layout.
+  45k)
+    vllm_env
+    timeout 250 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats bf16 --ranks 32 --batches 8,32,64 \
+      --repeats 1 --workdir /tmp/qb --json "$out/rollout_14b_r32_bf16.json" 2>&1 | tail -1
+    QERL_CODE_LAYOUT=pairs timeout 250 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4 \
+      --ranks 32 --batches 8,32,64 --repeats 1 --fp4-kernel qerl --workdir /tmp/qb \
+      --json "$out/rollout_14b_r32_pairs_fused.json" 2>&1 | tail -1
+    ;;
   44a)
     gpu_name_and_tests 330
     ;;

@@ -92,6 +92,40 @@ def test_forward_and_grad_input_match_reference(m, n, k, asm):
         assert err < 1e-2, f"bwd {m}x{n}x{k} {cfg}: rel {err:.3g}"
 
 
+@pytest.mark.parametrize("m,n,k", [(1, 4608, 3584), (5, 1000, 1040), (130, 520, 784), (1100, 5120, 5120)])
+def test_words_layout_on_the_triton_kernels_agrees_with_pairs(m, n, k):
+    # The "words" layout takes the plain-Triton dequantization in these kernels: the same exact bf16 tiles as the
+    # pairs layout's plain path (the dequantized rows agree bit for bit); the products agree to accumulation order
+    # only (the tiles are reordered in registers and the compiler picks its own operand layouts: bitwise equality
+    # held in one H200 run and failed in another). The default dispatch: the warp-specialized kernel on a Hopper
+    # GPU, else these kernels or the slab path.
+    from qerl.kernels.nvfp4_gemm import dequantize_rows
+
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    pairs = prepare_weight(q.packed, q.scale, q.global_scale)
+    words = prepare_weight(q.packed, q.scale, q.global_scale, layout="words")
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    dy = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+    for cfg in (FwdConfig(1, 16, 64, 1, 4), FwdConfig(2, 8, 64, 1, 4, 2), FwdConfig(2, 64, 128, 1, 2, 8, asm=2),
+                FwdConfig(0, 4, 64, 1, 2), FwdConfig(1, 16, 128, 2, 2, one_dot=True)):
+        if (cfg.mode == 0 and cfg.bm < m) or (pairs.k_pad // 128) % cfg.ch:
+            continue
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        y = nvfp4_matmul(x, words, cfg, out=out)
+        assert torch.isfinite(y).all() and _rel(y, nvfp4_matmul(x, pairs, cfg._replace(asm=False)).float()) < 1e-3, cfg
+    for bcfg in (BwdConfig(1, 16, 64, 4), BwdConfig(2, 16, 64, 2), BwdConfig(1, 64, 64, 2, one_dot=True)):
+        out = torch.full((m, k), float("nan"), device="cuda", dtype=torch.bfloat16)
+        dx = nvfp4_matmul_grad_input(dy, words, bcfg, out=out)
+        assert torch.isfinite(dx).all()
+        assert _rel(dx, nvfp4_matmul_grad_input(dy, pairs, bcfg._replace(asm=False)).float()) < 1e-3, bcfg
+    assert torch.equal(dequantize_rows(words, 3, 200), dequantize_rows(pairs, 3, 200, asm=False))
+    y = nvfp4_matmul(x, words)
+    assert torch.isfinite(y).all() and _rel(y, _matmul_fp32(x.float(), ref_w.T)) < 1e-2
+    dx = nvfp4_matmul_grad_input(dy, words)
+    assert torch.isfinite(dx).all() and _rel(dx, _matmul_fp32(dy.float(), ref_w)) < 1e-2
+
+
 @pytest.mark.parametrize("m,cfg", [(16, FwdConfig(1, 16, 64, 1, 1)), (64, FwdConfig(2, 64, 128, 1, 1, 8))])
 def test_asm_and_plain_dequantization_agree_bitwise(m, cfg):
     # All paths feed the same exact bf16 tiles to the same dot, so the outputs must be identical.
@@ -263,6 +297,19 @@ LORA_FWD = [None, FwdConfig(2, 8, 128, 2, 4, 4), FwdConfig(2, 8, 64, 1, 8, 2), F
             FwdConfig(2, 128, 128, 1, 1, 8, asm=2), FwdConfig(2, 8, 32, 1, 4, 1)]
 
 
+@pytest.mark.parametrize("m", [1, 8, 64, 1100])
+def test_bias_and_lora_on_the_words_layout_match_reference(m):
+    """The default dispatch on a words-layout weight (warp-specialized kernel on a Hopper GPU, then the epilogue
+    kernel; the slab path at M = 1100) with the bias and a q/k/v adapter."""
+    from qerl.kernels import nvfp4_gemm
+
+    kw, x, bias, lora, reference = _lora_case(m, (1024, 256, 256), 1264, 32)
+    words = nvfp4_gemm.prepare_weight(*nvfp4_gemm.codec_from_kernel_weight(kw), kw.global_scale, layout="words")
+    out = torch.full((m, kw.n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    y = nvfp4_matmul(x, words, out=out, bias=bias, lora=lora)
+    assert torch.isfinite(y).all() and _rel(y, reference()) < 1e-2
+
+
 @pytest.mark.parametrize("r", [32, 8])
 @pytest.mark.parametrize("m", [1, 8, 16, 64, 200, 1100])
 def test_bias_and_lora_epilogue_match_reference(m, r):
@@ -284,6 +331,29 @@ def test_bias_and_lora_epilogue_match_reference(m, r):
         if cfg is not None:
             in_kernel.append(_lora_fits(lora, m, kw.n, cfg.bn))
     assert m >= 1024 or all(in_kernel), "the q/k/v slice ends lie on tile ends: the kernel must take the epilogue"
+
+
+@pytest.mark.parametrize("slices,r", [((1024, 256, 256), 32), ((384, 384), 8), ((512,), 64), ((192, 64, 64), 320)])
+@pytest.mark.parametrize("m", [1, 7, 16, 33, 200, 300])
+def test_bias_and_lora_after_the_gemm_in_one_kernel(m, slices, r):
+    """``add_bias_and_lora_`` (the epilogue after a GEMM that did not take it: the warp-specialized kernel, the words
+    layout): one kernel up to EPILOGUE_KERNEL_MAX_M rows, torch above; both equal the fp32 reference, in place."""
+    from qerl.kernels.nvfp4_gemm import EPILOGUE_KERNEL_MAX_M, LoRAEpilogue, add_bias_and_lora_
+
+    n = sum(slices)
+    y0 = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+    u = torch.randn(len(slices), m, r, device="cuda")
+    bs = tuple((torch.randn(s, r, device="cuda") * 0.05).to(torch.bfloat16) for s in slices)
+    bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+    expand = torch.cat([_matmul_fp32(u[i].to(torch.bfloat16).float(), bs[i].float().T) for i in range(len(slices))],
+                       dim=1)
+    for with_bias, with_lora in ((True, True), (False, True), (True, False)):
+        y = y0.clone()
+        out = add_bias_and_lora_(y, bias if with_bias else None, LoRAEpilogue(u, bs) if with_lora else None)
+        assert out.data_ptr() == y.data_ptr()
+        ref = y0.float() + (bias.float() if with_bias else 0) + (expand if with_lora else 0)
+        assert _rel(y, ref) < 6e-3, (m, slices, r, with_bias, with_lora)  # bf16 output: about 2e-3
+    assert m > EPILOGUE_KERNEL_MAX_M or not torch.equal(y, y0)
 
 
 def test_lora_epilogue_op_in_a_cuda_graph_reads_the_adapter_in_place():

@@ -21,6 +21,8 @@ pytest.importorskip("triton")
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels.nvfp4_gemm import (  # noqa: E402
     CHUNK,
+    WORD_BITS,
+    WORD_ELEMENTS,
     codec_from_kernel_weight,
     decode_e5m3,
     encode_e5m3,
@@ -45,7 +47,7 @@ results = []
 def rel(out, ref):
     return float((out.detach().float() - ref).norm() / ref.norm())
 
-def weight(n, k, zero_group=False):
+def weight(n, k, zero_group=False, layout="pairs"):
     w = torch.randn(n, k, generator=gen) * 0.05
     if zero_group:
         w[1, 16:32] = 0.0  # an all-zero group (scale 0.125, codes 0)
@@ -53,7 +55,7 @@ def weight(n, k, zero_group=False):
     if zero_group:
         q.scale[2, 0] = torch.tensor(0.0).to(torch.float8_e4m3fn)  # a zero scale must zero its group
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
-    return prepare_weight(q.packed, q.scale, q.global_scale), ref_w
+    return prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), ref_w
 
 def check(name, out, ref):
     results.append({"name": name, "rel": rel(out, ref), "finite": bool(torch.isfinite(out).all()),
@@ -81,6 +83,18 @@ for m, n, k in [(3, 48, 80), (1, 40, 144), (20, 36, 384)]:
         dx = nvfp4_matmul_grad_input(dy, kw, cfg, out=out)
         check(f"bwd {m}x{n}x{k} {cfg}", dx, dy.float() @ ref_w)
 
+# The "words" code layout (decoded word by word in plain Triton, then put back in element order) on the same paths.
+for m, n, k in [(3, 48, 80), (20, 36, 384)]:
+    kw, ref_w = weight(n, k, zero_group=(m == 3), layout="words")
+    for cfg in (None, FwdConfig(0, 4, 16, 1, 2), FwdConfig(1, 16, 16, 1, 3), FwdConfig(2, 8, 32, 1, 2, one_dot=True)):
+        if cfg is not None and cfg.mode == 0 and cfg.bm < m:
+            continue
+        x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+        check(f"words fwd {m}x{n}x{k} {cfg}", nvfp4_matmul(x, kw, cfg), x.float() @ ref_w.T)
+    for cfg in (None, BwdConfig(2, 16, 16, 2), BwdConfig(1, 16, 16, 3, one_dot=True)):
+        dy = torch.randn(m, n, generator=gen).to(torch.bfloat16)
+        check(f"words bwd {m}x{n}x{k} {cfg}", nvfp4_matmul_grad_input(dy, kw, cfg), dy.float() @ ref_w)
+
 # Two chunks per step with both halves of each in one dot: the [BN, 256] operand keeps element order across chunks.
 kw, ref_w = weight(24, 256)
 x = torch.randn(5, 256, generator=gen).to(torch.bfloat16)
@@ -98,6 +112,9 @@ check("fwd large-M slabs", nvfp4_matmul(x, kw), x.float() @ ref_w.T)
 dy = torch.randn(m, 300, generator=gen).to(torch.bfloat16)
 check("bwd large-M slabs", nvfp4_matmul_grad_input(dy, kw), dy.float() @ ref_w)
 check("dequantize rows", nvfp4_gemm.dequantize_rows(kw, 100, 150, asm=False), ref_w[100:250])
+kw, ref_w = weight(300, 208, layout="words")
+check("words fwd large-M slabs", nvfp4_matmul(x, kw), x.float() @ ref_w.T)
+check("words dequantize rows", nvfp4_gemm.dequantize_rows(kw, 100, 150), ref_w[100:250])
 
 # Leading dims and a strided (non-contiguous rows) input.
 kw, ref_w = weight(24, 96)
@@ -258,6 +275,105 @@ def test_prepare_weight_layout():
     assert torch.equal(decode_e5m3(by_group[:, 9:]), torch.ones(n, 7))  # padding groups: scale 1, codes 0
     back_packed, back_scale = codec_from_kernel_weight(kw)
     assert torch.equal(back_packed, q.packed) and torch.equal(back_scale.float(), q.scale.float())
+
+
+def test_words_layout_places_each_code_where_the_decoder_reads_it():
+    n, k = 3, 272  # K padded to 384
+    q = nvfp4.quantize(torch.randn(n, k))
+    kw = prepare_weight(q.packed, q.scale, q.global_scale, layout="words")
+    assert kw.words and kw.codes.shape == (n, 192)
+    codes = torch.nn.functional.pad(nvfp4.unpack(q.packed), (0, 384 - k)).to(torch.int64)
+    b = kw.codes.to(torch.int64)
+    for row in range(n):
+        for byte0 in range(0, 192, 4):  # one 32-bit word, little-endian
+            word = sum(int(b[row, byte0 + i]) << (8 * i) for i in range(4))
+            c, q16, u = byte0 // 64, (byte0 % 64) // 16, (byte0 % 16) // 4
+            for i, bits in enumerate(WORD_BITS):  # the low half's codes of bytes 0..3, then the high half's
+                elem = c * CHUNK + 64 * (i // 4) + 16 * q16 + 2 * u + WORD_ELEMENTS[i % 4]
+                got = sum(((word >> pos) & 1) << j for j, pos in enumerate(bits))
+                assert got == int(codes[row, elem]), (row, byte0, i)
+    assert sorted(p for bits in WORD_BITS for p in bits) == list(range(32))  # every bit of a word used once
+    back_packed, back_scale = codec_from_kernel_weight(kw)
+    assert torch.equal(back_packed, q.packed) and torch.equal(back_scale.float(), q.scale.float())
+    assert torch.equal(kw.scales, prepare_weight(q.packed, q.scale, q.global_scale).scales)  # scales as "pairs"
+    with pytest.raises(ValueError, match="layout must be one of"):
+        prepare_weight(q.packed, q.scale, q.global_scale, layout="nibbles")
+
+
+def _run_ptx(text: str, regs: dict) -> dict:
+    """Execute the straight-line PTX of the dequantization snippets (the instructions they use) on Python ints."""
+    def val(tok):
+        tok = tok.strip()
+        return regs[tok] if tok in regs else int(tok, 0)
+
+    def bf16(bits):
+        return torch.tensor([bits], dtype=torch.int32).to(torch.int16).view(torch.bfloat16).float().item()
+
+    def to_bf16_bits(v):
+        t = torch.tensor([v], dtype=torch.float32).to(torch.bfloat16)
+        assert t.float().item() == v, "not exact in bf16"
+        return int(t.view(torch.int16).item()) & 0xFFFF
+
+    for line in text.splitlines():
+        line = line.strip().rstrip(";")
+        if not line or line in "{}" or line.startswith(".reg"):
+            continue
+        op, args = line.split(None, 1)
+        dst, *src = [a.strip() for a in args.split(",")]
+        if op == "mov.b32":
+            out = val(src[0])
+        elif op == "and.b32":
+            out = val(src[0]) & val(src[1])
+        elif op == "mul.lo.u32":
+            out = val(src[0]) * val(src[1])
+        elif op == "mad.lo.u32":
+            out = val(src[0]) * val(src[1]) + val(src[2])
+        elif op == "shf.l.wrap.b32":  # funnel shift of {src1:src0} left, upper word: a rotation when src0 == src1
+            hi_lo = (val(src[1]) << 32) | val(src[0])
+            out = (hi_lo << (val(src[2]) & 31)) >> 32
+        elif op == "prmt.b32":
+            pool = val(src[0]) | (val(src[1]) << 32)
+            sel = val(src[2])
+            out = sum(((pool >> (8 * ((sel >> (4 * i)) & 7))) & 0xFF) << (8 * i) for i in range(4))
+        elif op == "fma.rn.bf16x2":
+            a, b, c = (val(t) for t in src)
+            out = 0
+            for lane in range(2):
+                v = bf16((a >> 16 * lane) & 0xFFFF) * bf16((b >> 16 * lane) & 0xFFFF) + bf16((c >> 16 * lane) & 0xFFFF)
+                out |= to_bf16_bits(v) << (16 * lane)
+        else:
+            raise AssertionError(f"unexpected instruction {op}")
+        regs[dst] = out & 0xFFFFFFFF
+    return regs
+
+
+def test_word_ptx_dequantizes_every_code_exactly():
+    """The words layout's 12-instruction PTX, executed instruction by instruction: every code in every position of
+    a word, with E5M3 scales converted by the paired-scale PTX, gives E2M1 * scale * 2**-14 in the right lane."""
+    from qerl.kernels.nvfp4_gemm import _SCALES_PTX, _word_dequant_ptx
+
+    e2m1 = nvfp4.E2M1_VALUES
+    gen = torch.Generator().manual_seed(0)
+    scale_bytes = [0x48, 0x01, 0x9F, 0x77]  # E5M3 of 1.0, 2**-9 * 9/8 (an E4M3 subnormal's), 448, and another
+    for trial in range(64):
+        codes = [int(c) for c in torch.randint(0, 16, (8,), generator=gen)]
+        if trial < 16:
+            codes = [trial] * 8
+        word = 0
+        for code, bits in zip(codes, WORD_BITS):
+            word |= sum(((code >> j) & 1) << pos for j, pos in enumerate(bits))
+        sb = scale_bytes[trial % 4]
+        pairs = _run_ptx(_SCALES_PTX, {"$2": sb * 0x01010101})  # bf16 pairs of scale * 2**112
+        scale = float(decode_e5m3(torch.tensor([sb], dtype=torch.uint8)))
+        regs = _run_ptx(_word_dequant_ptx(), {"$4": word, "$5": pairs["$0"], "$6": pairs["$0"], "$7": pairs["$0"],
+                                              "$8": pairs["$0"]})
+        for out in range(4):
+            for lane in range(2):
+                code = codes[2 * out + lane]
+                want = (-1 if code & 8 else 1) * e2m1[code & 7] * scale * 2.0**-14
+                bits = (regs[f"${out}"] >> (16 * lane)) & 0xFFFF
+                got = torch.tensor([bits], dtype=torch.int32).to(torch.int16).view(torch.bfloat16).float().item()
+                assert got == want, (trial, out, lane, code, got, want)
 
 
 def test_large_m_slabs_are_even_and_bounded():

@@ -106,6 +106,51 @@ def test_pick_below_min_m_takes_only_small_buckets(monkeypatch):
 
 
 @needs_ptxas
+def test_words_layout_configs_compile_to_fewer_loop_instructions():
+    # Every TUNED_WORDS config builds for the words layout without spills or serialized wgmmas; on the same config the
+    # words layout's loop is shorter than the pairs layout's (12 instructions per 8 weights instead of 20, two scales
+    # per conversion), and putting its registers back in K order moved no data (no shuffles).
+    seen = set()
+    for cfg in [c for c in ws.TUNED_WORDS.values() if c is not None]:
+        key = (cfg._replace(split_k=1), cfg.split_k > 1)
+        if key in seen:
+            continue
+        seen.add(key)
+        r = aot.ws_report(*key, words=True)
+        assert not r["wgmma_serialized"] and r["spill_bytes"] == 0, (cfg, r)
+        if cfg.maxnreg is not None:
+            assert r["registers"] <= cfg.maxnreg, (cfg, r)
+        assert r["wgmma_waits"] == ([0, 2] if cfg.in_flight else [0]), (cfg, r)
+    assert len(seen) >= 10
+    for cfg in (ws.WsConfig(16, 64, 6, 1, 1, True, 80), ws.WsConfig(64, 64, 5, 1, 1, True, 128)):
+        pairs, words = aot.ws_report(cfg), aot.ws_report(cfg, words=True)
+        n_pairs, n_words = sum(pairs["loop_opcodes"].values()), sum(words["loop_opcodes"].values())
+        assert n_words < 0.9 * n_pairs, (cfg, n_pairs, n_words)
+        assert "SHFL" not in words["loop_opcodes"] and words["loop_opcodes"].get("SHF", 0) > 0, words
+
+
+def test_pick_on_the_words_layout_always_finds_a_config(monkeypatch):
+    # A words-layout weight has no other fast path on a Hopper GPU: table entries, the default elsewhere, the slab
+    # path (None) only where the table says so, buckets above the largest measured one take its entries.
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    n, k = 4608, 3584  # Qwen2.5-7B qkv
+    assert ws.pick(_x(1, k), n, k, k, words=True) == ws.TUNED_WORDS[(1, n, k)]
+    assert ws.pick(_x(3, k), n, k, k, words=True) == ws.TUNED_WORDS[(8, n, k)]  # buckets 2 / 4 take 8's
+    assert ws.pick(_x(100, k), n, k, k, words=True) == ws.TUNED_WORDS[(128, n, k)]
+    assert ws.TUNED_WORDS[(4096, n, k)] is None and ws.pick(_x(3000, k), n, k, k, words=True) is None
+    assert ws.pick(_x(9000, k), n, k, k, words=True) is None  # above 4096: the 4096 bucket's entry
+    big = ws.pick(_x(9000, 5120), 5120, 5120, 5120, words=True)
+    assert big is not None and big == ws.TUNED_WORDS[(4096, 5120, 5120)]
+    cfg = ws.pick(_x(5, 512), 96, 512, 512, words=True)  # no entry for this shape: the default
+    assert cfg == ws.default_words_config(5, 96, 512) and cfg.bm == 8 and cfg.split_k >= 1
+    assert ws.default_words_config(24, 4096, 4096).bm == 32
+    assert ws.default_words_config(300, 4096, 4096)[:2] == (128, 64)
+    assert ws.default_words_config(2000, 4096, 4096) == ws.WsConfig(128, 256, 3, 1, 2, False)
+    small = ws.default_words_config(1, 3584, 3584)  # 56 tiles of 64 rows: split until about 2 x 132 programs
+    assert small.split_k == 4 and small.fused
+
+
+@needs_ptxas
 def test_fused_split_sum_compiles_with_counters_and_partition_barriers():
     # Split-K partials summed by the last CTA: two atomics on the tile counter per consumer (add, then the reset) and
     # the epilogue's barrier scoped to the consumer warpgroup's 128 threads (a CTA-wide one would wait for the loader).

@@ -20,17 +20,20 @@ from qerl.kernels.nvfp4_gemm import prepare_weight  # noqa: E402
 hopper = pytest.mark.skipif(not ws.available(), reason="needs a Hopper GPU and Triton's Gluon")
 
 
+def _fp32_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return a @ b
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+
+
 def _case(m: int, n: int, k: int):
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
     x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        ref = x.float() @ ref_w.T
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
-    return x, prepare_weight(q.packed, q.scale, q.global_scale), ref
+    return x, prepare_weight(q.packed, q.scale, q.global_scale), _fp32_matmul(x.float(), ref_w.T)
 
 
 CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64, 4), ws.WsConfig(64, 128, 6),
@@ -55,6 +58,24 @@ def test_matches_fp32_reference(cfg, m, n, k):
     y = ws.ws_matmul(x, w, cfg, out=out)
     assert y.data_ptr() == out.data_ptr()
     assert torch.isfinite(y).all()
+    assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
+
+
+@hopper
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("m,n,k", [(100, 96, 1008), (1, 160, 2048), (300, 4608, 3584)])
+def test_words_layout_gives_the_same_bits_as_pairs(cfg, m, n, k):
+    # Same exact bf16 operand tiles in the same K order, same wgmmas: the two code layouts must agree bit for bit.
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    pairs = prepare_weight(q.packed, q.scale, q.global_scale)
+    words = prepare_weight(q.packed, q.scale, q.global_scale, layout="words")
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    y = ws.ws_matmul(x, words, cfg, out=out)
+    assert torch.isfinite(y).all()
+    assert torch.equal(y, ws.ws_matmul(x, pairs, cfg))
+    ref = _fp32_matmul(x.float(), ref_w.T)
     assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
 
 

@@ -20,6 +20,16 @@ Kernel layout (``KernelWeight``):
     the decode kernels, run 6; a layout with the two halves in separate rows left some tiles 2-byte synchronous
     loads.) Padding groups get scale 1; a group whose scale is 0 gets scale 1 and all-zero codes (same weights).
   * ``global_scale`` float32 [1] on the weight's device (read by the kernels, so no host sync).
+  * ``layout`` "words" (``prepare_weight(..., layout="words")``; the layout above is "pairs"): the same chunks, halves
+    and scales, but each 16-byte block of a chunk's codes holds four 32-bit words, word u (bytes 4u .. 4u + 3) the
+    low half's elements 2u, 2u + 1, 2u + 8, 2u + 9 of the block's 16 and the high half's 64 above them: exactly the
+    K positions one thread holds in a wgmma / mma.sync register operand. The 32 code bits sit where
+    ``_word_dequant_ptx`` decodes the word in 12 instructions (``WORD_BITS``; two bytes of "pairs" take 10 for 4
+    weights). The warp-specialized forward reads it (``nvfp4_gemm_ws``: 11-25% fewer loop instructions on the same
+    launch config, which ran 1.07-1.16x faster, geomean over the Qwen2.5 layers per M; benchmarks/RESULTS.md run 11);
+    the Triton kernels here decode it in plain Triton (their layouts do not guarantee that a thread holds whole
+    words), correct but slower, so vLLM's engine (forward only) takes it on Hopper GPUs and the training modules keep
+    "pairs" (the input-gradient kernels read pairs of W rows).
 
 Decoding in registers (``_dequant``): the tile fed to the tensor cores is ``e2m1 * scale * 2**-14`` in bf16, which
 is exact (at most 6 significant bits, well inside bf16's range), so dequantization adds no rounding error;
@@ -85,6 +95,22 @@ _HALF = CHUNK // 2
 _SCALES_PER_CHUNK = CHUNK // GROUP_SIZE  # 8: one scale row holds this many bytes per W row
 
 
+LAYOUTS = ("pairs", "words")  # code byte layouts of ``KernelWeight.codes`` (module docstring)
+
+# The "words" layout: in each 16-byte block of a chunk's 64 code bytes, bytes 4u .. 4u + 3 (one 32-bit word) hold
+# the low-half elements 2u, 2u + 1, 2u + 8, 2u + 9 of the block's 16 (and the high-half elements 64 above them):
+# the four K positions one thread holds in a wgmma / mma.sync register operand. ``WORD_ELEMENTS``: byte i's element
+# offset from 2u.
+WORD_ELEMENTS = (0, 1, 8, 9)
+# Bits of the word holding each of its 8 codes' bits (m, e0, e1, s), codes in the decoder's output order: the low
+# half's elements of bytes 0 .. 3, then the high half's. Chosen so that ``_word_dequant_ptx`` places every code at
+# bits 15 and 8..6 of a bf16 lane with 12 instructions per word: codes 0-1 are already there (a mask), codes 2-3 and
+# 4-5 after rotating the word left by 10 and 13 bits, codes 6-7 after masking their 8 bits and one multiply by
+# 0x1084 (copies shifted by 2, 7 and 12 bits, none overlapping, so no carries).
+WORD_BITS = ((6, 7, 8, 15), (22, 23, 24, 31), (28, 29, 30, 5), (12, 13, 14, 21),
+             (25, 26, 27, 2), (9, 10, 11, 18), (4, 0, 1, 3), (20, 16, 17, 19))
+
+
 class KernelWeight(NamedTuple):
     """A frozen NVFP4 weight in the kernel layout (see the module docstring)."""
 
@@ -93,6 +119,11 @@ class KernelWeight(NamedTuple):
     global_scale: torch.Tensor  # float32 [1]
     n: int
     k: int
+    layout: str = "pairs"  # how ``codes`` arranges a chunk's codes: one of ``LAYOUTS``
+
+    @property
+    def words(self) -> bool:
+        return self.layout == "words"
 
     @property
     def k_pad(self) -> int:
@@ -102,11 +133,15 @@ class KernelWeight(NamedTuple):
         return self.codes.numel() + self.scales.numel() + 4
 
 
-def prepare_weight(packed: torch.Tensor, scale: torch.Tensor, global_scale: torch.Tensor) -> KernelWeight:
-    """Relayout a codec-format NVFP4 weight (``qerl.nvfp4``) into the kernel layout, once at load time.
+def prepare_weight(packed: torch.Tensor, scale: torch.Tensor, global_scale: torch.Tensor,
+                   layout: str = "pairs") -> KernelWeight:
+    """Relayout a codec-format NVFP4 weight (``qerl.nvfp4``) into the kernel layout, once at load time: ``layout``
+    "pairs" (every kernel) or "words" (forward kernels only; see the module docstring).
 
-    Runs on the tensors' device; needs N * K_pad bytes of temporary memory.
+    Runs on the tensors' device; needs N * K_pad bytes of temporary memory ("words": about 8x that).
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if packed.dtype != torch.uint8 or packed.dim() != 2:
         raise ValueError(f"packed must be uint8 [N, K // 2], got {packed.dtype} {tuple(packed.shape)}")
     n, k = packed.shape[0], packed.shape[1] * 2
@@ -123,21 +158,57 @@ def prepare_weight(packed: torch.Tensor, scale: torch.Tensor, global_scale: torc
     zero = scale_f == 0
     if zero.any():
         codes = codes.masked_fill(zero.repeat_interleave(GROUP_SIZE, dim=1), 0)
-    codes = codes.reshape(n, k_pad // CHUNK, 2, _HALF)
-    relaid = (codes[:, :, 0, :] | (codes[:, :, 1, :] << 4)).reshape(n, k_pad // 2).contiguous()
+    if layout == "words":
+        relaid = _to_words(codes)
+    else:
+        codes = codes.reshape(n, k_pad // CHUNK, 2, _HALF)
+        relaid = (codes[:, :, 0, :] | (codes[:, :, 1, :] << 4)).reshape(n, k_pad // 2).contiguous()
     sbits = encode_e5m3(scale_f.masked_fill(zero, 1.0))  # [N, K_pad // 16]
     per = _SCALES_PER_CHUNK
     sbits = sbits.reshape(n, k_pad // CHUNK, per).transpose(0, 1).reshape(k_pad // CHUNK, n * per)
     gs = global_scale.to(device=packed.device, dtype=torch.float32).reshape(1).contiguous()
-    return KernelWeight(relaid, sbits, gs, n, k)
+    return KernelWeight(relaid, sbits, gs, n, k, layout)
+
+
+def _word_order(codes: torch.Tensor) -> torch.Tensor:
+    """Codes [N, K_pad] -> [N, words, 8]: each word's 8 codes in ``WORD_BITS``' order. An element's index in a chunk
+    half is 16q + 8h + 2u + p (block q, byte pair h, word u, byte p of the pair); word (q, u) holds the low then
+    the high half's codes of its bytes i = 2h + p."""
+    n = codes.shape[0]
+    c = codes.reshape(n, -1, 2, 4, 2, 4, 2)  # chunk, half, q, h, u, p
+    return c.permute(0, 1, 3, 5, 2, 4, 6).reshape(n, -1, 8)
+
+
+def _to_words(codes: torch.Tensor) -> torch.Tensor:
+    """Codes [N, K_pad] (0..15) -> the "words" layout's bytes [N, K_pad // 2]."""
+    per = _word_order(codes).to(torch.int64)
+    word = torch.zeros(per.shape[:2], dtype=torch.int64, device=codes.device)
+    for i, bits in enumerate(WORD_BITS):
+        for j, pos in enumerate(bits):
+            word |= ((per[:, :, i] >> j) & 1) << pos
+    out = torch.stack([(word >> (8 * b)) & 0xFF for b in range(4)], dim=-1)  # little-endian bytes of each word
+    return out.to(torch.uint8).reshape(codes.shape[0], -1).contiguous()
+
+
+def _from_words(data: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``_to_words``: codes [N, K_pad]."""
+    n = data.shape[0]
+    b = data.reshape(n, -1, 4).to(torch.int64)
+    word = b[:, :, 0] | (b[:, :, 1] << 8) | (b[:, :, 2] << 16) | (b[:, :, 3] << 24)
+    per = torch.stack([sum(((word >> pos) & 1) << j for j, pos in enumerate(bits)) for bits in WORD_BITS], dim=-1)
+    c = per.reshape(n, -1, 4, 4, 2, 2, 2)  # chunk, q, u, half, h, p
+    return c.permute(0, 1, 4, 2, 5, 3, 6).reshape(n, -1).to(torch.uint8)
 
 
 def codec_from_kernel_weight(w: KernelWeight) -> tuple[torch.Tensor, torch.Tensor]:
     """Inverse of ``prepare_weight``: the codec's ``(packed, scale)`` from the kernel layout (exact for every
     group whose stored scale was not 0)."""
     n, k_pad = w.n, w.k_pad
-    halves = w.codes.reshape(n, k_pad // CHUNK, _HALF)
-    codes = torch.stack((halves & 0x0F, halves >> 4), dim=2).reshape(n, k_pad)[:, : w.k]
+    if w.words:
+        codes = _from_words(w.codes)[:, : w.k]
+    else:
+        halves = w.codes.reshape(n, k_pad // CHUNK, _HALF)
+        codes = torch.stack((halves & 0x0F, halves >> 4), dim=2).reshape(n, k_pad)[:, : w.k]
     packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).contiguous()
     rows = w.scales.reshape(k_pad // CHUNK, n, _SCALES_PER_CHUNK).transpose(0, 1).reshape(n, k_pad // GROUP_SIZE)
     scale = decode_e5m3(rows[:, : w.k // GROUP_SIZE]).to(torch.float8_e4m3fn).contiguous()
@@ -254,6 +325,39 @@ def _dequant_ptx(code_bytes: int) -> str:
     return "\n".join(["{", f".reg .b32 {regs}, a, nz;", "mov.b32 nz, 0x80008000;", *spread, *body, "}"])
 
 
+def _word_dequant_ptx() -> str:
+    """Inline PTX dequantizing one code word of the "words" layout (8 weights, ``WORD_BITS``) in 12 instructions,
+    against 18 for the 4 code bytes of the "pairs" layout (``_dequant_ptx(4)``).
+
+    Operands as ``_dequant_ptx(4)``'s: $0/$1 the low half's bf16 pairs (bytes 0-1, 2-3 of the word), $2/$3 the high
+    half's, $4 the word, $5..$8 the bf16 pairs of ``scale * 2**112`` for $0..$3. Each output's two codes reach bits
+    15 and 8..6 of their lanes (mask 0x81C081C0) by a mask, by a rotation and a mask, or by a mask, a multiply by
+    0x1084 and a mask; one bf16x2 FMA with the scales then gives E2M1 * scale * 2**-14 exactly, as in
+    ``_dequant_ptx``."""
+    mask = "0x81C081C0"
+    return "\n".join([
+        "{", ".reg .b32 a, b, c, d, nz;", "mov.b32 nz, 0x80008000;",
+        f"and.b32 a, $4, {mask};",
+        "shf.l.wrap.b32 b, $4, $4, 10;", f"and.b32 b, b, {mask};",
+        "shf.l.wrap.b32 c, $4, $4, 13;", f"and.b32 c, c, {mask};",
+        "and.b32 d, $4, 0x001B001B;", "mul.lo.u32 d, d, 0x1084;", f"and.b32 d, d, {mask};",
+        "fma.rn.bf16x2 $0, a, $5, nz;", "fma.rn.bf16x2 $1, b, $6, nz;",
+        "fma.rn.bf16x2 $2, c, $7, nz;", "fma.rn.bf16x2 $3, d, $8, nz;", "}"])
+
+
+# 4 E5M3 scale bytes -> their bf16 ``scale * 2**112`` (as ``_scale_x2pow112``), two per instruction: a byte pair
+# spread into the two 16-bit lanes, then one multiply-add (u * 16 + 0x7300 per lane; at most 0x82F0, no carry).
+_SCALES_PTX = """
+{
+.reg .b32 t;
+prmt.b32 t, $2, 0, 0x4140;
+mad.lo.u32 $0, t, 16, 0x73007300;
+prmt.b32 t, $2, 0, 0x4342;
+mad.lo.u32 $1, t, 16, 0x73007300;
+}
+"""
+
+
 if triton is not None:
 
     @triton.jit
@@ -293,26 +397,47 @@ if triton is not None:
     # of the 64 x 128 tile on 4 warps); this one takes the pair as loaded (64).
     _DQ_ASM2 = tl.constexpr(_dequant_ptx(2))
 
-    # 4 E5M3 scale bytes -> their bf16 ``scale * 2**112`` (as ``_scale_x2pow112``), two per instruction: a byte pair
-    # spread into the two 16-bit lanes, then one multiply-add (u * 16 + 0x7300 per lane; at most 0x82F0, no carry).
-    _SCALES_ASM = tl.constexpr("""
-    {
-    .reg .b32 t;
-    prmt.b32 t, $2, 0, 0x4140;
-    mad.lo.u32 $0, t, 16, 0x73007300;
-    prmt.b32 t, $2, 0, 0x4342;
-    mad.lo.u32 $1, t, 16, 0x73007300;
-    }
-    """)
+    _SCALES_ASM = tl.constexpr(_SCALES_PTX)
 
     @triton.jit
     def _scales_x2pow112_pairs(u):
         return tl.inline_asm_elementwise(_SCALES_ASM, "=r,=r,r", [u], dtype=tl.bfloat16, is_pure=True, pack=4)
 
     @triton.jit
+    def _to_element_order(v, BN: tl.constexpr, NB: tl.constexpr):
+        """[BN, NB] values of a "words" tile in byte order (byte 16q + 4u + 2h + p) -> element order (16q + 8h +
+        2u + p). Within each 16-byte block, which one thread loads whole: a relabelling of its registers."""
+        return tl.reshape(tl.permute(tl.reshape(v, [BN, NB // 16, 4, 2, 2]), (0, 1, 3, 2, 4)), [BN, NB])
+
+    @triton.jit
+    def _word_code(word, m: tl.constexpr, e0: tl.constexpr, e1: tl.constexpr, s: tl.constexpr):
+        """The E2M1 code (0..15) whose bits (m, e0, e1, s) sit at those bits of ``word`` (a ``WORD_BITS`` entry)."""
+        return ((word >> m) & 1) | (((word >> e0) & 1) << 1) | (((word >> e1) & 1) << 2) | (((word >> s) & 1) << 3)
+
+    @triton.jit
+    def _in_byte_order(v0, v1, v2, v3, BN: tl.constexpr, NB: tl.constexpr):
+        """Four [BN, NB // 4] per-word values (of bytes 0..3) -> [BN, NB] in byte order."""
+        return tl.reshape(tl.join(tl.join(v0, v2), tl.join(v1, v3)), [BN, NB])
+
+    @triton.jit
+    def _word_codes(wb, BN: tl.constexpr, NB: tl.constexpr):
+        """Code bytes [BN, NB] of the "words" layout -> the (low, high) halves' codes (int16), each [BN, NB] in byte
+        order, in plain Triton (the CPU interpreter's path; ``WORD_BITS``)."""
+        even, odd = tl.split(tl.reshape(wb.to(tl.int32), [BN, NB // 4, 2, 2]))
+        b0, b2 = tl.split(even)
+        b1, b3 = tl.split(odd)
+        word = b0 | (b1 << 8) | (b2 << 16) | (b3 << 24)
+        lo = _in_byte_order(_word_code(word, 6, 7, 8, 15), _word_code(word, 22, 23, 24, 31),
+                            _word_code(word, 28, 29, 30, 5), _word_code(word, 12, 13, 14, 21), BN, NB)
+        hi = _in_byte_order(_word_code(word, 25, 26, 27, 2), _word_code(word, 9, 10, 11, 18),
+                            _word_code(word, 4, 0, 1, 3), _word_code(word, 20, 16, 17, 19), BN, NB)
+        return lo.to(tl.int16), hi.to(tl.int16)
+
+    @triton.jit
     def _dequant(wb, s_rows, stride_s, c, BN: tl.constexpr, CH: tl.constexpr, ASM: tl.constexpr,
-                 PAIRED_SCALES: tl.constexpr):
-        """Code bytes [BN, CH*64] of chunks c.. -> bf16 (w_lo, w_hi) = E2M1 * scale * 2**-14, exact.
+                 PAIRED_SCALES: tl.constexpr, WORDS: tl.constexpr):
+        """Code bytes [BN, CH*64] of chunks c.. -> bf16 (w_lo, w_hi) = E2M1 * scale * 2**-14, exact, in element order
+        (WORDS: bytes of the "words" layout, decoded one word at a time, then ``_to_element_order``).
         ASM: 0 plain Triton, 1 inline PTX on 4 code bytes at a time, 2 on 2 (``_DQ_ASM2``). PAIRED_SCALES (with ASM):
         the scales converted two per instruction (``_SCALES_ASM``), used by the forward's 8-16-row (decode) tiles:
         2-6% fewer instructions in their main loop (SASS, sm_90a), 1.7-2.4% less time at M <= 16 (geomean, run 7).
@@ -339,11 +464,19 @@ if triton is not None:
                 dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4,
             )
         else:
-            w16 = wb.to(tl.int16)
+            if WORDS:
+                c_lo, c_hi = _word_codes(wb, BN, CH * 64)
+            else:
+                w16 = wb.to(tl.int16)
+                c_lo = w16 & 15
+                c_hi = w16 >> 4
             s_lo = _expand(_scale_x2pow112(sb_lo).to(tl.float32) * 1.925929944387236e-34, BN, CH)  # * 2**-112
             s_hi = _expand(_scale_x2pow112(sb_hi).to(tl.float32) * 1.925929944387236e-34, BN, CH)
-            w_lo = (_e2m1_x2pow14(w16 & 15) * s_lo).to(tl.bfloat16)
-            w_hi = (_e2m1_x2pow14(w16 >> 4) * s_hi).to(tl.bfloat16)
+            w_lo = (_e2m1_x2pow14(c_lo) * s_lo).to(tl.bfloat16)
+            w_hi = (_e2m1_x2pow14(c_hi) * s_hi).to(tl.bfloat16)
+        if WORDS:
+            w_lo = _to_element_order(w_lo, BN, CH * 64)
+            w_hi = _to_element_order(w_hi, BN, CH * 64)
         return w_lo, w_hi
 
     @triton.jit
@@ -421,7 +554,7 @@ if triton is not None:
         BM: tl.constexpr, BN: tl.constexpr, CH: tl.constexpr, MODE: tl.constexpr, ASM: tl.constexpr,
         GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, OUT_F32: tl.constexpr, FUSED: tl.constexpr,
         HAS_BIAS: tl.constexpr, LORA_SLICES: tl.constexpr, LORA_R: tl.constexpr, LORA_RC: tl.constexpr,
-        LORA_DOT: tl.constexpr, ONE_DOT: tl.constexpr,
+        LORA_DOT: tl.constexpr, ONE_DOT: tl.constexpr, WORDS: tl.constexpr,
     ):
         # FUSED (split-K only): y_ptr is the fp32 [split, M, N] workspace; the program that finishes a tile's last
         # split sums the partials and writes bf16 to out_ptr, so no second kernel is launched.
@@ -480,7 +613,7 @@ if triton is not None:
                 else:
                     x_lo = tl.load(x_rows + k0[None, :], mask=(k0 < K)[None, :], other=0.0)
                     x_hi = tl.load(x_rows + (k0 + 64)[None, :], mask=(k0 + 64 < K)[None, :], other=0.0)
-            w_lo, w_hi = _dequant(wb, s_rows, stride_s, c, BN, CH, ASM, BM <= 16)
+            w_lo, w_hi = _dequant(wb, s_rows, stride_s, c, BN, CH, ASM, BM <= 16, WORDS)
             if ONE_DOT:
                 w = _halves_to_k(w_lo, w_hi, BN, CH)
                 if MODE == 1:
@@ -553,6 +686,7 @@ if triton is not None:
         stride_dym, stride_wn, stride_s, stride_dxm, stride_dxsplit,
         BM: tl.constexpr, BN: tl.constexpr, MODE: tl.constexpr, ASM: tl.constexpr, GROUP_M: tl.constexpr,
         EVEN_N: tl.constexpr, OUT_F32: tl.constexpr, FUSED: tl.constexpr, ONE_DOT: tl.constexpr,
+        WORDS: tl.constexpr,
     ):
         # FUSED: as in _fwd_kernel, with split-N partials in dx_ptr (fp32) and the bf16 result in out_ptr.
         # One program: BM rows of dX times one 128-element chunk of K (its low and high 64-column halves).
@@ -588,7 +722,8 @@ if triton is not None:
             offs_n = n_begin + i * BN + tl.arange(0, BN)
             rows_n = tl.minimum(offs_n, N - 1)
             wb = tl.load(w_ptr + rows_n[:, None].to(tl.int64) * stride_wn + (c * 64 + offs_h)[None, :])
-            w_lo, w_hi = _dequant(wb, s_ptr + rows_n[:, None].to(tl.int64) * 8, stride_s, c, BN, 1, ASM, False)
+            w_lo, w_hi = _dequant(wb, s_ptr + rows_n[:, None].to(tl.int64) * 8, stride_s, c, BN, 1, ASM, False,
+                                  WORDS)
             # dY columns past N must be zero: the clamped W rows there are real rows.
             if EVEN_N:
                 dy = tl.load(dy_rows + offs_n[None, :])
@@ -635,7 +770,7 @@ if triton is not None:
 
     @triton.jit
     def _dequant_rows_kernel(codes_ptr, scales_ptr, gs_ptr, out_ptr, n_rows, k, row0, stride_c, stride_s, stride_o,
-                             BN: tl.constexpr, ASM: tl.constexpr):
+                             BN: tl.constexpr, ASM: tl.constexpr, WORDS: tl.constexpr):
         """Rows [row0, row0 + n_rows) of W as bf16 into ``out`` ([n_rows, K]); one program per (row block, chunk)."""
         pid_n = tl.program_id(0)
         c = tl.program_id(1)
@@ -644,7 +779,7 @@ if triton is not None:
         rows = row0 + tl.minimum(local, n_rows - 1)  # clamped loads; stores are masked
         j = tl.arange(0, 64)
         wb = tl.load(codes_ptr + rows[:, None] * stride_c + c * 64 + j[None, :])
-        w_lo, w_hi = _dequant(wb, scales_ptr + rows[:, None].to(tl.int64) * 8, stride_s, c, BN, 1, ASM, False)
+        w_lo, w_hi = _dequant(wb, scales_ptr + rows[:, None].to(tl.int64) * 8, stride_s, c, BN, 1, ASM, False, WORDS)
         inv = 16384.0 / tl.load(gs_ptr)  # undo the kernels' 2**-14 and apply 1 / global_scale
         k_lo = c * 128 + j
         o_rows = out_ptr + local[:, None] * stride_o
@@ -652,6 +787,38 @@ if triton is not None:
                  mask=valid[:, None] & (k_lo[None, :] < k))
         tl.store(o_rows + (k_lo + 64)[None, :], (w_hi.to(tl.float32) * inv).to(tl.bfloat16),
                  mask=valid[:, None] & ((k_lo + 64)[None, :] < k))
+
+    @triton.jit(do_not_specialize=["M"])
+    def _bias_lora_kernel(y_ptr, bias_ptr, u_ptr, b0_ptr, b1_ptr, b2_ptr, e1, e2, M, N, stride_ym, stride_us,
+                          stride_b0, stride_b1, stride_b2, BM: tl.constexpr, BN: tl.constexpr,
+                          HAS_BIAS: tl.constexpr, SLICES: tl.constexpr, R: tl.constexpr, RC: tl.constexpr):
+        """``y[M, N] += bias + u_s @ B_s^T`` in place for the output slice s each [BM, BN] tile lies in (slices end
+        at e1 < e2 < N, on tile boundaries): ``_fwd_kernel``'s epilogue as a kernel of its own, one launch for the
+        bias and every slice (``add_bias_and_lora_``)."""
+        offs_m = tl.program_id(1) * BM + tl.arange(0, BM)
+        offs_n = tl.program_id(0) * BN + tl.arange(0, BN)
+        rows_m = tl.minimum(offs_m, M - 1)
+        rows_n = tl.minimum(offs_n, N - 1)
+        acc = tl.zeros([BM, BN], dtype=tl.float32)
+        n0 = tl.program_id(0) * BN
+        if SLICES > 0:
+            if SLICES == 1:
+                acc = _lora_tile(u_ptr, b0_ptr, rows_m, rows_n, R, stride_b0, R, RC, False, True, acc)
+            elif n0 < e1:
+                acc = _lora_tile(u_ptr, b0_ptr, rows_m, rows_n, R, stride_b0, R, RC, False, True, acc)
+            elif SLICES == 2:
+                acc = _lora_tile(u_ptr + stride_us, b1_ptr, rows_m, rows_n - e1, R, stride_b1, R, RC, False, True, acc)
+            elif n0 < e2:
+                acc = _lora_tile(u_ptr + stride_us, b1_ptr, rows_m, rows_n - e1, R, stride_b1, R, RC, False, True, acc)
+            else:
+                acc = _lora_tile(u_ptr + 2 * stride_us, b2_ptr, rows_m, rows_n - e2, R, stride_b2, R, RC, False, True,
+                                 acc)
+        if HAS_BIAS:
+            acc += tl.load(bias_ptr + rows_n).to(tl.float32)[None, :]
+        ptrs = y_ptr + offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
+        mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        y = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
+        tl.store(ptrs, (y + acc).to(tl.bfloat16), mask=mask)
 
     @triton.jit
     def _reduce_kernel(ws_ptr, out_ptr, numel, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
@@ -945,19 +1112,22 @@ def bwd_config(m: int, n: int, k_pad: int, device: torch.device) -> BwdConfig:
 
 def load_tuned_configs(table: dict[str, dict]) -> int:
     """Add ``{"fwd|m_bucket|n|k_pad": {config fields}}`` entries (as written by benchmarks/gemm_nvfp4.py --tune)
-    to ``TUNED``, and "ws|..." / "wsbwd|..." entries (benchmarks/gemm_ws.py; null: decline that kernel there) to
-    ``nvfp4_gemm_ws.TUNED`` / ``TUNED_BWD``; returns how many."""
+    to ``TUNED``, and "ws|..." / "wsbwd|..." / "wsw|..." entries (benchmarks/gemm_ws.py; null: decline that kernel
+    there) to ``nvfp4_gemm_ws.TUNED`` / ``TUNED_BWD`` / ``TUNED_WORDS``; returns how many."""
     for key, fields in table.items():
         direction, bucket, n, k_pad = key.split("|")
-        if direction in ("ws", "wsbwd"):
+        if direction in ("ws", "wsbwd", "wsw"):
             from qerl.kernels import nvfp4_gemm_ws
 
-            ws_table, ws_cls = ((nvfp4_gemm_ws.TUNED, nvfp4_gemm_ws.WsConfig) if direction == "ws"
-                                else (nvfp4_gemm_ws.TUNED_BWD, nvfp4_gemm_ws.WsBwdConfig))
+            ws_table, ws_cls = {"ws": (nvfp4_gemm_ws.TUNED, nvfp4_gemm_ws.WsConfig),
+                                "wsbwd": (nvfp4_gemm_ws.TUNED_BWD, nvfp4_gemm_ws.WsBwdConfig),
+                                "wsw": (nvfp4_gemm_ws.TUNED_WORDS, nvfp4_gemm_ws.WsConfig)}[direction]
+            if fields is None and direction == "wsw":
+                raise ValueError(f"{key!r}: a words-layout weight has no other fast path to decline to")
             ws_table[(int(bucket), int(n), int(k_pad))] = None if fields is None else ws_cls(**fields)
             continue
         if direction not in ("fwd", "bwd"):
-            raise ValueError(f"unknown direction {direction!r} in key {key!r}: expected fwd, bwd, ws or wsbwd")
+            raise ValueError(f"unknown direction {direction!r} in key {key!r}: expected fwd, bwd, ws, wsbwd or wsw")
         cls = FwdConfig if direction == "fwd" else BwdConfig
         TUNED[(direction, int(bucket), int(n), int(k_pad))] = cls(**fields)
     return len(table)
@@ -982,10 +1152,15 @@ for _path in filter(None, os.environ.get("QERL_TUNED_CONFIGS", "").split(os.path
     load_tuned_configs_file(_path)
 
 
-def _use_asm(want: bool | int) -> int:
-    """The kernels' ASM constexpr for a config's ``asm`` (False / True / 2; see ``_dequant``)."""
+def _use_asm(want: bool | int, words: bool = False) -> int:
+    """The kernels' ASM constexpr for a config's ``asm`` (False / True / 2; see ``_dequant``) on a weight of the
+    "pairs" or (``words``) "words" layout. The words layout takes the plain-Triton path here: its PTX needs each
+    thread to hold whole words in a known register order, which Triton's layout choice does not guarantee (the
+    warp-specialized forward, whose layouts are explicit, decodes words with PTX)."""
     # Inline PTX cannot run under the interpreter; there the plain-Triton dequantization (same values) is used.
-    return 0 if _interpreting() else int(want)
+    if _interpreting() or words:
+        return 0
+    return int(want)
 
 
 def _as_2d(t: torch.Tensor, last: int, name: str) -> torch.Tensor:
@@ -1040,7 +1215,8 @@ def dequantize_rows(w: KernelWeight, row0: int, rows: int, out: torch.Tensor | N
     bn = bn or DEQUANT_BN
     grid = (-(-rows // bn), w.k_pad // CHUNK)
     _dequant_rows_kernel[grid](w.codes, w.scales, w.global_scale, out, rows, w.k, row0,
-                               w.codes.stride(0), w.scales.stride(0), out.stride(0), BN=bn, ASM=_use_asm(asm),
+                               w.codes.stride(0), w.scales.stride(0), out.stride(0), BN=bn,
+                               ASM=_use_asm(asm, w.words), WORDS=w.words,
                                num_warps=num_warps or DEQUANT_WARPS)
     return out
 
@@ -1149,10 +1325,36 @@ def _lora_fits(lora: LoRAEpilogue, m: int, n: int, bn: int) -> bool:
             and all(b.dtype == torch.bfloat16 and b.shape[1] == lora.u.shape[2] and b.stride(1) == 1 for b in lora.b))
 
 
+# Up to this many rows ``add_bias_and_lora_`` adds the bias and the adapter's expand in one launch of
+# ``_bias_lora_kernel`` (decode batches: in place of a cast and one ``addmm_`` per slice, up to five launches, each a
+# few microseconds at these sizes); above it, in torch (prefill: cuBLAS's tiles win).
+EPILOGUE_KERNEL_MAX_M = 256
+_EPILOGUE_BN = 64
+
+
 def add_bias_and_lora_(y: torch.Tensor, bias: torch.Tensor | None, lora: LoRAEpilogue | None) -> torch.Tensor:
-    """The epilogue in torch, in place on ``y`` [M, N] (where the kernel does not take it: large M, misaligned
-    slices, CPU): the bias, then each slice's ``u_s @ B_s^T`` with u rounded to B's dtype and accumulated in fp32 by
-    ``addmm_``, as vLLM's own expand does. No copy of ``y`` (a prefill's output can be hundreds of MB)."""
+    """The epilogue after a GEMM that did not take it, in place on ``y`` [M, N] (no copy: a prefill's output can be
+    hundreds of MB): the bias, then each slice's ``u_s @ B_s^T`` with u rounded to B's dtype and accumulated in fp32,
+    as vLLM's own expand does. Up to ``EPILOGUE_KERNEL_MAX_M`` rows one kernel (``_bias_lora_kernel``; on CUDA, or
+    under Triton's interpreter) where the slices end on its tiles, else torch (``addmm_`` per slice)."""
+    if bias is None and lora is None:
+        return y
+    m, n = y.shape
+    if (0 < m <= EPILOGUE_KERNEL_MAX_M and y.is_contiguous() and (_interpreting() or triton_available(y.device))
+            and (bias is None or (bias.shape == (n,) and bias.is_contiguous()))
+            and (lora is None or _lora_fits(lora, m, n, _EPILOGUE_BN))):
+        slices = 0 if lora is None else len(lora.b)
+        bs = [] if lora is None else list(lora.b)
+        bs += [y] * (MAX_LORA_SLICES - len(bs))
+        ends = ([] if lora is None else list(itertools.accumulate(b.shape[0] for b in lora.b))) + [0, 0]
+        rank = 1 if lora is None else lora.u.shape[2]
+        bm = 16 if m <= 16 else 32 if m <= 32 else 64
+        grid = (-(-n // _EPILOGUE_BN), -(-m // bm))
+        _bias_lora_kernel[grid](y, y if bias is None else bias, y if lora is None else lora.u, *bs[:3], ends[0],
+                                ends[1], m, n, y.stride(0), 0 if lora is None else lora.u.stride(0),
+                                *(b.stride(0) for b in bs[:3]), BM=bm, BN=_EPILOGUE_BN, HAS_BIAS=bias is not None,
+                                SLICES=slices, R=rank, RC=_rank_chunk(rank, True), num_warps=4)
+        return y
     if bias is not None:
         y += bias
     if lora is not None:
@@ -1203,17 +1405,20 @@ def nvfp4_matmul(
     if m == 0:
         return y.reshape(*x.shape[:-1], w.n)
     kc = w.k_pad // CHUNK
-    if config is None and x2.is_cuda and (lora is None or m >= LORA_WS_MIN_M):
+    if config is None and x2.is_cuda and (lora is None or m >= LORA_WS_MIN_M or w.words):
         # The warp-specialized Gluon kernel (Hopper) where its launch search beat this module's path; imported here
         # because it builds on this module. The adapter's fused epilogue exists only in _fwd_kernel: with an adapter
-        # the expand is added after the kernel (``LORA_WS_MIN_M`` says from which M that pays).
+        # the expand is added after the kernel (``LORA_WS_MIN_M`` says from which M that pays; on the "words" layout
+        # at every M: _fwd_kernel decodes words in plain Triton only).
         from qerl.kernels import nvfp4_gemm_ws
 
-        ws_cfg = nvfp4_gemm_ws.pick(x2, w.n, w.k, w.k_pad)
+        ws_cfg = nvfp4_gemm_ws.pick(x2, w.n, w.k, w.k_pad, w.words)
         if ws_cfg is not None:
             y = add_bias_and_lora_(nvfp4_gemm_ws.ws_matmul(x2, w, ws_cfg, out=y), bias, lora)
             return y.reshape(*x.shape[:-1], w.n)
-    if config is None and _slab_path(m, w.n, w.k, LARGE_M_FWD):
+    # Large M: the slab path where the default dispatch takes it; on the words layout from LARGE_M_FWD on wherever
+    # the warp-specialized kernel declined (its table's slab entries, or a device it cannot run on).
+    if config is None and (_slab_path(m, w.n, w.k, LARGE_M_FWD) or (w.words and m >= LARGE_M_FWD)):
         y = add_bias_and_lora_(_matmul_large_m(x2, w, y), bias, lora)
         return y.reshape(*x.shape[:-1], w.n)
     if config is None:
@@ -1237,7 +1442,8 @@ def nvfp4_matmul(
         x2 if bias is None else bias, *lora_args,
         m, w.n, w.k, cps,
         x2.stride(0), w.codes.stride(0), w.scales.stride(0), w.n, stride_split, *lora_strides,
-        **fwd_constexprs(cfg, split, counters is not None, w.k % CHUNK == 0, bias is not None, lora_const),
+        **fwd_constexprs(cfg, split, counters is not None, w.k % CHUNK == 0, bias is not None, lora_const,
+                         w.words),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_reg_cap(cfg.maxnreg),
     )
     if split > 1 and counters is None:
@@ -1250,18 +1456,21 @@ def nvfp4_matmul(
 NO_LORA_CONSTEXPRS = {"LORA_SLICES": 0, "LORA_R": 1, "LORA_RC": 1, "LORA_DOT": False}
 
 
-def fwd_constexprs(cfg: FwdConfig, split: int, fused: bool, even_k: bool, bias: bool, lora: dict) -> dict:
+def fwd_constexprs(cfg: FwdConfig, split: int, fused: bool, even_k: bool, bias: bool, lora: dict,
+                   words: bool = False) -> dict:
     """``_fwd_kernel``'s compile-time parameters for a launch of ``cfg`` with ``split`` K splits (``fused``: summed
-    by the last program) and ``lora`` from ``lora_constexprs``; shared with ``qerl.kernels.aot``."""
-    return dict(BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m,
-                EVEN_K=even_k, OUT_F32=split > 1, FUSED=fused, HAS_BIAS=bias, ONE_DOT=one_dot(cfg), **lora)
+    by the last program) and ``lora`` from ``lora_constexprs`` on a weight of the "pairs" or (``words``) "words"
+    layout; shared with ``qerl.kernels.aot``."""
+    return dict(BM=cfg.bm, BN=cfg.bn, CH=cfg.ch, MODE=cfg.mode, ASM=_use_asm(cfg.asm, words), GROUP_M=cfg.group_m,
+                EVEN_K=even_k, OUT_F32=split > 1, FUSED=fused, HAS_BIAS=bias, ONE_DOT=one_dot(cfg), WORDS=words,
+                **lora)
 
 
-def bwd_constexprs(cfg: BwdConfig, split: int, fused: bool, even_n: bool) -> dict:
+def bwd_constexprs(cfg: BwdConfig, split: int, fused: bool, even_n: bool, words: bool = False) -> dict:
     """``_bwd_kernel``'s compile-time parameters for a launch of ``cfg`` with ``split`` N splits; shared with
     ``qerl.kernels.aot``."""
-    return dict(BM=cfg.bm, BN=cfg.bn, MODE=cfg.mode, ASM=_use_asm(cfg.asm), GROUP_M=cfg.group_m, EVEN_N=even_n,
-                OUT_F32=split > 1, FUSED=fused, ONE_DOT=cfg.one_dot and cfg.mode == 1)
+    return dict(BM=cfg.bm, BN=cfg.bn, MODE=cfg.mode, ASM=_use_asm(cfg.asm, words), GROUP_M=cfg.group_m,
+                EVEN_N=even_n, OUT_F32=split > 1, FUSED=fused, ONE_DOT=cfg.one_dot and cfg.mode == 1, WORDS=words)
 
 
 def lora_constexprs(cfg: FwdConfig, slices: int, rank: int) -> dict:
@@ -1298,7 +1507,7 @@ def nvfp4_matmul_grad_input(
     if config is None and dy2.is_cuda:
         from qerl.kernels import nvfp4_gemm_ws  # see nvfp4_matmul
 
-        ws_cfg = nvfp4_gemm_ws.pick_grad_input(dy2, w.n, w.k, w.k_pad)
+        ws_cfg = None if w.words else nvfp4_gemm_ws.pick_grad_input(dy2, w.n, w.k, w.k_pad)
         if ws_cfg is not None:
             dx = nvfp4_gemm_ws.ws_matmul_grad_input(dy2, w, ws_cfg, out=dx)
             return dx.reshape(*dy.shape[:-1], w.k)
@@ -1316,7 +1525,7 @@ def nvfp4_matmul_grad_input(
         dy2, w.codes, w.scales, w.global_scale, target, dx, target if counters is None else counters,
         m, w.n, w.k, per,
         dy2.stride(0), w.codes.stride(0), w.scales.stride(0), w.k, stride_split,
-        **bwd_constexprs(cfg, split, counters is not None, w.n % cfg.bn == 0),
+        **bwd_constexprs(cfg, split, counters is not None, w.n % cfg.bn == 0, w.words),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if split > 1 and counters is None:

@@ -53,7 +53,7 @@ def _fused_apply(self: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = N
     else:
         n, k = base.qerl_shape
         y = nvfp4_lora_linear(x2, base.weight, base.weight_scale, base.weight_global_scale, n, k, bias, u, b,
-                              no_lora)
+                              no_lora, getattr(base, "qerl_layout", "pairs"))
     if y.dtype != x.dtype:
         y = y.to(x.dtype)
     return y.reshape(*x.shape[:-1], y.shape[-1])

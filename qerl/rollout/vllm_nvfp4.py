@@ -11,6 +11,7 @@ the layers hold the dequantized weight instead and multiply with ``F.linear``. W
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -24,6 +25,16 @@ from qerl.loading import nvfp4_quantization_config
 
 NAME = "qerl_nvfp4"
 _registered = False
+
+
+def code_layout(device: torch.device, hopper_kernel: bool) -> str:
+    """The kernel code layout the engine's weights take: "words" where the warp-specialized kernel runs (a Hopper
+    GPU; the engine only runs the forward, which that kernel decodes in fewer instructions on it: benchmarks/
+    RESULTS.md, run 11), else "pairs"; ``QERL_CODE_LAYOUT`` (pairs / words) overrides, e.g. to compare the two."""
+    want = os.environ.get("QERL_CODE_LAYOUT", "")
+    if want and want not in ("pairs", "words"):
+        raise UserError(f"QERL_CODE_LAYOUT must be 'pairs' or 'words', got {want!r}: unset it or pick one")
+    return want or ("words" if hopper_kernel else "pairs")
 
 
 def register() -> str:
@@ -72,15 +83,17 @@ def register() -> str:
             packed, scale = layer.weight_packed.data, layer.weight_scale.data
             global_scale = shared_global_scale(layer.weight_global_scale.data, layer.prefix)
             del layer.weight_packed, layer.weight_scale, layer.weight_global_scale
-            from qerl.kernels import prepare_weight, triton_available
+            from qerl.kernels import nvfp4_gemm_ws, prepare_weight, triton_available
 
             if packed.is_cuda and triton_available(packed.device):
-                kw = prepare_weight(packed, scale, global_scale)
+                layout = code_layout(packed.device, nvfp4_gemm_ws.available(packed.device))
+                kw = prepare_weight(packed, scale, global_scale, layout=layout)
                 # ``weight`` is where vLLM's LoRA wrappers look for the base layer's device.
                 layer.weight = Parameter(kw.codes, requires_grad=False)
                 layer.weight_scale = Parameter(kw.scales, requires_grad=False)
                 layer.weight_global_scale = Parameter(kw.global_scale, requires_grad=False)
                 layer.qerl_shape = (kw.n, kw.k)
+                layer.qerl_layout = kw.layout
             else:
                 dense = nvfp4.dequantize(packed, scale, global_scale, dtype=layer.params_dtype)
                 layer.weight = Parameter(dense, requires_grad=False)
@@ -92,7 +105,7 @@ def register() -> str:
             from qerl.kernels.ops import nvfp4_linear
 
             n, k = layer.qerl_shape
-            y = nvfp4_linear(x, layer.weight, layer.weight_scale, layer.weight_global_scale, n, k)
+            y = nvfp4_linear(x, layer.weight, layer.weight_scale, layer.weight_global_scale, n, k, layer.qerl_layout)
             if y.dtype != x.dtype:
                 y = y.to(x.dtype)
             return y if bias is None else y + bias
