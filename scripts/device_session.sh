@@ -1035,6 +1035,10 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --ranks 32 --batches 8,32,64 --repeats 1 --fp4-kernel qerl --workdir /tmp/qb \
       --json "$out/rollout_14b_r32_pairs_fused.json" 2>&1 | tail -1
     ;;
+  # 45l: the GPU tests on the final code of run 11.
+  45l)
+    gpu_name_and_tests 420
+    ;;
   44a)
     gpu_name_and_tests 330
     ;;
