@@ -277,7 +277,7 @@ def test_prepare_weight_layout():
     assert torch.equal(back_packed, q.packed) and torch.equal(back_scale.float(), q.scale.float())
 
 
-def test_words_layout_places_each_code_where_the_decoder_reads_it():
+def test_words_layout_places_each_code_where_the_decoder_reads_it(monkeypatch):
     n, k = 3, 272  # K padded to 384
     q = nvfp4.quantize(torch.randn(n, k))
     kw = prepare_weight(q.packed, q.scale, q.global_scale, layout="words")
@@ -293,6 +293,10 @@ def test_words_layout_places_each_code_where_the_decoder_reads_it():
                 got = sum(((word >> pos) & 1) << j for j, pos in enumerate(bits))
                 assert got == int(codes[row, elem]), (row, byte0, i)
     assert sorted(p for bits in WORD_BITS for p in bits) == list(range(32))  # every bit of a word used once
+    from qerl.kernels import nvfp4_gemm
+
+    monkeypatch.setattr(nvfp4_gemm, "WORDS_PASS_BYTES", 16 * 384 * 2)  # two rows a pass: the same bytes
+    assert torch.equal(prepare_weight(q.packed, q.scale, q.global_scale, layout="words").codes, kw.codes)
     back_packed, back_scale = codec_from_kernel_weight(kw)
     assert torch.equal(back_packed, q.packed) and torch.equal(back_scale.float(), q.scale.float())
     assert torch.equal(kw.scales, prepare_weight(q.packed, q.scale, q.global_scale).scales)  # scales as "pairs"

@@ -138,7 +138,7 @@ def prepare_weight(packed: torch.Tensor, scale: torch.Tensor, global_scale: torc
     """Relayout a codec-format NVFP4 weight (``qerl.nvfp4``) into the kernel layout, once at load time: ``layout``
     "pairs" (every kernel) or "words" (forward kernels only; see the module docstring).
 
-    Runs on the tensors' device; needs N * K_pad bytes of temporary memory ("words": about 8x that).
+    Runs on the tensors' device; needs N * K_pad bytes of temporary memory (and "words" ``WORDS_PASS_BYTES`` more).
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
@@ -179,15 +179,25 @@ def _word_order(codes: torch.Tensor) -> torch.Tensor:
     return c.permute(0, 1, 3, 5, 2, 4, 6).reshape(n, -1, 8)
 
 
+# Temporary bytes ``_to_words`` uses per pass (it works on int64 codes, 16 bytes of scratch per weight): rows are
+# converted a slab at a time, so loading a 32B model's 55296 x 5120 gate_up needs about this much, not 4.5 GB.
+WORDS_PASS_BYTES = 2**28
+
+
 def _to_words(codes: torch.Tensor) -> torch.Tensor:
     """Codes [N, K_pad] (0..15) -> the "words" layout's bytes [N, K_pad // 2]."""
-    per = _word_order(codes).to(torch.int64)
-    word = torch.zeros(per.shape[:2], dtype=torch.int64, device=codes.device)
-    for i, bits in enumerate(WORD_BITS):
-        for j, pos in enumerate(bits):
-            word |= ((per[:, :, i] >> j) & 1) << pos
-    out = torch.stack([(word >> (8 * b)) & 0xFF for b in range(4)], dim=-1)  # little-endian bytes of each word
-    return out.to(torch.uint8).reshape(codes.shape[0], -1).contiguous()
+    n, k_pad = codes.shape
+    out = torch.empty((n, k_pad // 2), dtype=torch.uint8, device=codes.device)
+    rows = max(1, WORDS_PASS_BYTES // (16 * k_pad))
+    for r0 in range(0, n, rows):
+        per = _word_order(codes[r0 : r0 + rows]).to(torch.int64)
+        word = torch.zeros(per.shape[:2], dtype=torch.int64, device=codes.device)
+        for i, bits in enumerate(WORD_BITS):
+            for j, pos in enumerate(bits):
+                word |= ((per[:, :, i] >> j) & 1) << pos
+        slab = torch.stack([(word >> (8 * b)) & 0xFF for b in range(4)], dim=-1)  # little-endian bytes of each word
+        out[r0 : r0 + rows] = slab.reshape(per.shape[0], -1)
+    return out
 
 
 def _from_words(data: torch.Tensor) -> torch.Tensor:
