@@ -24,7 +24,8 @@ the Triton kernels; the codes are loaded from shared memory straight in the oper
 in a slice of it, so no layout conversion moves data. On a weight of the "words" code layout (``nvfp4_gemm``'s
 docstring) the forward loads each thread's operand bytes as whole 32-bit words, decodes one word in 12 instructions
 (``_word_dequant_ptx``) and converts two scales per instruction; back in K order the operand differs from wgmma's
-only in register order (``TUNED_WORDS``: its launch table, which also covers M <= 16 and M > 1024). Split-K / split-N write fp32 partials that ``_reduce`` sums.
+only in register order (``TUNED_WORDS``: its launch table, which also covers M <= 16 and M > 1024). Split-K /
+split-N write fp32 partials that ``_reduce`` sums.
 ``TUNED`` / ``TUNED_BWD`` say where ``nvfp4_matmul`` / ``nvfp4_matmul_grad_input`` take these kernels; measured
 speed in benchmarks/RESULTS.md (run 9).
 """
@@ -458,7 +459,8 @@ def pick(x2: torch.Tensor, n: int, k: int, k_pad: int, words: bool = False) -> W
         return None
     if words:
         key = lambda bucket: (min(bucket, WORDS_MAX_BUCKET), n, k_pad)  # noqa: E731
-        hit = [key(b) for b in (kern._m_bucket(m), 2 * kern._m_bucket(m), 4 * kern._m_bucket(m)) if key(b) in TUNED_WORDS]
+        b = kern._m_bucket(m)
+        hit = [key(v) for v in (b, 2 * b, 4 * b) if key(v) in TUNED_WORDS]
         if hit:
             cfg = TUNED_WORDS[hit[0]]  # None: the slab path (``nvfp4_matmul``)
         else:
@@ -675,7 +677,8 @@ if gluon is not None:
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j, BN, ROW0, RB, STAGES, True, WORDS)
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j + 1, BN, ROW0, RB, STAGES, True, WORDS)
             if n_chunks % 2 == 1:
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, n_chunks - 1, BN, ROW0, RB, STAGES, True, WORDS)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, n_chunks - 1, BN, ROW0, RB, STAGES, True,
+                                WORDS)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         else:
             # Each chunk's wgmmas retire before the next dequantization (half the operand registers); the other
