@@ -74,9 +74,9 @@ class QeRLConfig(GRPOConfig):
     vllm_fuse_lora_expand: bool | None = field(default=None, metadata={"help": "add the adapter's expand (and the "
                                                                                  "bias) in the NVFP4 GEMM's epilogue "
                                                                                  "instead of separate kernels; default: "
-                                                                                 "on with vllm_fp4_kernel qerl (faster "
-                                                                                 "at small batch; off measured faster "
-                                                                                 "from batch 32 on, RESULTS run 10)"})
+                                                                                 "on with vllm_fp4_kernel qerl (on the "
+                                                                                 "words layout faster at batch 8-64, "
+                                                                                 "RESULTS run 11)"})
     # --- AQN --------------------------------------------------------------------------------------------------
     aqn_mode: str = field(default="exponential", metadata={"help": "exponential | constant | off"})
     aqn_sigma_start: float = 1e-2

@@ -453,6 +453,7 @@ if triton is not None:
         2-6% fewer instructions in their main loop (SASS, sm_90a), 1.7-2.4% less time at M <= 16 (geomean, run 7).
         The input gradient's 16-row tiles measured 1-4% slower with it and the 64-128-row tiles did not gain, so they
         keep one conversion per scale."""
+        tl.static_assert(not (ASM and WORDS), "the words layout decodes in plain Triton here (see _use_asm)")
         sb_lo, sb_hi = _chunk_scales(s_rows, stride_s, c, BN, CH)
         if ASM and PAIRED_SCALES:
             s_lo = _scales_x2pow112_pairs(sb_lo)
@@ -552,6 +553,26 @@ if triton is not None:
                 else:
                     total += tl.sum(u[:, None, :] * b32[None, :, :], axis=2)
         return total
+
+    @triton.jit
+    def _lora_slices_tile(u_ptr, b0_ptr, b1_ptr, b2_ptr, e1, e2, n0, rows_m, rows_n, stride_us, stride_b0,
+                          stride_b1, stride_b2, SLICES: tl.constexpr, R: tl.constexpr, RC: tl.constexpr,
+                          TRANS: tl.constexpr, DOT: tl.constexpr, like):
+        """``_lora_tile`` for the output slice (1-3; ends e1 < e2, on tile boundaries) the tile starting at column
+        ``n0`` lies in: u_s at ``u_ptr + s * stride_us``, B_s at ``b{s}_ptr``, the tile's rows of B_s from the slice's
+        start."""
+        if SLICES == 1:
+            lora = _lora_tile(u_ptr, b0_ptr, rows_m, rows_n, R, stride_b0, R, RC, TRANS, DOT, like)
+        elif n0 < e1:
+            lora = _lora_tile(u_ptr, b0_ptr, rows_m, rows_n, R, stride_b0, R, RC, TRANS, DOT, like)
+        elif SLICES == 2:
+            lora = _lora_tile(u_ptr + stride_us, b1_ptr, rows_m, rows_n - e1, R, stride_b1, R, RC, TRANS, DOT, like)
+        elif n0 < e2:
+            lora = _lora_tile(u_ptr + stride_us, b1_ptr, rows_m, rows_n - e1, R, stride_b1, R, RC, TRANS, DOT, like)
+        else:
+            lora = _lora_tile(u_ptr + 2 * stride_us, b2_ptr, rows_m, rows_n - e2, R, stride_b2, R, RC, TRANS, DOT,
+                              like)
+        return lora
 
     # M and the per-split step counts change from call to call: not specializing them (on == 1 or % 16) avoids
     # recompiling the same kernel for every new batch size.
@@ -653,23 +674,9 @@ if triton is not None:
                     else:
                         out += bias[None, :]
                 if LORA_SLICES > 0:
-                    n0 = pid_n * BN
-                    if LORA_SLICES == 1:
-                        lora = _lora_tile(lu_ptr, lb0_ptr, rows_m, rows_n, LORA_R, stride_lb0, LORA_R, LORA_RC, MODE == 2,
-                                          LORA_DOT, out)
-                    elif n0 < lora_e1:
-                        lora = _lora_tile(lu_ptr, lb0_ptr, rows_m, rows_n, LORA_R, stride_lb0, LORA_R, LORA_RC, MODE == 2,
-                                          LORA_DOT, out)
-                    elif LORA_SLICES == 2:
-                        lora = _lora_tile(lu_ptr + stride_lus, lb1_ptr, rows_m, rows_n - lora_e1, LORA_R, stride_lb1,
-                                          LORA_R, LORA_RC, MODE == 2, LORA_DOT, out)
-                    elif n0 < lora_e2:
-                        lora = _lora_tile(lu_ptr + stride_lus, lb1_ptr, rows_m, rows_n - lora_e1, LORA_R, stride_lb1,
-                                          LORA_R, LORA_RC, MODE == 2, LORA_DOT, out)
-                    else:
-                        lora = _lora_tile(lu_ptr + 2 * stride_lus, lb2_ptr, rows_m, rows_n - lora_e2, LORA_R,
-                                          stride_lb2, LORA_R, LORA_RC, MODE == 2, LORA_DOT, out)
-                    out += lora
+                    out += _lora_slices_tile(lu_ptr, lb0_ptr, lb1_ptr, lb2_ptr, lora_e1, lora_e2, pid_n * BN, rows_m,
+                                             rows_n, stride_lus, stride_lb0, stride_lb1, stride_lb2, LORA_SLICES,
+                                             LORA_R, LORA_RC, MODE == 2, LORA_DOT, out)
         mask_m = offs_m < M
         mask_n = offs_n < N
         if MODE == 2:
@@ -810,19 +817,9 @@ if triton is not None:
         rows_m = tl.minimum(offs_m, M - 1)
         rows_n = tl.minimum(offs_n, N - 1)
         acc = tl.zeros([BM, BN], dtype=tl.float32)
-        n0 = tl.program_id(0) * BN
         if SLICES > 0:
-            if SLICES == 1:
-                acc = _lora_tile(u_ptr, b0_ptr, rows_m, rows_n, R, stride_b0, R, RC, False, True, acc)
-            elif n0 < e1:
-                acc = _lora_tile(u_ptr, b0_ptr, rows_m, rows_n, R, stride_b0, R, RC, False, True, acc)
-            elif SLICES == 2:
-                acc = _lora_tile(u_ptr + stride_us, b1_ptr, rows_m, rows_n - e1, R, stride_b1, R, RC, False, True, acc)
-            elif n0 < e2:
-                acc = _lora_tile(u_ptr + stride_us, b1_ptr, rows_m, rows_n - e1, R, stride_b1, R, RC, False, True, acc)
-            else:
-                acc = _lora_tile(u_ptr + 2 * stride_us, b2_ptr, rows_m, rows_n - e2, R, stride_b2, R, RC, False, True,
-                                 acc)
+            acc = _lora_slices_tile(u_ptr, b0_ptr, b1_ptr, b2_ptr, e1, e2, tl.program_id(0) * BN, rows_m, rows_n,
+                                    stride_us, stride_b0, stride_b1, stride_b2, SLICES, R, RC, False, True, acc)
         if HAS_BIAS:
             acc += tl.load(bias_ptr + rows_n).to(tl.float32)[None, :]
         ptrs = y_ptr + offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]

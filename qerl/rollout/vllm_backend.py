@@ -155,10 +155,10 @@ def write_adapter(directory: Path, tensors: dict[str, torch.Tensor], config: Any
 def fuse_lora_expand_enabled(requested: bool | None, load: str, fp4_kernel: str) -> bool:
     """Whether the engine adds the adapter's expand in this project's NVFP4 GEMM epilogue
     (``qerl/rollout/vllm_lora_fusion.py``). ``None`` (the default) means wherever it applies: an NVFP4 engine on
-    ``fp4_kernel="qerl"``, where it was measured faster (benchmarks/RESULTS.md, run 6; at batch 8, while from batch 32
-    on vLLM's own LoRA kernels were faster in run 10: 14B rank-32 rollouts 1.33x / 1.20x over BF16 at batch 32 / 64
-    against 1.23x / 1.15x fused); Marlin, BF16 and NF4 engines run vLLM's own LoRA kernels. ``True`` where it cannot
-    apply logs a warning and is ignored."""
+    ``fp4_kernel="qerl"``, where it was measured faster (benchmarks/RESULTS.md, run 11: 14B rank-32 rollouts on the
+    words layout 1.59x / 1.44x / 1.32x over BF16 at batch 8 / 32 / 64, against 1.54x / 1.41x / 1.27x on vLLM's own
+    LoRA kernels); Marlin, BF16 and NF4 engines run vLLM's own LoRA kernels. ``True`` where it cannot apply logs a
+    warning and is ignored."""
     applies = load == "nvfp4" and fp4_kernel == "qerl"
     if requested and not applies:
         log.warning("fuse_lora_expand applies to an NVFP4 engine on fp4_kernel='qerl' only; this %s engine%s "

@@ -27,12 +27,14 @@ NAME = "qerl_nvfp4"
 _registered = False
 
 
-def code_layout(device: torch.device, hopper_kernel: bool) -> str:
+def code_layout(hopper_kernel: bool) -> str:
     """The kernel code layout the engine's weights take: "words" where the warp-specialized kernel runs (a Hopper
     GPU; the engine only runs the forward, which that kernel decodes in fewer instructions on it: benchmarks/
     RESULTS.md, run 11), else "pairs"; ``QERL_CODE_LAYOUT`` (pairs / words) overrides, e.g. to compare the two."""
+    from qerl.kernels.nvfp4_gemm import LAYOUTS
+
     want = os.environ.get("QERL_CODE_LAYOUT", "")
-    if want and want not in ("pairs", "words"):
+    if want and want not in LAYOUTS:
         raise UserError(f"QERL_CODE_LAYOUT must be 'pairs' or 'words', got {want!r}: unset it or pick one")
     return want or ("words" if hopper_kernel else "pairs")
 
@@ -86,7 +88,7 @@ def register() -> str:
             from qerl.kernels import nvfp4_gemm_ws, prepare_weight, triton_available
 
             if packed.is_cuda and triton_available(packed.device):
-                layout = code_layout(packed.device, nvfp4_gemm_ws.available(packed.device))
+                layout = code_layout(nvfp4_gemm_ws.available(packed.device))
                 kw = prepare_weight(packed, scale, global_scale, layout=layout)
                 # ``weight`` is where vLLM's LoRA wrappers look for the base layer's device.
                 layer.weight = Parameter(kw.codes, requires_grad=False)
