@@ -210,6 +210,23 @@ def test_load_tuned_configs_adds_kernel_entries(monkeypatch):
     assert ws.TUNED_BWD[(64, 96, 512)] == ws.WsBwdConfig(**bwd) and ws.TUNED[(128, 96, 512)] is None
     with pytest.raises(ValueError, match="unknown direction"):
         kern.load_tuned_configs({"sideways|64|96|512": fields})
+    monkeypatch.setattr(ws, "TUNED_WORDS", dict(ws.TUNED_WORDS))
+    assert kern.load_tuned_configs({"wsw|64|96|512": fields}) == 1 and ws.TUNED_WORDS[(64, 96, 512)] == ws.WsConfig(**fields)
+    with pytest.raises(ValueError, match="no other fast path"):  # a words weight cannot decline this kernel
+        kern.load_tuned_configs({"wsw|32|96|512": None})
+
+
+def test_engine_code_layout_follows_the_device_and_the_override(monkeypatch):
+    from qerl.errors import UserError
+    from qerl.rollout.vllm_nvfp4 import code_layout
+
+    monkeypatch.delenv("QERL_CODE_LAYOUT", raising=False)
+    assert code_layout(True) == "words" and code_layout(False) == "pairs"
+    monkeypatch.setenv("QERL_CODE_LAYOUT", "pairs")
+    assert code_layout(True) == "pairs"
+    monkeypatch.setenv("QERL_CODE_LAYOUT", "nibbles")
+    with pytest.raises(UserError, match="QERL_CODE_LAYOUT must be"):
+        code_layout(True)
 
 
 def test_rejects_configs_it_cannot_build():
