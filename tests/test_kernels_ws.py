@@ -211,7 +211,8 @@ def test_load_tuned_configs_adds_kernel_entries(monkeypatch):
     with pytest.raises(ValueError, match="unknown direction"):
         kern.load_tuned_configs({"sideways|64|96|512": fields})
     monkeypatch.setattr(ws, "TUNED_WORDS", dict(ws.TUNED_WORDS))
-    assert kern.load_tuned_configs({"wsw|64|96|512": fields}) == 1 and ws.TUNED_WORDS[(64, 96, 512)] == ws.WsConfig(**fields)
+    assert kern.load_tuned_configs({"wsw|64|96|512": fields}) == 1
+    assert ws.TUNED_WORDS[(64, 96, 512)] == ws.WsConfig(**fields)
     with pytest.raises(ValueError, match="no other fast path"):  # a words weight cannot decline this kernel
         kern.load_tuned_configs({"wsw|32|96|512": None})
 
