@@ -51,6 +51,11 @@ TILES = [(64, 64, 6, 1, True, None), (64, 128, 4, 1, True, None), (128, 64, 4, 1
          (128, 256, 3, 2, False, None)]
 
 
+# 256-row tiles of X for M >= 1024: two consumers of 64 W rows each (wgmma 64 x 256), so each dequantized weight
+# feeds twice the products of a 128-row tile; 2 or 3 stages (72 KiB each).
+WIDE_TILES = [(256, 128, 2, 2, False, None), (256, 128, 3, 2, False, None)]
+
+
 # Three or four CTAs per SM (80 / 64 registers; the CTA is two warpgroups): 64- and 32-row tiles of X for M = 32-128.
 OCCUPANCY_TILES = [(64, 64, 3, 1, False, 80), (32, 64, 4, 1, True, 80), (32, 64, 4, 1, False, 64),
                    (32, 128, 4, 1, True, 128)]
@@ -76,28 +81,43 @@ def small_tiles(m: int) -> list[tuple]:
 
 
 def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
-               tile_set: str = "default") -> list[ws.WsConfig]:
+               tile_set: str = "default", words: bool = False, pingpong: tuple = (0,)) -> list[ws.WsConfig]:
     """Every tile of the set without split-K and, where its tiles are fewer than the SMs, with the power-of-two
     split that first gives a program per SM (at M <= 16 also twice that: several CTAs fit an SM); ``wide_splits``
     adds splits 2-4 everywhere (finer work against the last wave's idle SMs). Tile sets: "default" (``TILES``, or
     ``small_tiles`` at M <= 16), "occupancy" (``OCCUPANCY_TILES`` only), "all" (``TILES`` and ``OCCUPANCY_TILES``),
-    "table" (only the config ``nvfp4_gemm_ws.TUNED`` holds for this M bucket, if any: the shipped kernel itself).
-    Split partials are summed in the kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``)."""
-    if tile_set == "table":
-        cfg = ws.TUNED.get((m, n, k_pad))
-        return [] if cfg is None else [cfg]
+    "table" (only the config ``nvfp4_gemm_ws.TUNED``, or with ``words`` ``TUNED_WORDS``, holds for this M bucket, if
+    any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both). Split partials are summed in the
+    kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``). ``pingpong``: the ``WsConfig.pingpong`` values
+    each two-consumer candidate is tried with."""
+    out = []
+    if tile_set in ("table", "table+wide"):
+        cfg = (ws.TUNED_WORDS if words else ws.TUNED).get((m, n, k_pad))
+        if cfg is None and words:  # the slab path's cells: the config for shapes the table lacks
+            cfg = ws.default_words_config(m, n, k_pad, sms)
+        out = [] if cfg is None else [cfg]
+        if tile_set == "table":
+            return _with_pingpong(out, pingpong)
     small = m < ws.MIN_M
     tiles_of = {"default": small_tiles(m) if small else TILES, "occupancy": OCCUPANCY_TILES,
-                "all": TILES + OCCUPANCY_TILES}
+                "all": TILES + OCCUPANCY_TILES, "wide": WIDE_TILES, "table+wide": WIDE_TILES}
     if tile_set not in tiles_of:
-        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all or table")
-    out = []
+        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all, table, wide or table+wide")
     chunks = k_pad // kern.CHUNK
     fused = kern._fuse_reduction(m, n)
     for bm, bn, st, cons, inf, reg in tiles_of[tile_set]:
         for sp in _splits(-(-m // bm) * -(-n // bn), sms, small, wide_splits):
             if sp <= chunks // 2:
                 out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, fused and sp > 1))
+    return _with_pingpong(out, pingpong)
+
+
+def _with_pingpong(cfgs: list, pingpong: tuple) -> list:
+    """Each config once per ``pingpong`` value where it has two consumers (as it is where it has one)."""
+    out = []
+    for cfg in cfgs:
+        variants = [cfg._replace(pingpong=p) for p in pingpong] if cfg.consumers == 2 else [cfg]
+        out += [v for v in variants if v not in out]
     return out
 
 
@@ -134,7 +154,7 @@ def _copies(kw0, l2_bytes: int) -> list:
 
 def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_only: bool = False,
               wide_splits: bool = False, tile_set: str = "default", layouts: tuple = ("pairs",),
-              shipped_layout: str = "pairs") -> list[dict]:
+              shipped_layout: str = "pairs", pingpong: tuple = (0,)) -> list[dict]:
     """One layer shape in one direction (fwd: Y = X W^T, bwd: dX = dY W) at every M: BF16, the default dispatch
     (``nvfp4_matmul`` / ``nvfp4_matmul_grad_input``) on the weight in ``shipped_layout`` and, unless
     ``dispatch_only``, every candidate of the kernel on the weight in each of ``layouts`` (the first one's best is
@@ -166,7 +186,8 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
             words = {"words": True} if shipped_layout == "words" else {}
             picked = ws.pick(x, n, k, kw0.k_pad, **words) if fwd else ws.pick_grad_input(x, n, k, kw0.k_pad)
         tried, bests = [], {}
-        cands = ([] if dispatch_only else candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set) if fwd
+        cands = ([] if dispatch_only else candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set,
+                                                     layouts[0] == "words", pingpong) if fwd
                  else bwd_candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set))
         for cfg in cands:
             for lay in layouts if fwd else ("pairs",):
@@ -236,13 +257,16 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--dirs", default="fwd", help="fwd, bwd (input gradient) or both, comma-separated")
     ap.add_argument("--wide-splits", action="store_true", help="also split K (forward) / N (input gradient) 2-4 ways")
-    ap.add_argument("--tile-set", default="default", choices=["default", "occupancy", "all", "table"],
+    ap.add_argument("--tile-set", default="default",
+                    choices=["default", "occupancy", "all", "table", "wide", "table+wide"],
                     help="forward tiles searched (see candidates())")
     ap.add_argument("--layouts", default="pairs",
                     help="code layouts the forward candidates run on, comma-separated (pairs, words); the first "
                          "one's picks go to tuned_ws.json")
     ap.add_argument("--shipped-layout", default="pairs", choices=["pairs", "words"],
                     help="the code layout of the weight the default dispatch (the shipped path) runs on")
+    ap.add_argument("--pingpong", default="0",
+                    help="WsConfig.pingpong values every two-consumer forward candidate is tried with (e.g. 0,1,2)")
     ap.add_argument("--dispatch-only", action="store_true",
                     help="time only nvfp4_matmul's default dispatch and BF16 (also on trees without this kernel)")
     args = ap.parse_args()
@@ -263,7 +287,8 @@ def main() -> None:
             for d in args.dirs.split(","):
                 rows += run_shape(model, layer, n, k, d, ms, l2, meta["sms"], lambda s: print(s, flush=True),
                                   args.dispatch_only, args.wide_splits, args.tile_set,
-                                  tuple(args.layouts.split(",")), args.shipped_layout)
+                                  tuple(args.layouts.split(",")), args.shipped_layout,
+                                  tuple(int(v) for v in args.pingpong.split(",")))
     geo = {}
     for d in args.dirs.split(","):
         for m in ms:

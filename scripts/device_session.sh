@@ -1042,4 +1042,12 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   44a)
     gpu_name_and_tests 330
     ;;
+  # Run 12. 46a: the two consumers of the large-M forward in ping-pong (WsConfig.pingpong 0 / 1 / 2) on the words
+  # table's configs, and 256-row tiles of X, at M = 1024 / 2048.
+  46a)
+    device_name
+    timeout 560 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1024,2048 --tile-set table+wide \
+      --layouts words --shipped-layout words --pingpong 0,1,2 --out /tmp/q46a 2>&1 | tee "$out/log.txt" | tail -8
+    cp /tmp/q46a/gemm_ws.json /tmp/q46a/gemm_ws.md "$out/"
+    ;;
 esac

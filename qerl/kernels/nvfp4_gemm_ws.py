@@ -71,6 +71,11 @@ class WsConfig(NamedTuple):
     # Split-K partials summed by the last CTA of each tile (an atomic counter per tile and consumer, as
     # ``nvfp4_gemm.FwdConfig.fused``) instead of a second kernel (``nvfp4_gemm._reduce``).
     fused: bool = False
+    # Two consumers only: 0 lets both dequantize each chunk at the same time (both wait on its stage), so the tensor
+    # cores idle while they do; 1 starts the second consumer once the first has issued its first chunk's wgmmas
+    # (from then on each dequantizes while the other's wgmmas run); 2 also keeps that order at every chunk (each
+    # consumer issues chunk i's wgmmas after the other issued its previous ones).
+    pingpong: int = 0
 
 
 class WsBwdConfig(NamedTuple):
@@ -600,11 +605,13 @@ if gluon is not None:
             tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))
 
     @gluon.jit
-    def _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN: gl.constexpr, ROW0: gl.constexpr,
-                  RB: gl.constexpr, STAGES: gl.constexpr, IN_FLIGHT: gl.constexpr, WORDS: gl.constexpr):
+    def _mma_step(x_smem, w_smem, s_smem, ready, empty, turn, acc, i, BN: gl.constexpr, ROW0: gl.constexpr,
+                  RB: gl.constexpr, STAGES: gl.constexpr, IN_FLIGHT: gl.constexpr, WORDS: gl.constexpr,
+                  PINGPONG: gl.constexpr):
         """Chunk i: wait for its stage, dequantize its codes into wgmma's register operand, issue the low and high
         halves' wgmmas asynchronously, then wait for the previous chunk's (all but these two groups) and release the
-        previous chunk's stage to the loader."""
+        previous chunk's stage to the loader. ``PINGPONG`` (``WsConfig.pingpong``): consumer ``ROW0 // RB`` signals
+        ``turn`` after issuing (and with 2 waits for the other's turn first)."""
         mma: gl.constexpr = acc.type.layout
         a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
         l3: gl.constexpr = _codes_layout_3d(RB, WORDS)
@@ -647,8 +654,20 @@ if gluon is not None:
             w_hi = gl.reshape(w_hi, [RB, 64])
         w_lo = gl.convert_layout(w_lo, a_layout, assert_trivial=not WORDS)
         w_hi = gl.convert_layout(w_hi, a_layout, assert_trivial=not WORDS)
+        ME: gl.constexpr = ROW0 // RB
+        if PINGPONG == 2:
+            # Consumer 0 issues chunk i after consumer 1 issued chunk i - 1; consumer 1 after consumer 0 issued i.
+            if ME == 0:
+                mbarrier.wait(turn.index(1), (i + 1) & 1, pred=i > 0)
+            else:
+                mbarrier.wait(turn.index(0), i & 1)
         acc = warpgroup_mma(w_lo, x_smem.index(2 * s).permute((1, 0)), acc, is_async=True)
         acc = warpgroup_mma(w_hi, x_smem.index(2 * s + 1).permute((1, 0)), acc, is_async=True)
+        if PINGPONG == 1:
+            if ME == 0:
+                mbarrier.arrive(turn.index(0), pred=i == 0)
+        elif PINGPONG == 2:
+            mbarrier.arrive(turn.index(ME))
         if IN_FLIGHT:
             acc = warpgroup_mma_wait(num_outstanding=2, deps=(acc,))
             mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
@@ -658,10 +677,10 @@ if gluon is not None:
         return acc
 
     @gluon.jit
-    def _mma_partition(x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
+    def _mma_partition(x_smem, w_smem, s_smem, ready, empty, turn, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
                        stride_ysplit, pid_k, off_m, off_n, n_chunks, BM: gl.constexpr, BN: gl.constexpr,
                        ROW0: gl.constexpr, RB: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
-                       IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr, WORDS: gl.constexpr):
+                       IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr, WORDS: gl.constexpr, PINGPONG: gl.constexpr):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
         registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
         previous stage's and then releases that stage (each consumer arrives once; the loader waits for all).
@@ -674,17 +693,22 @@ if gluon is not None:
             # operands are distinct registers, so the next trip's dequantization writes registers whose wgmmas the
             # wait has retired (one set reused every chunk makes ptxas serialize the wgmmas, warning C7515).
             for j in range(n_chunks // 2):
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j, BN, ROW0, RB, STAGES, True, WORDS)
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j + 1, BN, ROW0, RB, STAGES, True, WORDS)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, turn, acc, 2 * j, BN, ROW0, RB, STAGES, True,
+                                WORDS, PINGPONG)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, turn, acc, 2 * j + 1, BN, ROW0, RB, STAGES,
+                                True, WORDS, PINGPONG)
             if n_chunks % 2 == 1:
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, n_chunks - 1, BN, ROW0, RB, STAGES, True,
-                                WORDS)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, turn, acc, n_chunks - 1, BN, ROW0, RB, STAGES,
+                                True, WORDS, PINGPONG)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         else:
             # Each chunk's wgmmas retire before the next dequantization (half the operand registers); the other
-            # consumer warpgroup's work fills the gaps.
+            # consumer warpgroup's work fills the gaps (``PINGPONG``: the second one starts a step behind).
+            if PINGPONG == 1 and ROW0 > 0:
+                mbarrier.wait(turn.index(0), 0)
             for i in range(n_chunks):
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, turn, acc, i, BN, ROW0, RB, STAGES, False, WORDS,
+                                PINGPONG)
 
         out = acc * (16384.0 / gl.load(gs_ptr))  # the dequantized tiles carry 2**-14 and no 1 / global_scale
         offs_n = off_n + ROW0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
@@ -706,7 +730,7 @@ if gluon is not None:
                        chunks_per_split, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr,
                        CONSUMERS: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
                        CONSUMER_REGS: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr,
-                       WORDS: gl.constexpr):
+                       WORDS: gl.constexpr, PINGPONG: gl.constexpr = 0):
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
@@ -723,27 +747,34 @@ if gluon is not None:
         for s in gl.static_range(STAGES):
             mbarrier.init(ready.index(s), count=1)
             mbarrier.init(empty.index(s), count=CONSUMERS)
+        if PINGPONG > 0:
+            gl.static_assert(CONSUMERS == 2 and not IN_FLIGHT, "ping-pong: two consumers retiring each chunk")
+            turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+            mbarrier.init(turn.index(0), count=1)
+            mbarrier.init(turn.index(1), count=1)
+        else:
+            turn = ready  # unused
 
         # One partition per consumer warpgroup (rows c * RB .. of the BN), the loader last. Gluon takes the list
         # literally, hence one branch per consumer count.
         RB: gl.constexpr = BN // CONSUMERS
         if CONSUMERS == 1:
             gl.warp_specialize([
-                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, turn, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB,
-                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS)),
+                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, PINGPONG)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
             gl.warp_specialize([
-                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, turn, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB,
-                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS)),
-                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
+                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, PINGPONG)),
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, turn, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, RB, RB,
-                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS)),
+                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, PINGPONG)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [4, 1], [CONSUMER_REGS, 40])
@@ -935,9 +966,10 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
         raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
     rows = cfg.bn // max(cfg.consumers, 1)
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
-            or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)):
+            or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)
+            or cfg.pingpong not in (0, 1, 2) or (cfg.pingpong and cfg.consumers != 2)):
         raise ValueError(f"unsupported config {cfg}: 1 or 2 consumers of 64 or 128 rows each, BM in (8, 16, 32, 64, "
-                         "128, 256), in_flight with one consumer only")
+                         "128, 256), in_flight with one consumer only, pingpong 0-2 with two consumers only")
     x2 = x2.contiguous()
     y = kern._out(out, m, w.n, x2)
     kc = w.k_pad // kern.CHUNK
@@ -951,7 +983,8 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, target, y, target if counters is None else counters, w.global_scale,
                          m, w.n, w.n, stride_split, kc // split, w.n // 32, BM=cfg.bm, BN=cfg.bn,
                          CONSUMERS=cfg.consumers, STAGES=cfg.stages, OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS,
-                         IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, num_warps=4,
+                         IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, PINGPONG=cfg.pingpong,
+                         num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
