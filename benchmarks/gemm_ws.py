@@ -81,15 +81,16 @@ def small_tiles(m: int) -> list[tuple]:
 
 
 def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
-               tile_set: str = "default", words: bool = False, pingpong: tuple = (0,)) -> list[ws.WsConfig]:
+               tile_set: str = "default", words: bool = False, stream_k: bool = False) -> list[ws.WsConfig]:
     """Every tile of the set without split-K and, where its tiles are fewer than the SMs, with the power-of-two
     split that first gives a program per SM (at M <= 16 also twice that: several CTAs fit an SM); ``wide_splits``
     adds splits 2-4 everywhere (finer work against the last wave's idle SMs). Tile sets: "default" (``TILES``, or
     ``small_tiles`` at M <= 16), "occupancy" (``OCCUPANCY_TILES`` only), "all" (``TILES`` and ``OCCUPANCY_TILES``),
     "table" (only the config ``nvfp4_gemm_ws.TUNED``, or with ``words`` ``TUNED_WORDS``, holds for this M bucket, if
     any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both). Split partials are summed in the
-    kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``). ``pingpong``: the ``WsConfig.pingpong`` values
-    each two-consumer candidate is tried with."""
+    kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``). ``stream_k``: each candidate that retires its
+    chunks one by one without split-K also as stream-K (``WsConfig.stream_k``: one CTA per SM, and two with 128
+    registers), and the two-consumer 128 x 128 / 128 x 256 and one-consumer 128 x 64 tiles with it."""
     out = []
     if tile_set in ("table", "table+wide"):
         cfg = (ws.TUNED_WORDS if words else ws.TUNED).get((m, n, k_pad))
@@ -97,7 +98,7 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
             cfg = ws.default_words_config(m, n, k_pad, sms)
         out = [] if cfg is None else [cfg]
         if tile_set == "table":
-            return _with_pingpong(out, pingpong)
+            return _with_stream_k(out, stream_k)
     small = m < ws.MIN_M
     tiles_of = {"default": small_tiles(m) if small else TILES, "occupancy": OCCUPANCY_TILES,
                 "all": TILES + OCCUPANCY_TILES, "wide": WIDE_TILES, "table+wide": WIDE_TILES}
@@ -109,24 +110,31 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
         for sp in _splits(-(-m // bm) * -(-n // bn), sms, small, wide_splits):
             if sp <= chunks // 2:
                 out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, fused and sp > 1))
-    return _with_pingpong(out, pingpong)
+    return _with_stream_k(out, stream_k)
 
 
-def _with_pingpong(cfgs: list, pingpong: tuple) -> list:
-    """Each config once per ``pingpong`` value where it has two consumers (as it is where it has one)."""
-    out = []
-    for cfg in cfgs:
-        variants = [cfg._replace(pingpong=p) for p in pingpong] if cfg.consumers == 2 else [cfg]
-        out += [v for v in variants if v not in out]
+def _with_stream_k(cfgs: list, stream_k: bool) -> list:
+    if not stream_k:
+        return cfgs
+    out = list(cfgs)
+    for cfg in cfgs + [ws.WsConfig(128, 128, 4, 1, 2, False), ws.WsConfig(128, 256, 3, 1, 2, False),
+                       ws.WsConfig(128, 64, 3, 1, 1, False, 128)]:
+        if not cfg.in_flight and cfg.split_k == 1 and not cfg.stream_k:
+            for ctas in (1, 2) if cfg.maxnreg is not None and cfg.maxnreg <= 128 else (1,):
+                for v in (cfg, cfg._replace(stream_k=ctas)):
+                    if v not in out:
+                        out.append(v)
     return out
 
 
 def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
-                   tile_set: str = "default") -> list:
+                   tile_set: str = "default", stream_k: bool = False, two_consumers: bool = False) -> list:
     """Input gradient: BM 64 / 128, 4 or 6 stages, 128 registers (two CTAs per SM) or not; at M <= 128 also BM = 8 /
     16 / 32 (M's own power of two, at most 32) on 64 or 80 registers (four or three CTAs per SM), the only tiles of
     the "occupancy" set. Split-N none, or the power of two that first gives a program per SM (twice that too for the
-    small tiles, whose splits are also tried summed in the kernel; ``wide_splits``: and 2-4)."""
+    small tiles, whose splits are also tried summed in the kernel; ``wide_splits``: and 2-4). ``stream_k``: the tiles
+    of 64 and 128 rows also as stream-K (two CTAs per SM on 128 registers, else one). ``two_consumers``: also the
+    tiles of two consumers (one per half of the chunk, ``WsBwdConfig.consumers``), BM = 128 / 256."""
     if tile_set not in ("default", "occupancy", "all"):
         raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all or table")
     tiles_of = [] if tile_set == "occupancy" else [(bm, st, reg) for bm in (64, 128) for st in (4, 6)
@@ -142,6 +150,15 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = Fal
                 out.append(ws.WsBwdConfig(bm, st, sp, reg))
                 if sp > 1 and bm <= 32:  # the split partials summed in the kernel, too
                     out.append(ws.WsBwdConfig(bm, st, sp, reg, True))
+        if stream_k and bm >= 64:
+            out.append(ws.WsBwdConfig(bm, st, 1, reg, stream_k=2 if reg is not None and reg <= 128 else 1))
+    if two_consumers and tile_set != "occupancy":
+        for bm, st in ((128, 6), (256, 4), (256, 5)):
+            for sp in _splits(-(-m // bm) * (k_pad // kern.CHUNK), sms, False, wide_splits):
+                if sp <= steps // 2:
+                    out.append(ws.WsBwdConfig(bm, st, sp, consumers=2))
+            if stream_k:
+                out.append(ws.WsBwdConfig(bm, st, 1, stream_k=1, consumers=2))
     return out
 
 
@@ -154,7 +171,7 @@ def _copies(kw0, l2_bytes: int) -> list:
 
 def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_only: bool = False,
               wide_splits: bool = False, tile_set: str = "default", layouts: tuple = ("pairs",),
-              shipped_layout: str = "pairs", pingpong: tuple = (0,)) -> list[dict]:
+              shipped_layout: str = "pairs", stream_k: bool = False, two_consumers: bool = False) -> list[dict]:
     """One layer shape in one direction (fwd: Y = X W^T, bwd: dX = dY W) at every M: BF16, the default dispatch
     (``nvfp4_matmul`` / ``nvfp4_matmul_grad_input``) on the weight in ``shipped_layout`` and, unless
     ``dispatch_only``, every candidate of the kernel on the weight in each of ``layouts`` (the first one's best is
@@ -187,8 +204,8 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
             picked = ws.pick(x, n, k, kw0.k_pad, **words) if fwd else ws.pick_grad_input(x, n, k, kw0.k_pad)
         tried, bests = [], {}
         cands = ([] if dispatch_only else candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set,
-                                                     layouts[0] == "words", pingpong) if fwd
-                 else bwd_candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set))
+                                                     layouts[0] == "words", stream_k) if fwd
+                 else bwd_candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set, stream_k, two_consumers))
         for cfg in cands:
             for lay in layouts if fwd else ("pairs",):
                 copies = by_layout[lay]
@@ -265,8 +282,10 @@ def main() -> None:
                          "one's picks go to tuned_ws.json")
     ap.add_argument("--shipped-layout", default="pairs", choices=["pairs", "words"],
                     help="the code layout of the weight the default dispatch (the shipped path) runs on")
-    ap.add_argument("--pingpong", default="0",
-                    help="WsConfig.pingpong values every two-consumer forward candidate is tried with (e.g. 0,1,2)")
+    ap.add_argument("--stream-k", action="store_true", help="forward and input-gradient candidates also as stream-K (see "
+                    "candidates(), bwd_candidates())")
+    ap.add_argument("--bwd-two-consumers", action="store_true",
+                    help="input-gradient candidates also with two consumers (see bwd_candidates())")
     ap.add_argument("--dispatch-only", action="store_true",
                     help="time only nvfp4_matmul's default dispatch and BF16 (also on trees without this kernel)")
     args = ap.parse_args()
@@ -287,8 +306,8 @@ def main() -> None:
             for d in args.dirs.split(","):
                 rows += run_shape(model, layer, n, k, d, ms, l2, meta["sms"], lambda s: print(s, flush=True),
                                   args.dispatch_only, args.wide_splits, args.tile_set,
-                                  tuple(args.layouts.split(",")), args.shipped_layout,
-                                  tuple(int(v) for v in args.pingpong.split(",")))
+                                  tuple(args.layouts.split(",")), args.shipped_layout, args.stream_k,
+                                  args.bwd_two_consumers)
     geo = {}
     for d in args.dirs.split(","):
         for m in ms:

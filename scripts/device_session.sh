@@ -1042,12 +1042,85 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   44a)
     gpu_name_and_tests 330
     ;;
-  # Run 12. 46a: the two consumers of the large-M forward in ping-pong (WsConfig.pingpong 0 / 1 / 2) on the words
-  # table's configs, and 256-row tiles of X, at M = 1024 / 2048.
+  # Run 12. 46a: the two consumers of the large-M forward in ping-pong (WsConfig.pingpong 0 / 1 / 2, commit ddbb569)
+  # on the words table's configs, and 256-row tiles of X, at M = 1024 / 2048.
   46a)
     device_name
     timeout 560 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1024,2048 --tile-set table+wide \
       --layouts words --shipped-layout words --pingpong 0,1,2 --out /tmp/q46a 2>&1 | tee "$out/log.txt" | tail -8
     cp /tmp/q46a/gemm_ws.json /tmp/q46a/gemm_ws.md "$out/"
+    ;;
+  # 46b: the stream-K forward (WsConfig.stream_k): its GPU tests, then the words table's configs, the 256-row tiles and
+  # their stream-K variants at M = 256-4096.
+  46b)
+    device_name
+    timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -x 2>&1 | tail -15 \
+      | tee "$out/gpu_tests.txt"
+    timeout 330 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 256,512,1024,2048,4096 --tile-set table+wide \
+      --layouts words --shipped-layout words --stream-k --out /tmp/q46b 2>&1 | tee "$out/log.txt" | tail -8
+    cp /tmp/q46b/gemm_ws.json /tmp/q46b/gemm_ws.md "$out/"
+    ;;
+  # 46c: the default dispatch on words weights, the previous commit (.device/old: ddbb569) against this code with the
+  # run-12 entries of TUNED_WORDS, alternating; then the GPU tests of the kernels.
+  46c)
+    device_name
+    dispatch_alternating 130 /tmp/q46c --models 7b,14b,32b --ms 256,512,1024,2048,4096 --shipped-layout words
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
+      -k "words or stream or dispatch" 2>&1 | tail -3 | tee "$out/gpu_tests.txt"
+    ;;
+  # 46d: sustained load (seconds per variant, clocks sampled) on the words dispatch; then the stream-K search on the
+  # pairs layout (the training forward's) at M = 256-1024.
+  46d)
+    device_name
+    timeout 150 python3 benchmarks/sustained.py --cells 7b:gate_up:4096,32b:gate_up:1024,14b:down:1024,7b:o:2048,14b:o:1024 \
+      --seconds 2.5 --out /tmp/q46d 2>&1 | grep "sustained\|pass 2" | tee "$out/sustained.txt"
+    cp /tmp/q46d/sustained.json "$out/"
+    timeout 300 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 256,512,1024 --tile-set table+wide \
+      --layouts pairs --stream-k --out /tmp/q46d2 2>&1 | tee "$out/log.txt" | tail -4
+    cp /tmp/q46d2/gemm_ws.json "$out/"
+    ;;
+  # 46e: the default dispatch on pairs weights (the training forward), the previous commit against the run-12 TUNED
+  # entries, alternating; the same with the sustained-load timing on four cells.
+  46e)
+    device_name
+    dispatch_alternating 100 /tmp/q46e --models 7b,14b,32b --ms 256,512,1024
+    timeout 120 python3 benchmarks/sustained.py --cells 7b:gate_up:1024,14b:down:256,32b:down:512,7b:down:1024 \
+      --seconds 2.5 --layout pairs --out /tmp/q46e_s 2>&1 | grep "sustained\|samples" | tee "$out/sustained.txt"
+    cp /tmp/q46e_s/sustained.json "$out/"
+    ;;
+  # 46f: the stream-K input gradient: the kernels' GPU tests, then the input gradient's search with stream-K at M =
+  # 256-1024.
+  46f)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -x 2>&1 | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    timeout 370 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 256,512,1024 --dirs bwd --stream-k \
+      --out /tmp/q46f 2>&1 | tee "$out/log.txt" | tail -4
+    cp /tmp/q46f/gemm_ws.json "$out/"
+    ;;
+  # 46g: the input gradient with two consumers (one per half of the chunk; WsBwdConfig.consumers): its GPU tests, then
+  # the search with those tiles (and stream-K) at M = 512-4096.
+  46g)
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -x -k "input_gradient or stream" \
+      2>&1 | tail -3 | tee "$out/gpu_tests.txt"
+    timeout 400 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 512,1024,2048,4096 --dirs bwd --stream-k \
+      --bwd-two-consumers --out /tmp/q46g 2>&1 | tee "$out/log.txt" | tail -5
+    cp /tmp/q46g/gemm_ws.json "$out/"
+    ;;
+  # 46h: the two-consumer input gradient as stream-K too: GPU tests, then the search at M = 256-2048.
+  46h)
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -x -k "input_gradient or stream" \
+      2>&1 | tail -3 | tee "$out/gpu_tests.txt"
+    timeout 400 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 256,512,1024,2048 --dirs bwd --stream-k \
+      --bwd-two-consumers --out /tmp/q46h 2>&1 | tee "$out/log.txt" | tail -5
+    cp /tmp/q46h/gemm_ws.json "$out/"
+    ;;
+  # 46i: the input gradient's default dispatch, the previous commit against the run-12 TUNED_BWD entries, alternating;
+  # then the GPU tests on the final code.
+  46i)
+    dispatch_alternating 100 /tmp/q46i --models 7b,14b,32b --ms 256,512,1024 --dirs bwd
+    gpu_name_and_tests 400
     ;;
 esac

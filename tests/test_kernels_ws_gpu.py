@@ -45,7 +45,10 @@ CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64,
            # Decode and occupancy tiles (8-32 columns of X, 64-80 registers), split partials summed in the kernel.
            ws.WsConfig(8, 128, 6, 1, 1, True, 128), ws.WsConfig(16, 64, 6, 4, 1, True, 80, True),
            ws.WsConfig(8, 64, 6, 8, 1, False, 64, True), ws.WsConfig(16, 256, 4, 3, 2, False, None, True),
-           ws.WsConfig(32, 64, 4, 2, 1, True, 80), ws.WsConfig(64, 64, 3, 1, 1, False, 80)]
+           ws.WsConfig(32, 64, 4, 2, 1, True, 80), ws.WsConfig(64, 64, 3, 1, 1, False, 80),
+           # Stream-K: CTAs taking equal runs of (tile, chunk) steps across tiles, parts summed by the last one.
+           ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1), ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
+           ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2)]
 
 
 @hopper
@@ -90,7 +93,10 @@ def test_rejects_unsupported_shapes():
         ws.ws_matmul(x, w, ws.WsConfig(64, 128, consumers=2))  # two consumers cannot keep wgmmas in flight
 
 
-BWD_CONFIGS = [ws.WsBwdConfig(64), ws.WsBwdConfig(128, 4), ws.WsBwdConfig(64, 4, 3, 128),
+BWD_CONFIGS = [ws.WsBwdConfig(128, 4, 1, 128, stream_k=2), ws.WsBwdConfig(64, 6, 1, stream_k=1),
+               ws.WsBwdConfig(256, 4, 1, consumers=2), ws.WsBwdConfig(128, 6, 3, consumers=2),
+               ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),
+               ws.WsBwdConfig(64), ws.WsBwdConfig(128, 4), ws.WsBwdConfig(64, 4, 3, 128),
                ws.WsBwdConfig(128, 6, 2, 128), ws.WsBwdConfig(8, 6, 8, 64), ws.WsBwdConfig(16, 4, 3, 80),
                ws.WsBwdConfig(32, 6, 1, 80), ws.WsBwdConfig(8, 4, 4, 80, True), ws.WsBwdConfig(32, 4, 3, 80, True)]
 
@@ -197,6 +203,35 @@ def test_fused_split_sum_leaves_counters_zero_and_repeats_exactly():
         assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
     y = ws.ws_matmul(x, w, ws.WsConfig(16, 64, 6, 4, 1, True, 80, True))
     assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
+
+
+@hopper
+@pytest.mark.parametrize("cfg", [ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1),
+                                 ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2)], ids=["2x128", "1x64"])
+@pytest.mark.parametrize("m,n,k", [(1000, 3584, 3584), (300, 96, 18944)])
+def test_stream_k_leaves_counters_zero_and_repeats_exactly(cfg, m, n, k):
+    """Tiles split between CTAs (shapes whose steps do not divide evenly among the SMs' CTAs): the same bits on every
+    launch, whichever CTA finishes a tile, and the tile counters back at zero; the input gradient likewise."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    w = prepare_weight(q.packed, q.scale, q.global_scale)
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    dy = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+    tiles = -(-m // cfg.bm) * -(-n // cfg.bn)
+    assert (tiles * (w.k_pad // kern.CHUNK)) % (cfg.stream_k * kern._sms(x.device)) != 0
+    bwd = (ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2) if cfg.consumers == 2 else
+           ws.WsBwdConfig(min(cfg.bm, 128), 4, 1, cfg.maxnreg, stream_k=cfg.stream_k))
+    for run, inp, cfg_, want in ((ws.ws_matmul, x, cfg, _fp32_matmul(x.float(), ref_w.T)),
+                                 (ws.ws_matmul_grad_input, dy, bwd, _fp32_matmul(dy.float(), ref_w))):
+        first = run(inp, w, cfg_)
+        for _ in range(3):
+            again = run(inp, w, cfg_, out=torch.full_like(first, float("nan")))
+            assert torch.equal(again, first)
+        assert float((first.float() - want).norm() / want.norm()) < 4e-3
+        torch.cuda.synchronize()
+        assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
 
 
 @hopper

@@ -103,6 +103,19 @@ _SASS_LINE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?);")
 
 def main_loop_instructions(sass: str) -> list[str]:
     """The instructions of the largest loop in a SASS listing: the longest stretch closed by a backward branch."""
+    loops = _loops(sass)
+    return max(loops, key=len) if loops else []
+
+
+def mma_loop_instructions(sass: str) -> list[str]:
+    """The instructions of the innermost loop that issues wgmma (``HGMMA``): the shortest loop body holding one. In a
+    persistent kernel the largest loop is the one over tiles, epilogue included; this is the chunk loop inside it."""
+    loops = [body for body in _loops(sass) if any(t.startswith("HGMMA") for t in body)]
+    return min(loops, key=len) if loops else []
+
+
+def _loops(sass: str) -> list[list[str]]:
+    """Every stretch of a SASS listing closed by a backward branch (a loop body, from its label to the branch)."""
     instrs, labels = [], {}
     pending: list[str] = []
     for line in sass.splitlines():
@@ -117,13 +130,12 @@ def main_loop_instructions(sass: str) -> list[str]:
                 labels[name] = addr
             pending = []
             instrs.append((addr, m.group(2)))
-    best: list[str] = []
+    loops = []
     for addr, text in instrs:
         target = re.search(r"\bBRA\b.*?\.?(L_x_\d+)", text)
         if target and labels.get(target.group(1), addr + 1) < addr:
-            body = [t for a, t in instrs if labels[target.group(1)] <= a <= addr]
-            best = body if len(body) > len(best) else best
-    return best
+            loops.append([t for a, t in instrs if labels[target.group(1)] <= a <= addr])
+    return loops
 
 
 def main_loop_opcodes(sass: str) -> Counter:
@@ -211,19 +223,32 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     from qerl.kernels import nvfp4_gemm_ws as ws
 
     if isinstance(cfg, ws.WsBwdConfig):
-        fn = ws._ws_bwd_kernel
-        const = {"BM": cfg.bm, "STAGES": cfg.stages, "OUT_F32": out_f32, "FUSED": out_f32 and cfg.fused}
+        fn = ws._ws_bwd_sk_kernel if cfg.stream_k else ws._ws_bwd_kernel
+        const = ({"BM": cfg.bm, "STAGES": cfg.stages, "CONSUMERS": cfg.consumers, "CONSUMER_REGS": ws.CONSUMER_REGS}
+                 if cfg.stream_k else
+                 {"BM": cfg.bm, "STAGES": cfg.stages, "OUT_F32": out_f32, "FUSED": out_f32 and cfg.fused,
+                  "CONSUMERS": cfg.consumers, "CONSUMER_REGS": ws.CONSUMER_REGS})
         x_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
         _, w_l, s_l = ws.shared_layouts(64, 64)
         descs = {"dy_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[64, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[2, 256],{s_l!r}>"}
         pointers = {"dx_ptr": "*fp32" if out_f32 else "*bf16", "out_ptr": "*bf16",
-                    "cnt_ptr": "*i32" if out_f32 and cfg.fused else "*fp32", "gs_ptr": "*fp32"}
+                    "cnt_ptr": "*i32" if (out_f32 and cfg.fused) or cfg.stream_k else "*fp32", "gs_ptr": "*fp32"}
+        if cfg.stream_k:
+            pointers.update(dx_ptr="*bf16", part_ptr="*fp32")
+    elif cfg.stream_k:
+        fn = ws._ws_fwd_sk_kernel
+        const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages,
+                 "CONSUMER_REGS": ws.CONSUMER_REGS, "WORDS": words}
+        x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
+        descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
+                 "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>"}
+        pointers = {"y_ptr": "*bf16", "part_ptr": "*fp32", "cnt_ptr": "*i32", "gs_ptr": "*fp32"}
     else:
         fn = ws._ws_fwd_kernel
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages, "OUT_F32": out_f32,
                  "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight, "FUSED": out_f32 and cfg.fused,
-                 "WORDS": words, "PINGPONG": cfg.pingpong}
+                 "WORDS": words}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>"}
@@ -244,4 +269,5 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
             "wgmma_waits": sorted({int(w, 16) for w in re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass)}),
             "counter_atomics": len(re.findall(r"\bATOMG\.", sass)),
             "consumer_barriers": len(re.findall(r"BAR\.SYNC\S* 0x[0-9a-f]+, 0x80\b", sass)),
-            "loop_opcodes": dict(main_loop_opcodes(sass).most_common())}
+            "loop_opcodes": dict(main_loop_opcodes(sass).most_common()),
+            "mma_loop_opcodes": dict(_opcodes(mma_loop_instructions(sass)).most_common())}

@@ -26,8 +26,15 @@ docstring) the forward loads each thread's operand bytes as whole 32-bit words, 
 (``_word_dequant_ptx``) and converts two scales per instruction; back in K order the operand differs from wgmma's
 only in register order (``TUNED_WORDS``: its launch table, which also covers M <= 16 and M > 1024). Split-K /
 split-N write fp32 partials that ``_reduce`` sums.
+
+Stream-K (``WsConfig.stream_k`` / ``WsBwdConfig.stream_k``; ``_ws_fwd_sk_kernel``, ``_ws_bwd_sk_kernel``): one or
+two CTAs per SM, each taking an equal run of the product's (tile, chunk) steps across tile boundaries, so no SM idles
+in a last partial wave (e.g. 160 tiles on 132 SMs), and the loader fetches the next tile's chunks while the consumers
+write the previous one. A tile split between CTAs is summed by the CTA that completes its count of steps, in CTA order
+(the same bits whichever finishes last). The input gradient also runs two consumer warpgroups per CTA, one per half
+of the chunk (``WsBwdConfig.consumers``), so that a 256-row tile of dY fits the registers.
 ``TUNED`` / ``TUNED_BWD`` say where ``nvfp4_matmul`` / ``nvfp4_matmul_grad_input`` take these kernels; measured
-speed in benchmarks/RESULTS.md (run 9).
+speed in benchmarks/RESULTS.md (runs 9-12).
 """
 
 from __future__ import annotations
@@ -71,23 +78,26 @@ class WsConfig(NamedTuple):
     # Split-K partials summed by the last CTA of each tile (an atomic counter per tile and consumer, as
     # ``nvfp4_gemm.FwdConfig.fused``) instead of a second kernel (``nvfp4_gemm._reduce``).
     fused: bool = False
-    # Two consumers only: 0 lets both dequantize each chunk at the same time (both wait on its stage), so the tensor
-    # cores idle while they do; 1 starts the second consumer once the first has issued its first chunk's wgmmas
-    # (from then on each dequantizes while the other's wgmmas run); 2 also keeps that order at every chunk (each
-    # consumer issues chunk i's wgmmas after the other issued its previous ones).
-    pingpong: int = 0
+    # Stream-K (``_ws_fwd_sk_kernel``): ``stream_k`` CTAs per SM, each taking an equal run of the (tile, chunk) steps
+    # of the whole product, across tile boundaries; 0: one CTA per tile (and split), as above.
+    stream_k: int = 0
 
 
 class WsBwdConfig(NamedTuple):
-    """Launch parameters of ``_ws_bwd_kernel`` (input gradient): BM rows of dY (8-128) by one 128-column chunk
-    of K per CTA, ``stages`` shared-memory stages of 64 rows of W each, ``split_n`` programs along N (fp32 partials
-    summed by ``nvfp4_gemm._reduce``, or in the kernel with ``fused``), ``maxnreg`` as in ``WsConfig``."""
+    """Launch parameters of ``_ws_bwd_kernel`` (input gradient): BM rows of dY (8-128, 256 with two consumers) by one
+    128-column chunk of K per CTA, ``stages`` shared-memory stages of 64 rows of W each, ``split_n`` programs along N
+    (fp32 partials summed by ``nvfp4_gemm._reduce``, or in the kernel with ``fused``), ``maxnreg`` as in
+    ``WsConfig``."""
 
     bm: int
     stages: int = 6
     split_n: int = 1
     maxnreg: int | None = None
     fused: bool = False  # split-N partials summed by the last CTA of each tile, as ``WsConfig.fused``
+    stream_k: int = 0  # CTAs per SM sharing the (tile, step) sequence evenly, as ``WsConfig.stream_k``
+    # 2: two consumer warpgroups, one per half of the chunk (the code bytes' low / high nibbles), each dequantizing
+    # only its half into one accumulator: half the registers per row of dY, so BM reaches 256.
+    consumers: int = 1
 
 
 @functools.cache
@@ -126,7 +136,10 @@ def supports(m: int, n: int, k: int) -> bool:
 # those measured at least 3% faster (narrow layers at M = 1 / 8).
 # ``nvfp4_gemm.nvfp4_matmul`` (``TUNED``) and ``nvfp4_matmul_grad_input`` (``TUNED_BWD``, also measured at
 # M = 1 / 8 / 16) take these kernels where the nearest measured bucket holds a config (``pick``; forward from
-# M = ``MIN_M``); add entries with ``nvfp4_gemm.load_tuned_configs`` ("ws|M|N|K_pad", "wsbwd|...").
+# M = ``MIN_M``); add entries with ``nvfp4_gemm.load_tuned_configs`` ("ws|M|N|K_pad", "wsbwd|..."). Entries marked
+# "run 12" (M = 256-1024): searches with 256-row tiles of X, stream-K and (input gradient) two consumers, taken where
+# at least 5% faster than the previous entry (8% than the slab path) and checked against the previous commit in
+# alternating passes (benchmarks/RESULTS.md, run 12).
 TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (1, 3584, 3584): None,  # 0.95x of the decode kernels
     (8, 3584, 3584): None,  # 0.92x of the decode kernels
@@ -136,16 +149,16 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 3584, 3584): WsConfig(64, 64, 6, 1),
     (256, 3584, 3584): WsConfig(128, 64, 4, 1),
     (512, 3584, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
-    (1024, 3584, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (1024, 3584, 3584): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.09x the previous entry
     (1, 3584, 18944): None,  # 0.98x of the decode kernels
     (8, 3584, 18944): None,  # 1.01x of the decode kernels
     (16, 3584, 18944): WsConfig(16, 64, 6, 8, maxnreg=80, fused=True),  # run 10: 1.18x the decode kernels
     (32, 3584, 18944): WsConfig(32, 64, 4, 4, maxnreg=80),  # run 10: 1.17x the previous entry
     (64, 3584, 18944): WsConfig(64, 64, 5, 4, maxnreg=128),
     (128, 3584, 18944): WsConfig(128, 128, 4, 8, consumers=2, in_flight=False),
-    (256, 3584, 18944): WsConfig(128, 256, 3, 8, consumers=2, in_flight=False),
-    (512, 3584, 18944): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
-    (1024, 3584, 18944): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (256, 3584, 18944): WsConfig(256, 128, 3, 8, 2, False),  # run 12: 1.06x the previous entry
+    (512, 3584, 18944): WsConfig(256, 128, 3, 4, 2, False),  # run 12: 1.08x the previous entry
+    (1024, 3584, 18944): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.19x the previous entry
     (1, 4608, 3584): None,  # 0.85x of the decode kernels
     (8, 4608, 3584): None,  # 0.82x of the decode kernels
     (16, 4608, 3584): None,  # 0.83x of the decode kernels
@@ -154,15 +167,15 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 4608, 3584): WsConfig(128, 64, 4, 1),
     (256, 4608, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
     (512, 4608, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
-    (1024, 4608, 3584): WsConfig(128, 64, 4, 1),
+    (1024, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.11x the previous entry
     (1, 5120, 5120): None,  # 0.92x of the decode kernels
     (8, 5120, 5120): None,  # 0.89x of the decode kernels
     (16, 5120, 5120): None,  # 0.90x of the decode kernels
     (32, 5120, 5120): WsConfig(32, 64, 4, 3, maxnreg=80),  # run 10: 1.35x the previous entry
     (64, 5120, 5120): WsConfig(64, 64, 5, 1, maxnreg=128),
     (128, 5120, 5120): WsConfig(128, 64, 4, 1),
-    (256, 5120, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
-    (512, 5120, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
+    (256, 5120, 5120): WsConfig(128, 64, 3, 1, 1, False, 128, False),  # run 12: 1.09x the previous entry
+    (512, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.08x the previous entry
     (1024, 5120, 5120): None,  # 0.87x of the previous path
     (1, 5120, 13824): None,  # 0.89x of the decode kernels
     (8, 5120, 13824): None,  # 0.86x of the decode kernels
@@ -170,36 +183,36 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 5120, 13824): WsConfig(32, 64, 4, 3, maxnreg=80),  # run 10: 1.20x the previous entry
     (64, 5120, 13824): WsConfig(64, 64, 5, 3, maxnreg=128),  # split 3 searched later in run 9
     (128, 5120, 13824): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
-    (256, 5120, 13824): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
-    (512, 5120, 13824): WsConfig(128, 64, 4, 1),
-    (1024, 5120, 13824): None,  # 1.00x of the previous path
+    (256, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.32x the previous entry
+    (512, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.29x the previous entry
+    (1024, 5120, 13824): WsConfig(256, 128, 2, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.10x the previous path
     (1, 5120, 27648): None,  # 0.93x of the decode kernels
     (8, 5120, 27648): None,  # 0.89x of the decode kernels
     (16, 5120, 27648): None,  # 0.97x of the decode kernels
     (32, 5120, 27648): WsConfig(32, 64, 4, 3, maxnreg=80),  # run 10: 1.15x the previous entry
     (64, 5120, 27648): WsConfig(64, 64, 4, 3, maxnreg=128),  # likewise
     (128, 5120, 27648): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
-    (256, 5120, 27648): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
-    (512, 5120, 27648): WsConfig(128, 64, 4, 1),
-    (1024, 5120, 27648): None,  # 0.98x of the previous path
+    (256, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.34x the previous entry
+    (512, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.24x the previous entry
+    (1024, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.06x the previous path
     (1, 7168, 5120): None,  # 0.93x of the decode kernels
     (8, 7168, 5120): None,  # 0.89x of the decode kernels
     (16, 7168, 5120): None,  # 0.96x of the decode kernels
     (32, 7168, 5120): WsConfig(32, 64, 4, 2, maxnreg=80),  # run 10: 1.23x the previous entry
     (64, 7168, 5120): WsConfig(64, 64, 5, 1, maxnreg=128),
     (128, 7168, 5120): WsConfig(128, 64, 4, 1),
-    (256, 7168, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),
-    (512, 7168, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
-    (1024, 7168, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (256, 7168, 5120): WsConfig(128, 128, 4, 1, 2, False),  # run 12: 1.09x the previous entry
+    (512, 7168, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.21x the previous entry
+    (1024, 7168, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.09x the previous entry
     (1, 27648, 5120): None,  # 0.90x of the decode kernels
     (8, 27648, 5120): None,  # 0.92x of the decode kernels
     (16, 27648, 5120): WsConfig(16, 128, 6, 1, maxnreg=128),  # run 10: 1.08x the decode kernels
     (32, 27648, 5120): WsConfig(32, 128, 4, 1, maxnreg=128),  # run 10: 1.28x the previous entry
     (64, 27648, 5120): WsConfig(64, 128, 4, 1, in_flight=False, maxnreg=128),
     (128, 27648, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
-    (256, 27648, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
-    (512, 27648, 5120): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
-    (1024, 27648, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (256, 27648, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.12x the previous entry
+    (512, 27648, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.12x the previous entry
+    (1024, 27648, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.08x the previous entry
     (1, 37888, 3584): None,  # 0.91x of the decode kernels
     (8, 37888, 3584): None,  # 0.91x of the decode kernels
     (16, 37888, 3584): WsConfig(16, 64, 6, 1, maxnreg=80),  # run 10: 1.04x the decode kernels
@@ -208,15 +221,15 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 37888, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
     (256, 37888, 3584): WsConfig(128, 128, 4, 1, consumers=2, in_flight=False),
     (512, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
-    (1024, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (1024, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.13x the previous entry
     (1, 55296, 5120): None,  # 0.84x of the decode kernels
     (8, 55296, 5120): None,  # 0.86x of the decode kernels
     (16, 55296, 5120): None,  # 1.02x of the decode kernels
     (32, 55296, 5120): WsConfig(32, 64, 4, 1, maxnreg=80),  # run 10: 1.32x the previous entry
     (64, 55296, 5120): WsConfig(64, 64, 4, 1, maxnreg=128),
     (128, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
-    (256, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
-    (512, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (256, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.07x the previous entry
+    (512, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.15x the previous entry
     (1024, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
 }
 TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
@@ -228,15 +241,15 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (128, 3584, 3584): WsBwdConfig(64, 4, 4, maxnreg=128),
     (256, 3584, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
     (512, 3584, 3584): WsBwdConfig(128, 4, 2, maxnreg=128),
-    (1024, 3584, 3584): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (1024, 3584, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.14x the previous entry
     (1, 3584, 18944): None,  # 1.02x of the previous path
     (8, 3584, 18944): None,  # 1.01x of the previous path
     (16, 3584, 18944): None,  # 1.01x of the previous path
     (32, 3584, 18944): WsBwdConfig(64, 4, 3, maxnreg=128),  # split-N 3: searched later in run 9
     (64, 3584, 18944): None,  # 1.01x of the previous path
     (128, 3584, 18944): WsBwdConfig(128, 4, 1, maxnreg=128),
-    (256, 3584, 18944): WsBwdConfig(128, 4, 1, maxnreg=128),
-    (512, 3584, 18944): None,  # 0.96x of the previous path
+    (256, 3584, 18944): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.16x the previous entry
+    (512, 3584, 18944): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.12x the previous path
     (1024, 3584, 18944): None,  # 0.95x of the previous path
     (1, 4608, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.16x the Triton kernels
     (8, 4608, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.14x the Triton kernels
@@ -246,15 +259,15 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (128, 4608, 3584): WsBwdConfig(64, 4, 4, maxnreg=128),
     (256, 4608, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
     (512, 4608, 3584): WsBwdConfig(128, 4, 2, maxnreg=128),
-    (1024, 4608, 3584): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (1024, 4608, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.16x the previous entry
     (1, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.03/1.03x the entry without
     (8, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.03/1.03x the entry without
     (16, 5120, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.23x the Triton kernels
     (32, 5120, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.21x the previous entry
     (64, 5120, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
     (128, 5120, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
-    (256, 5120, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
-    (512, 5120, 5120): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (256, 5120, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # run 12: 1.08x the previous entry
+    (512, 5120, 5120): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.21x the previous entry
     (1024, 5120, 5120): None,  # 0.65x of the previous path
     (1, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.22x the previous entry
     (8, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.43x the previous entry
@@ -262,26 +275,26 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (32, 5120, 13824): WsBwdConfig(32, 4, 2, maxnreg=80),  # run 10: 1.12x the previous entry
     (64, 5120, 13824): WsBwdConfig(64, 4, 2, maxnreg=128),
     (128, 5120, 13824): WsBwdConfig(128, 4, 2, maxnreg=128),
-    (256, 5120, 13824): WsBwdConfig(128, 4, 1, maxnreg=128),
-    (512, 5120, 13824): None,  # 1.03x of the previous path
-    (1024, 5120, 13824): None,  # 0.92x of the previous path
+    (256, 5120, 13824): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.17x the previous entry
+    (512, 5120, 13824): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.21x the previous path
+    (1024, 5120, 13824): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 12: 1.10x the previous path
     (1, 5120, 27648): WsBwdConfig(8, 4, 1, maxnreg=80),  # run 10: 1.38x the Triton kernels
     (8, 5120, 27648): WsBwdConfig(8, 4, 1, maxnreg=80),  # run 10: 1.32x the previous entry
     (16, 5120, 27648): WsBwdConfig(16, 4, 1, maxnreg=80),  # run 10: 1.23x the previous entry
     (32, 5120, 27648): WsBwdConfig(32, 4, 1, maxnreg=80),  # run 10: 1.14x the previous entry
     (64, 5120, 27648): WsBwdConfig(64, 4, 1, maxnreg=128),
     (128, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
-    (256, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
-    (512, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
-    (1024, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (256, 5120, 27648): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 12: 1.12x the previous entry
+    (512, 5120, 27648): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 12: 1.18x the previous entry
+    (1024, 5120, 27648): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 12: 1.16x the previous entry
     (1, 7168, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.06/1.05x the entry without
     (8, 7168, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.04/1.02x the entry without
     (16, 7168, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.27x the Triton kernels
     (32, 7168, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.27x the previous entry
     (64, 7168, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
     (128, 7168, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
-    (256, 7168, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
-    (512, 7168, 5120): WsBwdConfig(128, 4, 1, maxnreg=128),
+    (256, 7168, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # run 12: 1.14x the previous entry
+    (512, 7168, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.33x the previous entry
     (1024, 7168, 5120): None,  # 0.70x of the previous path
     (1, 27648, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.36x the Triton kernels
     (8, 27648, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.37x the Triton kernels
@@ -289,8 +302,8 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (32, 27648, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.44x the previous entry
     (64, 27648, 5120): None,  # 0.98x of the previous path
     (128, 27648, 5120): WsBwdConfig(128, 4, 3, maxnreg=128),  # likewise
-    (256, 27648, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
-    (512, 27648, 5120): None,  # 0.72x of the previous path
+    (256, 27648, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.43x the previous entry
+    (512, 27648, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.24x the previous path
     (1024, 27648, 5120): None,  # 0.63x of the previous path
     (1, 37888, 3584): WsBwdConfig(8, 6, 16, maxnreg=64),  # run 10: 1.26x the previous entry
     (8, 37888, 3584): WsBwdConfig(8, 6, 16, maxnreg=64),  # run 10: 1.21x the previous entry
@@ -299,7 +312,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (64, 37888, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (128, 37888, 3584): WsBwdConfig(128, 4, 8, maxnreg=128),
     (256, 37888, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
-    (512, 37888, 3584): None,  # 1.01x of the previous path
+    (512, 37888, 3584): WsBwdConfig(256, 4, 4, consumers=2),  # run 12: 1.18x the previous path
     (1024, 37888, 3584): None,  # 0.88x of the previous path
     (1, 55296, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.33x the Triton kernels
     (8, 55296, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.34x the Triton kernels
@@ -307,7 +320,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (32, 55296, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.48x the previous entry
     (64, 55296, 5120): None,  # 0.94x of the previous path
     (128, 55296, 5120): WsBwdConfig(128, 6, 3),  # likewise
-    (256, 55296, 5120): WsBwdConfig(128, 4, 2, maxnreg=128),
+    (256, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.54x the previous entry
     (512, 55296, 5120): None,  # 0.75x of the previous path
     (1024, 55296, 5120): None,  # 0.67x of the previous path
 }
@@ -318,7 +331,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
 # per cell the fastest config of the decode-tile search at M = 1-16, of the search at M = 32-4096 or of the shipped
 # "pairs" config on this layout, and the slab path where it was at least 3% faster than all of them). Buckets above
 # ``WORDS_MAX_BUCKET`` take its entries; ``default_words_config`` covers other shapes, so on a Hopper GPU such a weight
-# runs here at every M below LARGE_M_FWD.
+# runs here at every M below LARGE_M_FWD. Entries marked "run 12": as in ``TUNED``.
 TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (1, 3584, 3584): WsConfig(8, 64, 6, 4, 1, True, 80, True),
     (8, 3584, 3584): WsConfig(8, 64, 6, 4, 1, True, 80, True),
@@ -360,7 +373,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (64, 5120, 5120): WsConfig(64, 64, 5, 1, 1, True, 128),
     (128, 5120, 5120): WsConfig(128, 64),
     (256, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False),
-    (512, 5120, 5120): WsConfig(64, 64, 3, 1, 1, False, 80),
+    (512, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.10x the previous entry
     (1024, 5120, 5120): None,  # the slab path: 88-91 us against 99-102 in the alternating passes (run 11)
     (2048, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False),
     (4096, 5120, 5120): WsConfig(128, 256, 3, 1, 2, False),
@@ -370,9 +383,9 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 5120, 13824): WsConfig(32, 64, 4, 3, 1, True, 80),
     (64, 5120, 13824): WsConfig(64, 64, 5, 3, 1, True, 128),
     (128, 5120, 13824): WsConfig(128, 128, 4, 3, 2, False),
-    (256, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False),
-    (512, 5120, 13824): WsConfig(128, 256, 3, 1, 2, False),
-    (1024, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False),
+    (256, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.19x the previous entry
+    (512, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.23x the previous entry
+    (1024, 5120, 13824): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.09x the previous entry
     (2048, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False),
     (4096, 5120, 13824): WsConfig(128, 256, 3, 1, 2, False),
     (1, 5120, 27648): WsConfig(8, 128, 5, 8, 1, False, 80, True),
@@ -381,9 +394,9 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 5120, 27648): WsConfig(32, 64, 4, 3, 1, True, 80),
     (64, 5120, 27648): WsConfig(64, 64, 4, 3, 1, True, 128),
     (128, 5120, 27648): WsConfig(128, 128, 4, 3, 2, False),
-    (256, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False),
-    (512, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False),
-    (1024, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False),
+    (256, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.31x the previous entry
+    (512, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.23x the previous entry
+    (1024, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.13x the previous entry
     (2048, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False),
     (4096, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False),
     (1, 7168, 5120): WsConfig(8, 128, 6, 4, 1, True, 128, True),
@@ -403,7 +416,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 27648, 5120): WsConfig(32, 128, 4, 1, 1, True, 128),
     (64, 27648, 5120): WsConfig(64, 128, 4, 1, 1, False, 128),
     (128, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),
-    (256, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),
+    (256, 27648, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.07x the previous entry
     (512, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (1024, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (2048, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),
@@ -425,7 +438,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 55296, 5120): WsConfig(32, 64, 4, 1, 1, False, 64),
     (64, 55296, 5120): WsConfig(64, 128, 4, 1, 1, False, 128),
     (128, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
-    (256, 55296, 5120): WsConfig(128, 128, 4, 1, 2, False),
+    (256, 55296, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.15x the previous entry
     (512, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (1024, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (2048, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
@@ -507,6 +520,8 @@ def pick_grad_input(dy2: torch.Tensor, n: int, k: int, k_pad: int) -> WsBwdConfi
 if gluon is not None:
 
     _DQ_PAIR_ASM = gl.constexpr(kern._dequant_ptx(2))
+    _DQ_LOW_ASM = gl.constexpr(kern._dequant_half_ptx(False))
+    _DQ_HIGH_ASM = gl.constexpr(kern._dequant_half_ptx(True))
     _DQ_WORD_ASM = gl.constexpr(kern._word_dequant_ptx())
 
     @gluon.constexpr_function
@@ -605,13 +620,11 @@ if gluon is not None:
             tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))
 
     @gluon.jit
-    def _mma_step(x_smem, w_smem, s_smem, ready, empty, turn, acc, i, BN: gl.constexpr, ROW0: gl.constexpr,
-                  RB: gl.constexpr, STAGES: gl.constexpr, IN_FLIGHT: gl.constexpr, WORDS: gl.constexpr,
-                  PINGPONG: gl.constexpr):
+    def _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN: gl.constexpr, ROW0: gl.constexpr,
+                  RB: gl.constexpr, STAGES: gl.constexpr, IN_FLIGHT: gl.constexpr, WORDS: gl.constexpr):
         """Chunk i: wait for its stage, dequantize its codes into wgmma's register operand, issue the low and high
         halves' wgmmas asynchronously, then wait for the previous chunk's (all but these two groups) and release the
-        previous chunk's stage to the loader. ``PINGPONG`` (``WsConfig.pingpong``): consumer ``ROW0 // RB`` signals
-        ``turn`` after issuing (and with 2 waits for the other's turn first)."""
+        previous chunk's stage to the loader."""
         mma: gl.constexpr = acc.type.layout
         a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
         l3: gl.constexpr = _codes_layout_3d(RB, WORDS)
@@ -654,20 +667,8 @@ if gluon is not None:
             w_hi = gl.reshape(w_hi, [RB, 64])
         w_lo = gl.convert_layout(w_lo, a_layout, assert_trivial=not WORDS)
         w_hi = gl.convert_layout(w_hi, a_layout, assert_trivial=not WORDS)
-        ME: gl.constexpr = ROW0 // RB
-        if PINGPONG == 2:
-            # Consumer 0 issues chunk i after consumer 1 issued chunk i - 1; consumer 1 after consumer 0 issued i.
-            if ME == 0:
-                mbarrier.wait(turn.index(1), (i + 1) & 1, pred=i > 0)
-            else:
-                mbarrier.wait(turn.index(0), i & 1)
         acc = warpgroup_mma(w_lo, x_smem.index(2 * s).permute((1, 0)), acc, is_async=True)
         acc = warpgroup_mma(w_hi, x_smem.index(2 * s + 1).permute((1, 0)), acc, is_async=True)
-        if PINGPONG == 1:
-            if ME == 0:
-                mbarrier.arrive(turn.index(0), pred=i == 0)
-        elif PINGPONG == 2:
-            mbarrier.arrive(turn.index(ME))
         if IN_FLIGHT:
             acc = warpgroup_mma_wait(num_outstanding=2, deps=(acc,))
             mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
@@ -677,10 +678,10 @@ if gluon is not None:
         return acc
 
     @gluon.jit
-    def _mma_partition(x_smem, w_smem, s_smem, ready, empty, turn, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
+    def _mma_partition(x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
                        stride_ysplit, pid_k, off_m, off_n, n_chunks, BM: gl.constexpr, BN: gl.constexpr,
                        ROW0: gl.constexpr, RB: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
-                       IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr, WORDS: gl.constexpr, PINGPONG: gl.constexpr):
+                       IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr, WORDS: gl.constexpr):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
         registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
         previous stage's and then releases that stage (each consumer arrives once; the loader waits for all).
@@ -693,22 +694,17 @@ if gluon is not None:
             # operands are distinct registers, so the next trip's dequantization writes registers whose wgmmas the
             # wait has retired (one set reused every chunk makes ptxas serialize the wgmmas, warning C7515).
             for j in range(n_chunks // 2):
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, turn, acc, 2 * j, BN, ROW0, RB, STAGES, True,
-                                WORDS, PINGPONG)
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, turn, acc, 2 * j + 1, BN, ROW0, RB, STAGES,
-                                True, WORDS, PINGPONG)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j, BN, ROW0, RB, STAGES, True, WORDS)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j + 1, BN, ROW0, RB, STAGES, True, WORDS)
             if n_chunks % 2 == 1:
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, turn, acc, n_chunks - 1, BN, ROW0, RB, STAGES,
-                                True, WORDS, PINGPONG)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, n_chunks - 1, BN, ROW0, RB, STAGES, True,
+                                WORDS)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         else:
             # Each chunk's wgmmas retire before the next dequantization (half the operand registers); the other
-            # consumer warpgroup's work fills the gaps (``PINGPONG``: the second one starts a step behind).
-            if PINGPONG == 1 and ROW0 > 0:
-                mbarrier.wait(turn.index(0), 0)
+            # consumer warpgroup's work fills the gaps.
             for i in range(n_chunks):
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, turn, acc, i, BN, ROW0, RB, STAGES, False, WORDS,
-                                PINGPONG)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
 
         out = acc * (16384.0 / gl.load(gs_ptr))  # the dequantized tiles carry 2**-14 and no 1 / global_scale
         offs_n = off_n + ROW0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
@@ -730,7 +726,7 @@ if gluon is not None:
                        chunks_per_split, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr,
                        CONSUMERS: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
                        CONSUMER_REGS: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr,
-                       WORDS: gl.constexpr, PINGPONG: gl.constexpr = 0):
+                       WORDS: gl.constexpr):
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
@@ -747,36 +743,149 @@ if gluon is not None:
         for s in gl.static_range(STAGES):
             mbarrier.init(ready.index(s), count=1)
             mbarrier.init(empty.index(s), count=CONSUMERS)
-        if PINGPONG > 0:
-            gl.static_assert(CONSUMERS == 2 and not IN_FLIGHT, "ping-pong: two consumers retiring each chunk")
-            turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-            mbarrier.init(turn.index(0), count=1)
-            mbarrier.init(turn.index(1), count=1)
-        else:
-            turn = ready  # unused
 
         # One partition per consumer warpgroup (rows c * RB .. of the BN), the loader last. Gluon takes the list
         # literally, hence one branch per consumer count.
         RB: gl.constexpr = BN // CONSUMERS
         if CONSUMERS == 1:
             gl.warp_specialize([
-                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, turn, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB,
-                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, PINGPONG)),
+                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
             gl.warp_specialize([
-                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, turn, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB,
-                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, PINGPONG)),
-                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, turn, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
+                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS)),
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, RB, RB,
-                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, PINGPONG)),
+                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
+            ], [4, 1], [CONSUMER_REGS, 40])
+
+    # ------------------------------------------------------------------------------------------ stream-K forward
+    @gluon.jit
+    def _sk_load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end, n_chunks,
+                        num_m, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr):
+        """``_load_worker`` over this CTA's run of steps: chunks ``it_begin`` .. ``it_end`` of the tile-major sequence
+        (tile t = step // n_chunks, M tiles of one N tile next to each other), one ring of stages throughout, so the
+        next tile's first chunks load while the consumers write the previous tile."""
+        nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
+        i = 0
+        for t in range(it_begin // n_chunks, (it_end - 1) // n_chunks + 1):
+            off_m = (t % num_m) * BM
+            off_n = (t // num_m) * BN
+            for c in range(gl.maximum(it_begin - t * n_chunks, 0), gl.minimum(it_end - t * n_chunks, n_chunks)):
+                s = i % STAGES
+                mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
+                bar = ready.index(s)
+                mbarrier.expect(bar, nbytes)
+                tma.async_copy_global_to_shared(x_desc, [off_m, c * 128], bar, x_smem.index(2 * s))
+                tma.async_copy_global_to_shared(x_desc, [off_m, c * 128 + 64], bar, x_smem.index(2 * s + 1))
+                tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))
+                tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))
+                i += 1
+
+    @gluon.jit
+    def _sk_mma_partition(x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
+                          it_begin, it_end, iters, n_chunks, num_m, BM: gl.constexpr, BN: gl.constexpr,
+                          ROW0: gl.constexpr, RB: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
+                          WORDS: gl.constexpr):
+        """A consumer warpgroup over this CTA's run of steps (``_sk_load_worker``), rows ROW0 .. ROW0 + RB of each
+        tile. A tile the run covers whole is written as bf16; a part of one goes as fp32 to this CTA's workspace slot
+        (its first or its last tile) and counts its chunks on the tile's counter (one per tile and consumer): the
+        consumer that completes the count sums the tile's parts and writes it."""
+        mma: gl.constexpr = _mma_layout(BM)
+        g = gl.program_id(0)
+        t0 = it_begin // n_chunks
+        ME: gl.constexpr = ROW0 // RB
+        i = 0
+        for t in range(t0, (it_end - 1) // n_chunks + 1):
+            c_lo = gl.maximum(it_begin - t * n_chunks, 0)
+            c_hi = gl.minimum(it_end - t * n_chunks, n_chunks)
+            acc = gl.zeros([RB, BM], gl.float32, mma)
+            for _c in range(c_lo, c_hi):
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
+                i += 1
+            if c_hi - c_lo == n_chunks:
+                _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB)
+            else:
+                rows = gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
+                cols = gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+                # Part offsets [RB, BM] built from the slot (a value of this tile): a tile-invariant offset tensor
+                # would be hoisted out of the loops and held in registers across them (spills).
+                slot = (g * 2 + (t != t0).to(gl.int32)) * CONSUMERS + ME
+                gl.store(part_ptr + (slot * (RB * BM) + rows * BM)[:, None] + cols[None, :], acc)
+                # The barrier orders the warpgroup's stores before the release; the acquire lets the last reader
+                # see the other CTAs' parts (as ``_last_split``).
+                gl.thread_barrier()
+                done = gl.atomic_add(cnt_ptr + t * CONSUMERS + ME, c_hi - c_lo, sem="acq_rel", scope="gpu")
+                if done + (c_hi - c_lo) == n_chunks:
+                    gl.atomic_xchg(cnt_ptr + t * CONSUMERS + ME, 0, sem="relaxed", scope="gpu")
+                    # Every part, this CTA's too, summed in CTA order: the same bits whichever CTA finishes last.
+                    acc = gl.zeros([RB, BM], gl.float32, mma)
+                    for h in range((t * n_chunks) // iters, (t * n_chunks + n_chunks - 1) // iters + 1):
+                        h_slot = (h * 2 + (t != (h * iters) // n_chunks).to(gl.int32)) * CONSUMERS + ME
+                        acc += gl.load(part_ptr + (h_slot * (RB * BM) + rows * BM)[:, None] + cols[None, :],
+                                       cache_modifier=".cg")
+                    _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB)
+
+    @gluon.jit
+    def _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM: gl.constexpr, BN: gl.constexpr,
+                       ROW0: gl.constexpr, RB: gl.constexpr):
+        """Tile t's rows ROW0 .. ROW0 + RB of Y^T (``acc``) into Y as bf16. Called at each store, so that the
+        pointers are made where they are used (made once for two stores they are held with the accumulator:
+        spills)."""
+        mma: gl.constexpr = acc.type.layout
+        offs_n = (t // num_m) * BN + ROW0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
+        offs_m = (t % num_m) * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        ptrs = y_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None]
+        mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
+        # The dequantized tiles carry 2**-14 and no 1 / global_scale.
+        gl.store(ptrs, (acc * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16), mask=mask)
+
+    @gluon.jit(do_not_specialize=["M", "iters", "total"])
+    def _ws_fwd_sk_kernel(x_desc, w_desc, s_desc, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, n_chunks, iters,
+                          total, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, CONSUMERS: gl.constexpr,
+                          STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr):
+        """The forward as stream-K: CTA g takes steps g * iters .. of the ``total`` (tile, chunk) steps (so every
+        SM gets the same work whatever the tile count: no last wave of idle SMs), and stays resident across tiles."""
+        it_begin = gl.program_id(0) * iters
+        it_end = gl.minimum(it_begin + iters, total)
+        num_m = gl.cdiv(M, BM)
+        x_smem = gl.allocate_shared_memory(gl.bfloat16, [2 * STAGES, BM, 64], x_desc.layout)
+        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN, 64], w_desc.layout)
+        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN // 32, 256], s_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(ready.index(s), count=1)
+            mbarrier.init(empty.index(s), count=CONSUMERS)
+        RB: gl.constexpr = BN // CONSUMERS
+        if CONSUMERS == 1:
+            gl.warp_specialize([
+                (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
+                                     stride_ym, it_begin, it_end, iters, n_chunks, num_m, BM, BN, 0, RB, STAGES,
+                                     CONSUMERS, WORDS)),
+                (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
+                                   n_chunks, num_m, s_rows_per_chunk, BM, BN, STAGES)),
+            ], [1], [40])
+        else:
+            gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
+            gl.warp_specialize([
+                (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
+                                     stride_ym, it_begin, it_end, iters, n_chunks, num_m, BM, BN, 0, RB, STAGES,
+                                     CONSUMERS, WORDS)),
+                (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
+                                     stride_ym, it_begin, it_end, iters, n_chunks, num_m, BM, BN, RB, RB, STAGES,
+                                     CONSUMERS, WORDS)),
+                (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
+                                   n_chunks, num_m, s_rows_per_chunk, BM, BN, STAGES)),
             ], [4, 1], [CONSUMER_REGS, 40])
 
     # ------------------------------------------------------------------------------------------ input gradient
@@ -807,6 +916,38 @@ if gluon is not None:
             tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + n0 // 32, 0], bar, s_smem.index(s))
 
     @gluon.jit
+    def _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES: gl.constexpr):
+        """Step i of the input gradient: wait for its stage, dequantize its 64 rows of W (pairs along N) into wgmma's
+        register operand, add W^T @ dY^T to both accumulators (the code bytes' low and high nibbles), wait for the
+        wgmmas and release the stage."""
+        mma: gl.constexpr = acc_lo.type.layout
+        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+        l3: gl.constexpr = _codes_layout_bwd()
+        s_layout: gl.constexpr = gl.SliceLayout(1, l3)
+        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+        s = i % STAGES
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        codes = w_smem.index(s).permute((1, 0)).load(a_layout)  # [64 bytes of the chunk, 64 rows of W]
+        codes = gl.convert_layout(gl.reshape(codes, [4, 16, 64]), l3, assert_trivial=True)
+        sc = s_smem.index(s)._reinterpret(gl.uint8, [64, 8], plain).permute((1, 0))  # [8 groups, 64 rows]
+        p_lo = _scale_bits(sc.slice(0, 4, dim=0).load(s_layout))
+        p_hi = _scale_bits(sc.slice(4, 4, dim=0).load(s_layout))
+        p_lo = gl.broadcast(gl.expand_dims(p_lo, 1), codes)[0]
+        p_hi = gl.broadcast(gl.expand_dims(p_hi, 1), codes)[0]
+        w_lo, w_hi = gl.inline_asm_elementwise(
+            _DQ_PAIR_ASM, "=r,=r,h,r,r", [codes, p_lo, p_hi],
+            dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=2,
+        )
+        w_lo = gl.convert_layout(gl.reshape(w_lo, [64, 64]), a_layout, assert_trivial=True)
+        w_hi = gl.convert_layout(gl.reshape(w_hi, [64, 64]), a_layout, assert_trivial=True)
+        dy_t = dy_smem.index(s).permute((1, 0))  # [64 rows of W, BM]
+        acc_lo = warpgroup_mma(w_lo, dy_t, acc_lo, is_async=True)
+        acc_hi = warpgroup_mma(w_hi, dy_t, acc_hi, is_async=True)
+        acc_lo, acc_hi = warpgroup_mma_wait(num_outstanding=0, deps=(acc_lo, acc_hi))
+        mbarrier.arrive(empty.index(s))
+        return acc_lo, acc_hi
+
+    @gluon.jit
     def _bwd_mma_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm,
                            stride_xsplit, pid_s, off_m, c, n_steps, BM: gl.constexpr, STAGES: gl.constexpr,
                            OUT_F32: gl.constexpr, FUSED: gl.constexpr):
@@ -815,33 +956,10 @@ if gluon is not None:
         with pairs along N, dY^T from shared memory. Split-N partials go to split ``pid_s`` of ``dx_ptr``; with
         ``FUSED`` the last CTA of the tile sums them into ``out_ptr`` (bf16), as the forward kernel does."""
         mma: gl.constexpr = _mma_layout(BM)
-        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-        l3: gl.constexpr = _codes_layout_bwd()
-        s_layout: gl.constexpr = gl.SliceLayout(1, l3)
-        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
         acc_lo = gl.zeros([64, BM], gl.float32, mma)
         acc_hi = gl.zeros([64, BM], gl.float32, mma)
         for i in range(n_steps):
-            s = i % STAGES
-            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-            codes = w_smem.index(s).permute((1, 0)).load(a_layout)  # [64 bytes of the chunk, 64 rows of W]
-            codes = gl.convert_layout(gl.reshape(codes, [4, 16, 64]), l3, assert_trivial=True)
-            sc = s_smem.index(s)._reinterpret(gl.uint8, [64, 8], plain).permute((1, 0))  # [8 groups, 64 rows]
-            p_lo = _scale_bits(sc.slice(0, 4, dim=0).load(s_layout))
-            p_hi = _scale_bits(sc.slice(4, 4, dim=0).load(s_layout))
-            p_lo = gl.broadcast(gl.expand_dims(p_lo, 1), codes)[0]
-            p_hi = gl.broadcast(gl.expand_dims(p_hi, 1), codes)[0]
-            w_lo, w_hi = gl.inline_asm_elementwise(
-                _DQ_PAIR_ASM, "=r,=r,h,r,r", [codes, p_lo, p_hi],
-                dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=2,
-            )
-            w_lo = gl.convert_layout(gl.reshape(w_lo, [64, 64]), a_layout, assert_trivial=True)
-            w_hi = gl.convert_layout(gl.reshape(w_hi, [64, 64]), a_layout, assert_trivial=True)
-            dy_t = dy_smem.index(s).permute((1, 0))  # [64 rows of W, BM]
-            acc_lo = warpgroup_mma(w_lo, dy_t, acc_lo, is_async=True)
-            acc_hi = warpgroup_mma(w_hi, dy_t, acc_hi, is_async=True)
-            acc_lo, acc_hi = warpgroup_mma_wait(num_outstanding=0, deps=(acc_lo, acc_hi))
-            mbarrier.arrive(empty.index(s))
+            acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES)
 
         inv = 16384.0 / gl.load(gs_ptr)
         offs_k = c * 128 + gl.arange(0, 64, layout=gl.SliceLayout(1, mma))
@@ -871,10 +989,58 @@ if gluon is not None:
                                          cache_modifier=".cg")
                     gl.store(dest + kk[:, None], total.to(gl.bfloat16), mask=mask)
 
+    @gluon.jit
+    def _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES: gl.constexpr, HALF: gl.constexpr):
+        """``_bwd_step`` for one half of the chunk (HALF 0: the code bytes' low nibbles, 1: the high ones), dequantized
+        alone (``_dequant_half_ptx``) into one accumulator; the stage is released once per consumer."""
+        mma: gl.constexpr = acc.type.layout
+        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+        l3: gl.constexpr = _codes_layout_bwd()
+        s_layout: gl.constexpr = gl.SliceLayout(1, l3)
+        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+        s = i % STAGES
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        codes = w_smem.index(s).permute((1, 0)).load(a_layout)
+        codes = gl.convert_layout(gl.reshape(codes, [4, 16, 64]), l3, assert_trivial=True)
+        sc = s_smem.index(s)._reinterpret(gl.uint8, [64, 8], plain).permute((1, 0))
+        p = _scale_bits(sc.slice(4 * HALF, 4, dim=0).load(s_layout))
+        p = gl.broadcast(gl.expand_dims(p, 1), codes)[0]
+        if HALF == 0:
+            w = gl.inline_asm_elementwise(_DQ_LOW_ASM, "=r,h,r", [codes, p], dtype=gl.bfloat16, is_pure=True, pack=2)
+        else:
+            w = gl.inline_asm_elementwise(_DQ_HIGH_ASM, "=r,h,r", [codes, p], dtype=gl.bfloat16, is_pure=True, pack=2)
+        w = gl.convert_layout(gl.reshape(w, [64, 64]), a_layout, assert_trivial=True)
+        acc = warpgroup_mma(w, dy_smem.index(s).permute((1, 0)), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(empty.index(s))
+        return acc
+
+    @gluon.jit
+    def _bwd_half_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
+                            pid_s, off_m, c, n_steps, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
+                            HALF: gl.constexpr):
+        """A consumer of the two-consumer input gradient (``WsBwdConfig.consumers``): the chunk's half HALF (0: the
+        code bytes' low nibbles, columns c * 128 .. + 64 of dX; 1: the high ones) over every step, dequantizing only
+        that nibble (``_dequant_half_ptx``) into one accumulator [64, BM]."""
+        mma: gl.constexpr = _mma_layout(BM)
+        acc = gl.zeros([64, BM], gl.float32, mma)
+        for i in range(n_steps):
+            acc = _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES, HALF)
+        kk = c * 128 + 64 * HALF + gl.arange(0, 64, layout=gl.SliceLayout(1, mma))
+        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        ptrs = (dx_ptr + pid_s.to(gl.int64) * stride_xsplit + offs_m[None, :].to(gl.int64) * stride_xm
+                + kk[:, None])
+        mask = (offs_m < M)[None, :] & (kk < K)[:, None]
+        out = acc * (16384.0 / gl.load(gs_ptr))
+        if OUT_F32:
+            gl.store(ptrs, out, mask=mask)
+        else:
+            gl.store(ptrs, out.to(gl.bfloat16), mask=mask)
+
     @gluon.jit(do_not_specialize=["M", "n_steps"])
     def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
                        n_steps, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
-                       FUSED: gl.constexpr):
+                       FUSED: gl.constexpr, CONSUMERS: gl.constexpr = 1, CONSUMER_REGS: gl.constexpr = 232):
         pid = gl.program_id(0)
         pid_s = gl.program_id(1)
         num_m = gl.cdiv(M, BM)
@@ -888,13 +1054,172 @@ if gluon is not None:
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for s in gl.static_range(STAGES):
             mbarrier.init(ready.index(s), count=1)
-            mbarrier.init(empty.index(s), count=1)
-        gl.warp_specialize([
-            (_bwd_mma_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K,
-                                  stride_xm, stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, FUSED)),
-            (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, off_m, c, n_begin,
-                                n_steps, s_rows_per_chunk, STAGES)),
-        ], [1], [40])
+            mbarrier.init(empty.index(s), count=CONSUMERS)
+        if CONSUMERS == 1:
+            gl.warp_specialize([
+                (_bwd_mma_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K,
+                                      stride_xm, stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32,
+                                      FUSED)),
+                (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, off_m, c,
+                                    n_begin, n_steps, s_rows_per_chunk, STAGES)),
+            ], [1], [40])
+        else:
+            gl.static_assert(CONSUMERS == 2 and not FUSED, "two consumers: one per half of the chunk, no fused sum")
+            gl.warp_specialize([
+                (_bwd_half_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
+                                       stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 0)),
+                (_bwd_half_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
+                                       stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 1)),
+                (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, off_m, c,
+                                    n_begin, n_steps, s_rows_per_chunk, STAGES)),
+            ], [4, 1], [CONSUMER_REGS, 40])
+
+
+    # ------------------------------------------------------------------------------ stream-K input gradient
+    @gluon.jit
+    def _sk_bwd_load_worker(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, it_begin, it_end, n_steps,
+                            num_m, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr):
+        """``_bwd_load_worker`` over this CTA's run of (tile, step) pairs: tile t = (M tile t % num_m, chunk t //
+        num_m), step = 64 rows of W; one ring of stages throughout."""
+        nbytes: gl.constexpr = dy_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
+        i = 0
+        for t in range(it_begin // n_steps, (it_end - 1) // n_steps + 1):
+            off_m = (t % num_m) * BM
+            c = t // num_m
+            for j in range(gl.maximum(it_begin - t * n_steps, 0), gl.minimum(it_end - t * n_steps, n_steps)):
+                s = i % STAGES
+                mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
+                bar = ready.index(s)
+                mbarrier.expect(bar, nbytes)
+                tma.async_copy_global_to_shared(dy_desc, [off_m, j * 64], bar, dy_smem.index(s))
+                tma.async_copy_global_to_shared(w_desc, [j * 64, c * 64], bar, w_smem.index(s))
+                tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + j * 2, 0], bar, s_smem.index(s))
+                i += 1
+
+    @gluon.jit
+    def _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, half: gl.constexpr, num_m, M, K, stride_xm, BM: gl.constexpr):
+        """One half (the code bytes' low or high nibbles: 64 columns of K) of tile t's dX^T into dX as bf16, the
+        pointers made at the store (as ``_sk_store_tile``)."""
+        mma: gl.constexpr = acc.type.layout
+        kk = (t // num_m) * 128 + 64 * half + gl.arange(0, 64, layout=gl.SliceLayout(1, mma))
+        offs_m = (t % num_m) * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        mask = (offs_m < M)[None, :] & (kk < K)[:, None]
+        ptrs = dx_ptr + offs_m[None, :].to(gl.int64) * stride_xm + kk[:, None]
+        gl.store(ptrs, (acc * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16), mask=mask)
+
+    @gluon.jit
+    def _sk_bwd_mma_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
+                              stride_xm, it_begin, it_end, iters, n_steps, num_m, BM: gl.constexpr,
+                              STAGES: gl.constexpr):
+        """The consumer of the stream-K input gradient: per tile of this CTA's run, its steps into two accumulators
+        (``_bwd_step``); a whole tile is written as bf16, a part goes as fp32 to this CTA's slot (first or last tile)
+        and counts its steps on the tile's counter; the CTA completing the count sums the parts in CTA order (the
+        same bits whichever finishes last) and writes the tile."""
+        mma: gl.constexpr = _mma_layout(BM)
+        g = gl.program_id(0)
+        t0 = it_begin // n_steps
+        i = 0
+        for t in range(t0, (it_end - 1) // n_steps + 1):
+            j_lo = gl.maximum(it_begin - t * n_steps, 0)
+            j_hi = gl.minimum(it_end - t * n_steps, n_steps)
+            acc_lo = gl.zeros([64, BM], gl.float32, mma)
+            acc_hi = gl.zeros([64, BM], gl.float32, mma)
+            for _j in range(j_lo, j_hi):
+                acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES)
+                i += 1
+            if j_hi - j_lo == n_steps:
+                _sk_bwd_store_tile(dx_ptr, gs_ptr, acc_lo, t, 0, num_m, M, K, stride_xm, BM)
+                _sk_bwd_store_tile(dx_ptr, gs_ptr, acc_hi, t, 1, num_m, M, K, stride_xm, BM)
+            else:
+                rows = gl.arange(0, 64, layout=gl.SliceLayout(1, mma))
+                cols = gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+                # A slot holds both halves, [2, 64, BM]; offsets built from the slot (see ``_sk_mma_partition``).
+                slot = g * 2 + (t != t0).to(gl.int32)
+                gl.store(part_ptr + (slot * (128 * BM) + rows * BM)[:, None] + cols[None, :], acc_lo)
+                gl.store(part_ptr + (slot * (128 * BM) + (rows + 64) * BM)[:, None] + cols[None, :], acc_hi)
+                gl.thread_barrier()
+                done = gl.atomic_add(cnt_ptr + t, j_hi - j_lo, sem="acq_rel", scope="gpu")
+                if done + (j_hi - j_lo) == n_steps:
+                    gl.atomic_xchg(cnt_ptr + t, 0, sem="relaxed", scope="gpu")
+                    acc_lo = gl.zeros([64, BM], gl.float32, mma)
+                    acc_hi = gl.zeros([64, BM], gl.float32, mma)
+                    for h in range((t * n_steps) // iters, (t * n_steps + n_steps - 1) // iters + 1):
+                        h_slot = h * 2 + (t != (h * iters) // n_steps).to(gl.int32)
+                        acc_lo += gl.load(part_ptr + (h_slot * (128 * BM) + rows * BM)[:, None] + cols[None, :],
+                                          cache_modifier=".cg")
+                        acc_hi += gl.load(part_ptr + (h_slot * (128 * BM) + (rows + 64) * BM)[:, None]
+                                          + cols[None, :], cache_modifier=".cg")
+                    _sk_bwd_store_tile(dx_ptr, gs_ptr, acc_lo, t, 0, num_m, M, K, stride_xm, BM)
+                    _sk_bwd_store_tile(dx_ptr, gs_ptr, acc_hi, t, 1, num_m, M, K, stride_xm, BM)
+
+    @gluon.jit
+    def _sk_bwd_half_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
+                               stride_xm, it_begin, it_end, iters, n_steps, num_m, BM: gl.constexpr,
+                               STAGES: gl.constexpr, HALF: gl.constexpr):
+        """``_sk_bwd_mma_partition`` for one consumer of two (``_bwd_half_step``: half HALF of each chunk), with its
+        own parts (slot = 2 * the CTA's slot + HALF) and counters (2 * tile + HALF)."""
+        mma: gl.constexpr = _mma_layout(BM)
+        g = gl.program_id(0)
+        t0 = it_begin // n_steps
+        i = 0
+        for t in range(t0, (it_end - 1) // n_steps + 1):
+            j_lo = gl.maximum(it_begin - t * n_steps, 0)
+            j_hi = gl.minimum(it_end - t * n_steps, n_steps)
+            acc = gl.zeros([64, BM], gl.float32, mma)
+            for _j in range(j_lo, j_hi):
+                acc = _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES, HALF)
+                i += 1
+            if j_hi - j_lo == n_steps:
+                _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, M, K, stride_xm, BM)
+            else:
+                rows = gl.arange(0, 64, layout=gl.SliceLayout(1, mma))
+                cols = gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+                slot = (g * 2 + (t != t0).to(gl.int32)) * 2 + HALF
+                gl.store(part_ptr + (slot * (64 * BM) + rows * BM)[:, None] + cols[None, :], acc)
+                gl.thread_barrier()
+                done = gl.atomic_add(cnt_ptr + 2 * t + HALF, j_hi - j_lo, sem="acq_rel", scope="gpu")
+                if done + (j_hi - j_lo) == n_steps:
+                    gl.atomic_xchg(cnt_ptr + 2 * t + HALF, 0, sem="relaxed", scope="gpu")
+                    acc = gl.zeros([64, BM], gl.float32, mma)
+                    for h in range((t * n_steps) // iters, (t * n_steps + n_steps - 1) // iters + 1):
+                        h_slot = (h * 2 + (t != (h * iters) // n_steps).to(gl.int32)) * 2 + HALF
+                        acc += gl.load(part_ptr + (h_slot * (64 * BM) + rows * BM)[:, None] + cols[None, :],
+                                       cache_modifier=".cg")
+                    _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, M, K, stride_xm, BM)
+
+    @gluon.jit(do_not_specialize=["M", "iters", "total"])
+    def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, n_steps, iters,
+                          total, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
+                          CONSUMERS: gl.constexpr = 1, CONSUMER_REGS: gl.constexpr = 232):
+        """The input gradient as stream-K: CTA g takes (tile, step) pairs g * iters .. of ``total``."""
+        it_begin = gl.program_id(0) * iters
+        it_end = gl.minimum(it_begin + iters, total)
+        num_m = gl.cdiv(M, BM)
+        dy_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BM, 64], dy_desc.layout)
+        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 64, 64], w_desc.layout)
+        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 2, 256], s_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(ready.index(s), count=1)
+            mbarrier.init(empty.index(s), count=CONSUMERS)
+        if CONSUMERS == 1:
+            gl.warp_specialize([
+                (_sk_bwd_mma_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M,
+                                         K, stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES)),
+                (_sk_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, it_begin,
+                                       it_end, n_steps, num_m, s_rows_per_chunk, BM, STAGES)),
+            ], [1], [40])
+        else:
+            gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
+            gl.warp_specialize([
+                (_sk_bwd_half_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr,
+                                          M, K, stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 0)),
+                (_sk_bwd_half_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr,
+                                          M, K, stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 1)),
+                (_sk_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, it_begin,
+                                       it_end, n_steps, num_m, s_rows_per_chunk, BM, STAGES)),
+            ], [4, 1], [CONSUMER_REGS, 40])
 
 
 # Registers per thread requested for the second consumer warpgroup (``setmaxnreg``); with three warpgroups Triton
@@ -967,12 +1292,14 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     rows = cfg.bn // max(cfg.consumers, 1)
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
             or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)
-            or cfg.pingpong not in (0, 1, 2) or (cfg.pingpong and cfg.consumers != 2)):
+            or cfg.stream_k not in (0, 1, 2) or (cfg.stream_k and (cfg.in_flight or cfg.split_k != 1))):
         raise ValueError(f"unsupported config {cfg}: 1 or 2 consumers of 64 or 128 rows each, BM in (8, 16, 32, 64, "
-                         "128, 256), in_flight with one consumer only, pingpong 0-2 with two consumers only")
+                         "128, 256), in_flight with one consumer only, stream_k 0-2 without in_flight or split_k")
     x2 = x2.contiguous()
     y = kern._out(out, m, w.n, x2)
     kc = w.k_pad // kern.CHUNK
+    if cfg.stream_k and _stream_k(x2, w, cfg, y, kc):
+        return y
     split = kern._even_split(kc, cfg.split_k)
     x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
     x_desc = TensorDescriptor(x2, [m, k], [k, 1], [cfg.bm, 64], x_l)
@@ -983,12 +1310,58 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, target, y, target if counters is None else counters, w.global_scale,
                          m, w.n, w.n, stride_split, kc // split, w.n // 32, BM=cfg.bm, BN=cfg.bn,
                          CONSUMERS=cfg.consumers, STAGES=cfg.stages, OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS,
-                         IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, PINGPONG=cfg.pingpong,
-                         num_warps=4,
+                         IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
     return y
+
+
+def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Tensor, kc: int) -> bool:
+    """``ws_matmul`` on ``_ws_fwd_sk_kernel``: ``cfg.stream_k`` CTAs per SM share the tiles' chunks evenly. False
+    (nothing launched) while a CUDA graph is being captured and the tile counters would have to be allocated."""
+    m = x2.shape[0]
+    tiles = -(-m // cfg.bm) * -(-w.n // cfg.bn)
+    counters = kern._split_counters(x2.device, tiles * cfg.consumers)
+    if counters is None:
+        return False
+    total = tiles * kc
+    iters = -(-total // min(total, cfg.stream_k * kern._sms(x2.device)))
+    ctas = -(-total // iters)
+    # Two tiles' parts per CTA at most (its first and last tile), per consumer.
+    parts = torch.empty(ctas * 2 * cfg.bn * cfg.bm, dtype=torch.float32, device=x2.device)
+    x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
+    x_desc = TensorDescriptor(x2, [m, w.k], [w.k, 1], [cfg.bm, 64], x_l)
+    w_desc, s_desc = weight_descriptors(w, cfg.bn)
+    _ensure_cuda_context(x2.device)
+    _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc, iters,
+                               total, w.n // 32, BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers, STAGES=cfg.stages,
+                               CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words, num_warps=4,
+                               **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
+    return True
+
+
+def _stream_k_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConfig, dx: torch.Tensor, kc: int,
+                         steps: int) -> bool:
+    """``ws_matmul_grad_input`` on ``_ws_bwd_sk_kernel`` (as ``_stream_k`` for the forward)."""
+    m, n = dy2.shape
+    tiles = -(-m // cfg.bm) * kc
+    counters = kern._split_counters(dy2.device, tiles * cfg.consumers)
+    if counters is None:
+        return False
+    total = tiles * steps
+    iters = -(-total // min(total, cfg.stream_k * kern._sms(dy2.device)))
+    ctas = -(-total // iters)
+    parts = torch.empty(ctas * 2 * 128 * cfg.bm, dtype=torch.float32, device=dy2.device)
+    dy_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
+    dy_desc = TensorDescriptor(dy2, [m, n], [n, 1], [cfg.bm, 64], dy_l)
+    w_desc, s_desc = weight_descriptors(w, 64)
+    _ensure_cuda_context(dy2.device)
+    _ws_bwd_sk_kernel[(ctas,)](dy_desc, w_desc, s_desc, dx, parts, counters, w.global_scale, m, w.k, w.k, steps,
+                               iters, total, w.n // 32, BM=cfg.bm, STAGES=cfg.stages, CONSUMERS=cfg.consumers,
+                               CONSUMER_REGS=CONSUMER_REGS, num_warps=4,
+                               **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
+    return True
 
 
 def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConfig,
@@ -997,12 +1370,17 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     m, n = dy2.shape
     if n != w.n or not supports(m, w.n, w.k):
         raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
-    if cfg.bm not in (8, 16, 32, 64, 128):
-        raise ValueError(f"unsupported config {cfg}: BM in (8, 16, 32, 64, 128)")
+    if (cfg.bm not in (8, 16, 32, 64, 128, 256) or cfg.stream_k not in (0, 1, 2) or cfg.consumers not in (1, 2)
+            or (cfg.stream_k and cfg.split_n != 1) or (cfg.bm == 256 and cfg.consumers == 1)
+            or (cfg.consumers == 2 and (cfg.fused or cfg.bm < 64))):
+        raise ValueError(f"unsupported config {cfg}: BM in (8, 16, 32, 64, 128), or 64-256 with two consumers (no "
+                         "fused sum), stream_k 0-2 without split_n")
     dy2 = dy2.contiguous()
     dx = kern._out(out, m, w.k, dy2)
     kc = w.k_pad // kern.CHUNK
     steps = -(-w.n // 64)
+    if cfg.stream_k and _stream_k_grad_input(dy2, w, cfg, dx, kc, steps):
+        return dx
     split = kern._even_split(steps, cfg.split_n)
     dy_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
     dy_desc = TensorDescriptor(dy2, [m, n], [n, 1], [cfg.bm, 64], dy_l)
@@ -1012,7 +1390,8 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     _ensure_cuda_context(dy2.device)
     _ws_bwd_kernel[grid](dy_desc, w_desc, s_desc, target, dx, target if counters is None else counters,
                          w.global_scale, m, w.k, w.k, stride_split, steps // split, w.n // 32, BM=cfg.bm,
-                         STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None, num_warps=4,
+                         STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None, CONSUMERS=cfg.consumers,
+                         CONSUMER_REGS=CONSUMER_REGS, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, dx, split)
