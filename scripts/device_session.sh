@@ -1123,4 +1123,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     dispatch_alternating 100 /tmp/q46i --models 7b,14b,32b --ms 256,512,1024 --dirs bwd
     gpu_name_and_tests 400
     ;;
+  # 46j: the GPU tests on the review commit (the kernels' stage setup in two helpers).
+  46j)
+    gpu_name_and_tests 400
+    ;;
 esac

@@ -602,6 +602,34 @@ if gluon is not None:
         return total
 
     @gluon.jit
+    def _fwd_stages(x_desc, w_desc, s_desc, BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
+                    CONSUMERS: gl.constexpr):
+        """The forward's ring of shared-memory stages (two X boxes, the code and scale bytes of one chunk each) and
+        its barriers: ``ready`` completed by the loader's copies, ``empty`` by each consumer's release."""
+        x_smem = gl.allocate_shared_memory(gl.bfloat16, [2 * STAGES, BM, 64], x_desc.layout)
+        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN, 64], w_desc.layout)
+        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN // 32, 256], s_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(ready.index(s), count=1)
+            mbarrier.init(empty.index(s), count=CONSUMERS)
+        return x_smem, w_smem, s_smem, ready, empty
+
+    @gluon.jit
+    def _bwd_stages(dy_desc, w_desc, s_desc, BM: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
+        """The input gradient's ring of stages (dY's box, 64 rows of W's code and scale bytes) and its barriers."""
+        dy_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BM, 64], dy_desc.layout)
+        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 64, 64], w_desc.layout)
+        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 2, 256], s_desc.layout)
+        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(ready.index(s), count=1)
+            mbarrier.init(empty.index(s), count=CONSUMERS)
+        return dy_smem, w_smem, s_smem, ready, empty
+
+    @gluon.jit
     def _load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0, n_chunks,
                      s_rows_per_chunk, STAGES: gl.constexpr):
         """The producer warp: TMA copies of each chunk's two X boxes, code bytes and scale bytes into stage
@@ -735,14 +763,7 @@ if gluon is not None:
         off_n = (pid // num_m) * BN
         c0 = pid_k * chunks_per_split
 
-        x_smem = gl.allocate_shared_memory(gl.bfloat16, [2 * STAGES, BM, 64], x_desc.layout)
-        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN, 64], w_desc.layout)
-        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN // 32, 256], s_desc.layout)
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for s in gl.static_range(STAGES):
-            mbarrier.init(ready.index(s), count=1)
-            mbarrier.init(empty.index(s), count=CONSUMERS)
+        x_smem, w_smem, s_smem, ready, empty = _fwd_stages(x_desc, w_desc, s_desc, BM, BN, STAGES, CONSUMERS)
 
         # One partition per consumer warpgroup (rows c * RB .. of the BN), the loader last. Gluon takes the list
         # literally, hence one branch per consumer count.
@@ -858,14 +879,7 @@ if gluon is not None:
         it_begin = gl.program_id(0) * iters
         it_end = gl.minimum(it_begin + iters, total)
         num_m = gl.cdiv(M, BM)
-        x_smem = gl.allocate_shared_memory(gl.bfloat16, [2 * STAGES, BM, 64], x_desc.layout)
-        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN, 64], w_desc.layout)
-        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN // 32, 256], s_desc.layout)
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for s in gl.static_range(STAGES):
-            mbarrier.init(ready.index(s), count=1)
-            mbarrier.init(empty.index(s), count=CONSUMERS)
+        x_smem, w_smem, s_smem, ready, empty = _fwd_stages(x_desc, w_desc, s_desc, BM, BN, STAGES, CONSUMERS)
         RB: gl.constexpr = BN // CONSUMERS
         if CONSUMERS == 1:
             gl.warp_specialize([
@@ -1047,14 +1061,7 @@ if gluon is not None:
         off_m = (pid % num_m) * BM
         c = pid // num_m  # the chunk of K (128 columns of dX) this program writes
         n_begin = pid_s * n_steps * 64
-        dy_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BM, 64], dy_desc.layout)
-        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 64, 64], w_desc.layout)
-        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 2, 256], s_desc.layout)
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for s in gl.static_range(STAGES):
-            mbarrier.init(ready.index(s), count=1)
-            mbarrier.init(empty.index(s), count=CONSUMERS)
+        dy_smem, w_smem, s_smem, ready, empty = _bwd_stages(dy_desc, w_desc, s_desc, BM, STAGES, CONSUMERS)
         if CONSUMERS == 1:
             gl.warp_specialize([
                 (_bwd_mma_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K,
@@ -1195,14 +1202,7 @@ if gluon is not None:
         it_begin = gl.program_id(0) * iters
         it_end = gl.minimum(it_begin + iters, total)
         num_m = gl.cdiv(M, BM)
-        dy_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BM, 64], dy_desc.layout)
-        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 64, 64], w_desc.layout)
-        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 2, 256], s_desc.layout)
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for s in gl.static_range(STAGES):
-            mbarrier.init(ready.index(s), count=1)
-            mbarrier.init(empty.index(s), count=CONSUMERS)
+        dy_smem, w_smem, s_smem, ready, empty = _bwd_stages(dy_desc, w_desc, s_desc, BM, STAGES, CONSUMERS)
         if CONSUMERS == 1:
             gl.warp_specialize([
                 (_sk_bwd_mma_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M,
