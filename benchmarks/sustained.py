@@ -8,8 +8,11 @@ another heavy kernel are not on equal terms (the order effect of run 9). Here ea
 clock and power samples of that half.
 
     python benchmarks/sustained.py --cells 7b:gate_up:4096,14b:down:1024 --seconds 3 --out $OUT
+    python benchmarks/sustained.py --cells "" --models 7b,14b,32b --ms 1024 --dirs fwd,bwd --layout pairs
 
-Writes sustained.json under --out.
+A cell is model:layer:M or model:layer:M:bwd (the input gradient, ``nvfp4_matmul_grad_input`` against dY @ W);
+with ``--cells ""`` every layer of ``--models`` at every M of ``--ms`` in every direction of ``--dirs``. Writes
+sustained.json under --out (after each cell).
 """
 
 from __future__ import annotations
@@ -96,9 +99,9 @@ def sustained(fns: list, seconds: float) -> dict:
             "windows": len(marks), "span": (half[0][0] - 0.05, half[-1][0])}
 
 
-def _variants(model: str, layer: str, m: int, layout: str, l2_bytes: int) -> dict:
+def _variants(model: str, layer: str, m: int, layout: str, l2_bytes: int, direction: str = "fwd") -> dict:
     """{"bf16": calls, "nvfp4": calls, "nk": (N, K)}: one call per weight copy, enough copies (3x L2 in all) that L2
-    serves none of them, as benchmarks/gemm_nvfp4.py."""
+    serves none of them, as benchmarks/gemm_nvfp4.py; ``direction`` "bwd": the input gradient dY [M, N] @ W."""
     n, k = next((n, k) for name, n, k in SHAPES[model] if name == layer)
     torch.manual_seed(0)
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
@@ -107,16 +110,35 @@ def _variants(model: str, layer: str, m: int, layout: str, l2_bytes: int) -> dic
     kws = [kw] + [kw._replace(codes=kw.codes.clone(), scales=kw.scales.clone()) for _ in
                   range(max(1, math.ceil(3 * l2_bytes / kw.nbytes())) - 1)]
     wbs = [wb] + [wb.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
+    if direction == "bwd":
+        dy = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+        dx = torch.empty(m, k, device="cuda", dtype=torch.bfloat16)
+        return {"bf16": [lambda w=w: torch.matmul(dy, w, out=dx) for w in wbs],
+                "nvfp4": [lambda w=w: kern.nvfp4_matmul_grad_input(dy, w, out=dx) for w in kws], "nk": (n, k)}
     x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
     y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     return {"bf16": [lambda w=w: torch.matmul(x, w.T, out=y) for w in wbs],
             "nvfp4": [lambda w=w: kern.nvfp4_matmul(x, w, out=y) for w in kws], "nk": (n, k)}
 
 
+def _cells(args) -> list[tuple[str, str, int, str]]:
+    if args.cells:
+        out = []
+        for cell in args.cells.split(","):
+            parts = cell.split(":")
+            out.append((parts[0], parts[1], int(parts[2]), parts[3] if len(parts) > 3 else "fwd"))
+        return out
+    return [(model, layer, int(m), d) for d in args.dirs.split(",") for m in args.ms.split(",")
+            for model in args.models.split(",") for layer, _, _ in SHAPES[model]]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cells", default="7b:gate_up:4096,32b:gate_up:1024,14b:down:1024,7b:o:2048",
-                    help="model:layer:M, comma-separated")
+                    help="model:layer:M[:bwd], comma-separated; empty: --models x --ms x --dirs")
+    ap.add_argument("--models", default="7b,14b,32b")
+    ap.add_argument("--ms", default="1024")
+    ap.add_argument("--dirs", default="fwd", help="fwd, bwd or both, comma-separated (with --cells \"\")")
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--layout", default="words", choices=["pairs", "words"])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -131,25 +153,24 @@ def main() -> None:
     time.sleep(1.0)
     rows = []
     try:
-        for cell in args.cells.split(","):
-            model, layer, m = cell.split(":")
-            m = int(m)
-            variants = _variants(model, layer, m, args.layout, l2)
+        for model, layer, m, direction in _cells(args):
+            variants = _variants(model, layer, m, args.layout, l2, direction)
             n, k = variants.pop("nk")
-            row = {"model": model, "layer": layer, "n": n, "k": k, "m": m}
+            row = {"model": model, "layer": layer, "dir": direction, "n": n, "k": k, "m": m}
             for rep in (1, 2):
                 for name, fns in variants.items():
                     r = sustained(fns, args.seconds)
                     r["tflops"] = 2 * m * n * k / (r["us_per_call"] * 1e-6) / 1e12
                     row[f"{name}{rep}"] = r
-                    print(f"{model} {layer} M={m} {name} pass {rep}: {r['us_per_call']:.1f} us "
+                    print(f"{model} {layer} {direction} M={m} {name} pass {rep}: {r['us_per_call']:.1f} us "
                           f"({r['tflops']:.0f} TFLOP/s; first window {r['us_first_window']:.1f} us)", flush=True)
             bf = statistics.geometric_mean([row["bf161"]["us_per_call"], row["bf162"]["us_per_call"]])
             fp = statistics.geometric_mean([row["nvfp41"]["us_per_call"],
                                             row["nvfp42"]["us_per_call"]])
             row["nvfp4_over_bf16"] = bf / fp
-            print(f"{model} {layer} M={m}: NVFP4 over BF16, sustained: {bf / fp:.2f}x", flush=True)
+            print(f"{model} {layer} {direction} M={m}: NVFP4 over BF16, sustained: {bf / fp:.2f}x", flush=True)
             rows.append(row)
+            _write(out, rows, args)
     finally:
         sampler.terminate()
         sampler.wait()
@@ -158,13 +179,20 @@ def main() -> None:
         for key, r in row.items():
             if isinstance(r, dict):
                 r.update(_samples(smi_log, *r.pop("span")))
-                print(f"{row['model']} {row['layer']} M={row['m']} {key}: {r['us_per_call']:.1f} us, SM "
+                print(f"{row['model']} {row['layer']} {row['dir']} M={row['m']} {key}: {r['us_per_call']:.1f} us, SM "
                       f"{r.get('sm_mhz', float('nan')):.0f} MHz, {r.get('power_w', float('nan')):.0f} W, "
                       f"{r.get('temp_c', float('nan')):.0f} C ({r['samples']} samples)")
+    _write(out, rows, args)
+
+
+def _write(out: Path, rows: list, args) -> None:
+    """sustained.json under ``out``, replaced whole (a run cut short keeps the cells done)."""
     props = torch.cuda.get_device_properties(0)
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
-            "command": "python benchmarks/sustained.py " + " ".join(sys.argv[1:])}
-    (out / "sustained.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+            "layout": args.layout, "command": "python benchmarks/sustained.py " + " ".join(sys.argv[1:])}
+    tmp = out / "sustained.json.tmp"
+    tmp.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    tmp.replace(out / "sustained.json")
 
 
 if __name__ == "__main__":

@@ -1127,4 +1127,11 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   46j)
     gpu_name_and_tests 400
     ;;
+  # 46k: sustained load on every layer at M = 1024 / 4096, forward and input gradient, pairs (the training layout).
+  46k)
+    device_name
+    timeout 560 python3 benchmarks/sustained.py --cells "" --models 7b,14b,32b --ms 1024,4096 --dirs fwd,bwd \
+      --layout pairs --seconds 1.0 --out /tmp/q46k 2>&1 | grep "sustained\|samples" > "$out/sustained.txt"
+    cp /tmp/q46k/sustained.json "$out/"
+    ;;
 esac
