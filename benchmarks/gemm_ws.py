@@ -132,9 +132,9 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = Fal
     """Input gradient: BM 64 / 128, 4 or 6 stages, 128 registers (two CTAs per SM) or not; at M <= 128 also BM = 8 /
     16 / 32 (M's own power of two, at most 32) on 64 or 80 registers (four or three CTAs per SM), the only tiles of
     the "occupancy" set. Split-N none, or the power of two that first gives a program per SM (twice that too for the
-    small tiles, whose splits are also tried summed in the kernel; ``wide_splits``: and 2-4). ``stream_k``: the tiles
-    of 64 and 128 rows also as stream-K (two CTAs per SM on 128 registers, else one). ``two_consumers``: also the
-    tiles of two consumers (one per half of the chunk, ``WsBwdConfig.consumers``), BM = 128 / 256."""
+    small tiles, whose splits are also tried summed in the kernel; ``wide_splits``: and 2-4). ``two_consumers``: also
+    the tiles of two consumers (one per half of the chunk, ``WsBwdConfig.consumers``), BM = 128 / 256, and with
+    ``stream_k`` each of them as stream-K (one CTA per SM; the one-consumer stream-K tiles of run 12 were removed)."""
     if tile_set not in ("default", "occupancy", "all"):
         raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all or table")
     tiles_of = [] if tile_set == "occupancy" else [(bm, st, reg) for bm in (64, 128) for st in (4, 6)
@@ -150,8 +150,6 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = Fal
                 out.append(ws.WsBwdConfig(bm, st, sp, reg))
                 if sp > 1 and bm <= 32:  # the split partials summed in the kernel, too
                     out.append(ws.WsBwdConfig(bm, st, sp, reg, True))
-        if stream_k and bm >= 64:
-            out.append(ws.WsBwdConfig(bm, st, 1, reg, stream_k=2 if reg is not None and reg <= 128 else 1))
     if two_consumers and tile_set != "occupancy":
         for bm, st in ((128, 6), (256, 4), (256, 5)):
             for sp in _splits(-(-m // bm) * (k_pad // kern.CHUNK), sms, False, wide_splits):

@@ -287,8 +287,12 @@ def test_rejects_configs_it_cannot_build():
             ws.ws_matmul(x, w, cfg)
     with pytest.raises(ValueError, match="N % 32"):
         ws.ws_matmul(x, kern.KernelWeight(w.codes[:100], w.scales, w.global_scale, 100, 512), ws.WsConfig(64, 64))
-    with pytest.raises(ValueError, match="unsupported config"):
-        ws.ws_matmul_grad_input(torch.zeros(64, 128, dtype=torch.bfloat16), w, ws.WsBwdConfig(256))
+    # Input gradient: 256 rows of dY and stream-K with two consumers only, no split or fused sum with stream-K.
+    dy = torch.zeros(64, 128, dtype=torch.bfloat16)
+    for cfg in (ws.WsBwdConfig(256), ws.WsBwdConfig(128, 4, 1, stream_k=1), ws.WsBwdConfig(32, 4, consumers=2),
+                ws.WsBwdConfig(256, 4, 2, stream_k=1, consumers=2), ws.WsBwdConfig(128, 4, 2, fused=True, consumers=2)):
+        with pytest.raises(ValueError, match="unsupported config"):
+            ws.ws_matmul_grad_input(dy, w, cfg)
 
 
 def test_weight_descriptors_address_each_chunks_codes_and_scales():

@@ -93,9 +93,8 @@ def test_rejects_unsupported_shapes():
         ws.ws_matmul(x, w, ws.WsConfig(64, 128, consumers=2))  # two consumers cannot keep wgmmas in flight
 
 
-BWD_CONFIGS = [ws.WsBwdConfig(128, 4, 1, 128, stream_k=2), ws.WsBwdConfig(64, 6, 1, stream_k=1),
-               ws.WsBwdConfig(256, 4, 1, consumers=2), ws.WsBwdConfig(128, 6, 3, consumers=2),
-               ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),
+BWD_CONFIGS = [ws.WsBwdConfig(256, 4, 1, consumers=2), ws.WsBwdConfig(128, 6, 3, consumers=2),
+               ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2), ws.WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),
                ws.WsBwdConfig(64), ws.WsBwdConfig(128, 4), ws.WsBwdConfig(64, 4, 3, 128),
                ws.WsBwdConfig(128, 6, 2, 128), ws.WsBwdConfig(8, 6, 8, 64), ws.WsBwdConfig(16, 4, 3, 80),
                ws.WsBwdConfig(32, 6, 1, 80), ws.WsBwdConfig(8, 4, 4, 80, True), ws.WsBwdConfig(32, 4, 3, 80, True)]
@@ -221,8 +220,7 @@ def test_stream_k_leaves_counters_zero_and_repeats_exactly(cfg, m, n, k):
     dy = torch.randn(m, n, device="cuda").to(torch.bfloat16)
     tiles = -(-m // cfg.bm) * -(-n // cfg.bn)
     assert (tiles * (w.k_pad // kern.CHUNK)) % (cfg.stream_k * kern._sms(x.device)) != 0
-    bwd = (ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2) if cfg.consumers == 2 else
-           ws.WsBwdConfig(min(cfg.bm, 128), 4, 1, cfg.maxnreg, stream_k=cfg.stream_k))
+    bwd = ws.WsBwdConfig(256 if cfg.consumers == 2 else 128, 4, 1, stream_k=1, consumers=2)
     for run, inp, cfg_, want in ((ws.ws_matmul, x, cfg, _fp32_matmul(x.float(), ref_w.T)),
                                  (ws.ws_matmul_grad_input, dy, bwd, _fp32_matmul(dy.float(), ref_w))):
         first = run(inp, w, cfg_)

@@ -224,8 +224,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
 
     if isinstance(cfg, ws.WsBwdConfig):
         fn = ws._ws_bwd_sk_kernel if cfg.stream_k else ws._ws_bwd_kernel
-        const = ({"BM": cfg.bm, "STAGES": cfg.stages, "CONSUMERS": cfg.consumers, "CONSUMER_REGS": ws.CONSUMER_REGS}
-                 if cfg.stream_k else
+        const = ({"BM": cfg.bm, "STAGES": cfg.stages, "CONSUMER_REGS": ws.CONSUMER_REGS} if cfg.stream_k else
                  {"BM": cfg.bm, "STAGES": cfg.stages, "OUT_F32": out_f32, "FUSED": out_f32 and cfg.fused,
                   "CONSUMERS": cfg.consumers, "CONSUMER_REGS": ws.CONSUMER_REGS})
         x_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)

@@ -94,7 +94,7 @@ class WsBwdConfig(NamedTuple):
     split_n: int = 1
     maxnreg: int | None = None
     fused: bool = False  # split-N partials summed by the last CTA of each tile, as ``WsConfig.fused``
-    stream_k: int = 0  # CTAs per SM sharing the (tile, step) sequence evenly, as ``WsConfig.stream_k``
+    stream_k: int = 0  # CTAs per SM sharing the (tile, step) sequence evenly, as ``WsConfig.stream_k`` (two consumers)
     # 2: two consumer warpgroups, one per half of the chunk (the code bytes' low / high nibbles), each dequantizing
     # only its half into one accumulator: half the registers per row of dY, so BM reaches 256.
     consumers: int = 1
@@ -818,11 +818,9 @@ if gluon is not None:
                           ROW0: gl.constexpr, RB: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
                           WORDS: gl.constexpr):
         """A consumer warpgroup over this CTA's run of steps (``_sk_load_worker``), rows ROW0 .. ROW0 + RB of each
-        tile. A tile the run covers whole is written as bf16; a part of one goes as fp32 to this CTA's workspace slot
-        (its first or its last tile) and counts its chunks on the tile's counter (one per tile and consumer): the
-        consumer that completes the count sums the tile's parts and writes it."""
+        tile. A tile the run covers whole is written as bf16; a part of one goes to ``_sk_merge_part``, and the
+        consumer that completes the tile writes its sum."""
         mma: gl.constexpr = _mma_layout(BM)
-        g = gl.program_id(0)
         t0 = it_begin // n_chunks
         ME: gl.constexpr = ROW0 // RB
         i = 0
@@ -836,24 +834,8 @@ if gluon is not None:
             if c_hi - c_lo == n_chunks:
                 _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB)
             else:
-                rows = gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
-                cols = gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
-                # Part offsets [RB, BM] built from the slot (a value of this tile): a tile-invariant offset tensor
-                # would be hoisted out of the loops and held in registers across them (spills).
-                slot = (g * 2 + (t != t0).to(gl.int32)) * CONSUMERS + ME
-                gl.store(part_ptr + (slot * (RB * BM) + rows * BM)[:, None] + cols[None, :], acc)
-                # The barrier orders the warpgroup's stores before the release; the acquire lets the last reader
-                # see the other CTAs' parts (as ``_last_split``).
-                gl.thread_barrier()
-                done = gl.atomic_add(cnt_ptr + t * CONSUMERS + ME, c_hi - c_lo, sem="acq_rel", scope="gpu")
-                if done + (c_hi - c_lo) == n_chunks:
-                    gl.atomic_xchg(cnt_ptr + t * CONSUMERS + ME, 0, sem="relaxed", scope="gpu")
-                    # Every part, this CTA's too, summed in CTA order: the same bits whichever CTA finishes last.
-                    acc = gl.zeros([RB, BM], gl.float32, mma)
-                    for h in range((t * n_chunks) // iters, (t * n_chunks + n_chunks - 1) // iters + 1):
-                        h_slot = (h * 2 + (t != (h * iters) // n_chunks).to(gl.int32)) * CONSUMERS + ME
-                        acc += gl.load(part_ptr + (h_slot * (RB * BM) + rows * BM)[:, None] + cols[None, :],
-                                       cache_modifier=".cg")
+                last, acc = _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, iters, n_chunks, c_hi - c_lo, CONSUMERS, ME)
+                if last:
                     _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB)
 
     @gluon.jit
@@ -869,6 +851,37 @@ if gluon is not None:
         mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
         # The dequantized tiles carry 2**-14 and no 1 / global_scale.
         gl.store(ptrs, (acc * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16), mask=mask)
+
+    @gluon.jit
+    def _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, iters, n_steps, steps, CONSUMERS: gl.constexpr,
+                       ME: gl.constexpr):
+        """Consumer ME's share of tile t when this CTA ran only ``steps`` of its ``n_steps``: the part goes as fp32 to
+        the CTA's slot (its first tile t0 or its last one) and the steps count on the tile's counter (one per tile
+        and consumer). Returns (True, the tile's sum) in the consumer that completes the count, which sums every
+        CTA's part in CTA order (the same bits whichever finishes last) and resets the counter; else (False, acc)."""
+        mma: gl.constexpr = acc.type.layout
+        RB: gl.constexpr = acc.type.shape[0]
+        BM: gl.constexpr = acc.type.shape[1]
+        g = gl.program_id(0)
+        rows = gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
+        cols = gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        # Part offsets [RB, BM] built from the slot (a value of this tile): a tile-invariant offset tensor would be
+        # hoisted out of the callers' loops and held in registers across them (spills).
+        slot = (g * 2 + (t != t0).to(gl.int32)) * CONSUMERS + ME
+        gl.store(part_ptr + (slot * (RB * BM) + rows * BM)[:, None] + cols[None, :], acc)
+        # The barrier orders the warpgroup's stores before the release; the acquire lets the last one see the other
+        # CTAs' parts (as ``_last_split``).
+        gl.thread_barrier()
+        done = gl.atomic_add(cnt_ptr + t * CONSUMERS + ME, steps, sem="acq_rel", scope="gpu")
+        last = done + steps == n_steps
+        if last:
+            gl.atomic_xchg(cnt_ptr + t * CONSUMERS + ME, 0, sem="relaxed", scope="gpu")
+            acc = gl.zeros([RB, BM], gl.float32, mma)
+            for h in range((t * n_steps) // iters, (t * n_steps + n_steps - 1) // iters + 1):
+                h_slot = (h * 2 + (t != (h * iters) // n_steps).to(gl.int32)) * CONSUMERS + ME
+                acc += gl.load(part_ptr + (h_slot * (RB * BM) + rows * BM)[:, None] + cols[None, :],
+                               cache_modifier=".cg")
+        return last, acc
 
     @gluon.jit(do_not_specialize=["M", "iters", "total"])
     def _ws_fwd_sk_kernel(x_desc, w_desc, s_desc, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, n_chunks, iters,
@@ -1115,58 +1128,13 @@ if gluon is not None:
         gl.store(ptrs, (acc * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16), mask=mask)
 
     @gluon.jit
-    def _sk_bwd_mma_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
-                              stride_xm, it_begin, it_end, iters, n_steps, num_m, BM: gl.constexpr,
-                              STAGES: gl.constexpr):
-        """The consumer of the stream-K input gradient: per tile of this CTA's run, its steps into two accumulators
-        (``_bwd_step``); a whole tile is written as bf16, a part goes as fp32 to this CTA's slot (first or last tile)
-        and counts its steps on the tile's counter; the CTA completing the count sums the parts in CTA order (the
-        same bits whichever finishes last) and writes the tile."""
-        mma: gl.constexpr = _mma_layout(BM)
-        g = gl.program_id(0)
-        t0 = it_begin // n_steps
-        i = 0
-        for t in range(t0, (it_end - 1) // n_steps + 1):
-            j_lo = gl.maximum(it_begin - t * n_steps, 0)
-            j_hi = gl.minimum(it_end - t * n_steps, n_steps)
-            acc_lo = gl.zeros([64, BM], gl.float32, mma)
-            acc_hi = gl.zeros([64, BM], gl.float32, mma)
-            for _j in range(j_lo, j_hi):
-                acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES)
-                i += 1
-            if j_hi - j_lo == n_steps:
-                _sk_bwd_store_tile(dx_ptr, gs_ptr, acc_lo, t, 0, num_m, M, K, stride_xm, BM)
-                _sk_bwd_store_tile(dx_ptr, gs_ptr, acc_hi, t, 1, num_m, M, K, stride_xm, BM)
-            else:
-                rows = gl.arange(0, 64, layout=gl.SliceLayout(1, mma))
-                cols = gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
-                # A slot holds both halves, [2, 64, BM]; offsets built from the slot (see ``_sk_mma_partition``).
-                slot = g * 2 + (t != t0).to(gl.int32)
-                gl.store(part_ptr + (slot * (128 * BM) + rows * BM)[:, None] + cols[None, :], acc_lo)
-                gl.store(part_ptr + (slot * (128 * BM) + (rows + 64) * BM)[:, None] + cols[None, :], acc_hi)
-                gl.thread_barrier()
-                done = gl.atomic_add(cnt_ptr + t, j_hi - j_lo, sem="acq_rel", scope="gpu")
-                if done + (j_hi - j_lo) == n_steps:
-                    gl.atomic_xchg(cnt_ptr + t, 0, sem="relaxed", scope="gpu")
-                    acc_lo = gl.zeros([64, BM], gl.float32, mma)
-                    acc_hi = gl.zeros([64, BM], gl.float32, mma)
-                    for h in range((t * n_steps) // iters, (t * n_steps + n_steps - 1) // iters + 1):
-                        h_slot = h * 2 + (t != (h * iters) // n_steps).to(gl.int32)
-                        acc_lo += gl.load(part_ptr + (h_slot * (128 * BM) + rows * BM)[:, None] + cols[None, :],
-                                          cache_modifier=".cg")
-                        acc_hi += gl.load(part_ptr + (h_slot * (128 * BM) + (rows + 64) * BM)[:, None]
-                                          + cols[None, :], cache_modifier=".cg")
-                    _sk_bwd_store_tile(dx_ptr, gs_ptr, acc_lo, t, 0, num_m, M, K, stride_xm, BM)
-                    _sk_bwd_store_tile(dx_ptr, gs_ptr, acc_hi, t, 1, num_m, M, K, stride_xm, BM)
-
-    @gluon.jit
     def _sk_bwd_half_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
                                stride_xm, it_begin, it_end, iters, n_steps, num_m, BM: gl.constexpr,
                                STAGES: gl.constexpr, HALF: gl.constexpr):
-        """``_sk_bwd_mma_partition`` for one consumer of two (``_bwd_half_step``: half HALF of each chunk), with its
-        own parts (slot = 2 * the CTA's slot + HALF) and counters (2 * tile + HALF)."""
+        """A consumer of the stream-K input gradient: half HALF of each chunk (``_bwd_half_step``) over this CTA's run
+        of (tile, step) pairs (``_sk_bwd_load_worker``); a whole tile is written as bf16, a part goes to
+        ``_sk_merge_part`` (as consumer HALF of two), and the consumer that completes the tile writes its sum."""
         mma: gl.constexpr = _mma_layout(BM)
-        g = gl.program_id(0)
         t0 = it_begin // n_steps
         i = 0
         for t in range(t0, (it_end - 1) // n_steps + 1):
@@ -1179,47 +1147,28 @@ if gluon is not None:
             if j_hi - j_lo == n_steps:
                 _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, M, K, stride_xm, BM)
             else:
-                rows = gl.arange(0, 64, layout=gl.SliceLayout(1, mma))
-                cols = gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
-                slot = (g * 2 + (t != t0).to(gl.int32)) * 2 + HALF
-                gl.store(part_ptr + (slot * (64 * BM) + rows * BM)[:, None] + cols[None, :], acc)
-                gl.thread_barrier()
-                done = gl.atomic_add(cnt_ptr + 2 * t + HALF, j_hi - j_lo, sem="acq_rel", scope="gpu")
-                if done + (j_hi - j_lo) == n_steps:
-                    gl.atomic_xchg(cnt_ptr + 2 * t + HALF, 0, sem="relaxed", scope="gpu")
-                    acc = gl.zeros([64, BM], gl.float32, mma)
-                    for h in range((t * n_steps) // iters, (t * n_steps + n_steps - 1) // iters + 1):
-                        h_slot = (h * 2 + (t != (h * iters) // n_steps).to(gl.int32)) * 2 + HALF
-                        acc += gl.load(part_ptr + (h_slot * (64 * BM) + rows * BM)[:, None] + cols[None, :],
-                                       cache_modifier=".cg")
+                last, acc = _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, iters, n_steps, j_hi - j_lo, 2, HALF)
+                if last:
                     _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, M, K, stride_xm, BM)
 
     @gluon.jit(do_not_specialize=["M", "iters", "total"])
     def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, n_steps, iters,
                           total, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
-                          CONSUMERS: gl.constexpr = 1, CONSUMER_REGS: gl.constexpr = 232):
-        """The input gradient as stream-K: CTA g takes (tile, step) pairs g * iters .. of ``total``."""
+                          CONSUMER_REGS: gl.constexpr = 232):
+        """The input gradient as stream-K, two consumers (one per half of the chunk): CTA g takes (tile, step) pairs
+        g * iters .. of ``total``. (One consumer with both halves was measured slower in run 12 and not kept.)"""
         it_begin = gl.program_id(0) * iters
         it_end = gl.minimum(it_begin + iters, total)
         num_m = gl.cdiv(M, BM)
-        dy_smem, w_smem, s_smem, ready, empty = _bwd_stages(dy_desc, w_desc, s_desc, BM, STAGES, CONSUMERS)
-        if CONSUMERS == 1:
-            gl.warp_specialize([
-                (_sk_bwd_mma_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M,
-                                         K, stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES)),
-                (_sk_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, it_begin,
-                                       it_end, n_steps, num_m, s_rows_per_chunk, BM, STAGES)),
-            ], [1], [40])
-        else:
-            gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
-            gl.warp_specialize([
-                (_sk_bwd_half_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr,
-                                          M, K, stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 0)),
-                (_sk_bwd_half_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr,
-                                          M, K, stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 1)),
-                (_sk_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, it_begin,
-                                       it_end, n_steps, num_m, s_rows_per_chunk, BM, STAGES)),
-            ], [4, 1], [CONSUMER_REGS, 40])
+        dy_smem, w_smem, s_smem, ready, empty = _bwd_stages(dy_desc, w_desc, s_desc, BM, STAGES, 2)
+        gl.warp_specialize([
+            (_sk_bwd_half_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
+                                      stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 0)),
+            (_sk_bwd_half_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
+                                      stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 1)),
+            (_sk_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
+                                   n_steps, num_m, s_rows_per_chunk, BM, STAGES)),
+        ], [4, 1], [CONSUMER_REGS, 40])
 
 
 # Registers per thread requested for the second consumer warpgroup (``setmaxnreg``); with three warpgroups Triton
@@ -1358,8 +1307,8 @@ def _stream_k_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     w_desc, s_desc = weight_descriptors(w, 64)
     _ensure_cuda_context(dy2.device)
     _ws_bwd_sk_kernel[(ctas,)](dy_desc, w_desc, s_desc, dx, parts, counters, w.global_scale, m, w.k, w.k, steps,
-                               iters, total, w.n // 32, BM=cfg.bm, STAGES=cfg.stages, CONSUMERS=cfg.consumers,
-                               CONSUMER_REGS=CONSUMER_REGS, num_warps=4,
+                               iters, total, w.n // 32, BM=cfg.bm, STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS,
+                               num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
@@ -1371,10 +1320,10 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     if n != w.n or not supports(m, w.n, w.k):
         raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
     if (cfg.bm not in (8, 16, 32, 64, 128, 256) or cfg.stream_k not in (0, 1, 2) or cfg.consumers not in (1, 2)
-            or (cfg.stream_k and cfg.split_n != 1) or (cfg.bm == 256 and cfg.consumers == 1)
+            or (cfg.stream_k and (cfg.split_n != 1 or cfg.consumers != 2)) or (cfg.bm == 256 and cfg.consumers == 1)
             or (cfg.consumers == 2 and (cfg.fused or cfg.bm < 64))):
         raise ValueError(f"unsupported config {cfg}: BM in (8, 16, 32, 64, 128), or 64-256 with two consumers (no "
-                         "fused sum), stream_k 0-2 without split_n")
+                         "fused sum), stream_k 0-2 with two consumers and no split_n")
     dy2 = dy2.contiguous()
     dx = kern._out(out, m, w.k, dy2)
     kc = w.k_pad // kern.CHUNK
