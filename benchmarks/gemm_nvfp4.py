@@ -40,11 +40,10 @@ MS = [1, 4, 16, 64, 128, 256, 1024, 4096]
 
 
 # ----------------------------------------------------------------------------------------------- timing
-def bench(fns: list, min_ms: float = 25.0, max_replays: int = 200) -> float:
-    """Median seconds per call: a CUDA graph replays one call per weight copy (at least 8 calls); each replay is
-    timed with events; the median replay time is divided by the calls in it."""
-    calls = fns * max(1, math.ceil(8 / len(fns)))
-    for f in calls[: len(fns)]:
+def captured_graph(calls: list, warm: list) -> tuple:
+    """(a CUDA graph of ``calls``, the wall seconds of one replay): each of ``warm`` called once eagerly first
+    (compiles and allocates outside the capture), the graph replayed once before the timed replay."""
+    for f in warm:
         f()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
@@ -56,7 +55,14 @@ def bench(fns: list, min_ms: float = 25.0, max_replays: int = 200) -> float:
     t0 = time.perf_counter()
     graph.replay()
     torch.cuda.synchronize()
-    est = time.perf_counter() - t0
+    return graph, time.perf_counter() - t0
+
+
+def bench(fns: list, min_ms: float = 25.0, max_replays: int = 200) -> float:
+    """Median seconds per call: a CUDA graph replays one call per weight copy (at least 8 calls); each replay is
+    timed with events; the median replay time is divided by the calls in it."""
+    calls = fns * max(1, math.ceil(8 / len(fns)))
+    graph, est = captured_graph(calls, fns)
     replays = int(min(max_replays, max(5, min_ms / 1e3 / max(est, 1e-6))))
     times = []
     for _ in range(replays):

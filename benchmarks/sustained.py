@@ -32,7 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES  # noqa: E402
+from gemm_nvfp4 import SHAPES, captured_graph  # noqa: E402
 
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
@@ -69,19 +69,8 @@ def _samples(path: str, t0: float, t1: float) -> dict:
 def sustained(fns: list, seconds: float) -> dict:
     """Replay a CUDA graph of ``fns`` (one call each) back to back for ``seconds``; the time per call over the second
     half, and that half's wall-clock span (for the clock samples, read once the sampler has flushed them)."""
-    for f in fns:
-        f()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for f in fns:
-            f()
-    graph.replay()
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    graph.replay()
-    torch.cuda.synchronize()
-    per_replay = max(time.perf_counter() - t, 1e-6)
+    graph, per_replay = captured_graph(fns, fns)
+    per_replay = max(per_replay, 1e-6)
     batch = max(1, math.ceil(0.05 / per_replay))  # replays between two timing events: ~50 ms
     end = time.time() + seconds
     marks = []
