@@ -1134,4 +1134,21 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --layout pairs --seconds 1.0 --out /tmp/q46k 2>&1 | grep "sustained\|samples" > "$out/sustained.txt"
     cp /tmp/q46k/sustained.json "$out/"
     ;;
+  # Run 13. 47a: the GPU tests on the last commit of run 12; then Nsight Compute on the input gradient at M = 1024
+  # (the shipped two-consumer tiles) and cuBLAS on the same shapes: which pipe bounds it (shared memory or tensor).
+  47a)
+    gpu_name_and_tests 330
+    mkdir -p /tmp/p47 && OUT=/tmp/p47 timeout 200 bash benchmarks/profile_gemm.sh 7b:o:1024:bwd:qerl 7b:o:1024:bwd:bf16 \
+      32b:gate_up:1024:bwd:qerl 2>&1 | grep -v "^ " | tail -8
+    cp /tmp/p47/details.txt /tmp/p47/sass.tar.gz "$out/"
+    ;;
+  # 47b: the input gradient's code bytes by ldmatrix.trans (two per thread and step against 32 byte loads; the
+  # accumulator's rows in a column order the store undoes): the kernels' GPU tests, then the input gradient's
+  # default dispatch, the previous commit (.device/old: b064e5c) against this code, alternating.
+  47b)
+    device_name
+    timeout 280 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py 2>&1 | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    dispatch_alternating 75 /tmp/q47b --models 7b,14b,32b --ms 1,16,256,1024 --dirs bwd
+    ;;
 esac

@@ -380,6 +380,39 @@ def test_word_ptx_dequantizes_every_code_exactly():
                 assert got == want, (trial, out, lane, code, got, want)
 
 
+def test_row_pair_ptx_dequantizes_both_columns_and_nibbles_exactly():
+    """The input gradient's PTX on an ``ldmatrix.trans`` word (rows n, n + 1 of byte columns 2j, 2j + 1), executed
+    instruction by instruction: every code in every nibble of the four bytes, each row with its own scale, gives E2M1
+    * scale * 2**-14 for the right row, column and nibble, for the low, the high and both halves."""
+    from qerl.kernels.nvfp4_gemm import _SCALES_PTX, _dequant_rows_ptx
+
+    e2m1 = nvfp4.E2M1_VALUES
+    gen = torch.Generator().manual_seed(1)
+    scale_bytes = [0x48, 0x01, 0x9F, 0x77, 0x30, 0x5A]
+    for trial in range(48):
+        # byte b of the word: (row, column) = (b // 2, b % 2); low nibble (half 0) and high nibble (half 1)
+        nib = [[int(v) for v in torch.randint(0, 16, (2,), generator=gen)] for _ in range(4)]
+        if trial < 16:
+            nib = [[trial, 15 - trial]] * 4
+        word = sum((lo | hi << 4) << (8 * b) for b, (lo, hi) in enumerate(nib))
+        sb = [scale_bytes[(trial + i) % 6] for i in range(4)]  # (half, row): half 0 rows 0 / 1, half 1 rows 0 / 1
+        pairs = [_run_ptx(_SCALES_PTX, {"$2": sb[2 * h] | sb[2 * h + 1] << 8})["$0"] for h in range(2)]
+        scale = [float(decode_e5m3(torch.tensor([v], dtype=torch.uint8))) for v in sb]
+        for halves in ((False,), (True,), (False, True)):
+            n_out = 2 * len(halves)
+            inputs = {f"${n_out}": word}
+            inputs.update({f"${n_out + 1 + i}": pairs[int(high)] for i, high in enumerate(halves)})
+            regs = _run_ptx(_dequant_rows_ptx(halves), inputs)
+            for i, high in enumerate(halves):
+                for col in range(2):
+                    for row in range(2):
+                        code = nib[2 * row + col][int(high)]
+                        want = (-1 if code & 8 else 1) * e2m1[code & 7] * scale[2 * int(high) + row] * 2.0**-14
+                        bits = (regs[f"${2 * i + col}"] >> (16 * row)) & 0xFFFF
+                        got = torch.tensor([bits], dtype=torch.int32).to(torch.int16).view(torch.bfloat16).float()
+                        assert got.item() == want, (trial, halves, high, col, row, code)
+
+
 def test_large_m_slabs_are_even_and_bounded():
     """Slabs split W into the fewest pieces under the scratch budget, of (nearly) equal height, whole chunks."""
     from types import SimpleNamespace

@@ -345,6 +345,26 @@ def _dequant_half_ptx(high: bool) -> str:
                       "and.b32 a, a, 0x81C081C0;", "fma.rn.bf16x2 $0, a, $2, nz;", "}"])
 
 
+def _dequant_rows_ptx(halves: tuple[bool, ...]) -> str:
+    """Inline PTX dequantizing a 32-bit word of two W rows' code bytes at two adjacent chunk columns (bytes: row n
+    column 2j, row n column 2j + 1, row n + 1 column 2j, row n + 1 column 2j + 1: what ``ldmatrix.trans`` hands a
+    thread from the code bytes seen as 16-bit pairs), for the input gradient, whose wgmma operand pairs rows.
+
+    ``halves``: the nibbles wanted, (False,) the low ones, (True,) the high ones, (False, True) both. Outputs first,
+    per half the bf16 pairs (rows n, n + 1) of columns 2j and 2j + 1; then the word; then one bf16 pair of ``scale *
+    2**112`` (rows n, n + 1) per half (a scale group covers both columns). Decoding as ``_dequant_ptx``: one prmt
+    per column spreads the rows' bytes into the two 16-bit lanes, then 4 instructions per half and column."""
+    n_out = 2 * len(halves)
+    word = f"${n_out}"
+    body = ["prmt.b32 t0, " + word + ", 0, 0x4240;", "prmt.b32 t1, " + word + ", 0, 0x4341;"]
+    for h, high in enumerate(halves):
+        mask, copies = ("0x00F000F0", "0x104") if high else ("0x000F000F", "0x1040")
+        for col in range(2):
+            body += [f"and.b32 a, t{col}, {mask};", f"mul.lo.u32 a, a, {copies};", "and.b32 a, a, 0x81C081C0;",
+                     f"fma.rn.bf16x2 ${2 * h + col}, a, ${n_out + 1 + h}, nz;"]
+    return "\n".join(["{", ".reg .b32 t0, t1, a, nz;", "mov.b32 nz, 0x80008000;", *body, "}"])
+
+
 def _word_dequant_ptx() -> str:
     """Inline PTX dequantizing one code word of the "words" layout (8 weights, ``WORD_BITS``) in 12 instructions,
     against 18 for the 4 code bytes of the "pairs" layout (``_dequant_ptx(4)``).

@@ -520,8 +520,9 @@ def pick_grad_input(dy2: torch.Tensor, n: int, k: int, k_pad: int) -> WsBwdConfi
 if gluon is not None:
 
     _DQ_PAIR_ASM = gl.constexpr(kern._dequant_ptx(2))
-    _DQ_LOW_ASM = gl.constexpr(kern._dequant_half_ptx(False))
-    _DQ_HIGH_ASM = gl.constexpr(kern._dequant_half_ptx(True))
+    _DQ_ROWS_LOW_ASM = gl.constexpr(kern._dequant_rows_ptx((False,)))
+    _DQ_ROWS_HIGH_ASM = gl.constexpr(kern._dequant_rows_ptx((True,)))
+    _DQ_ROWS_BOTH_ASM = gl.constexpr(kern._dequant_rows_ptx((False, True)))
     _DQ_WORD_ASM = gl.constexpr(kern._word_dequant_ptx())
 
     @gluon.constexpr_function
@@ -916,16 +917,6 @@ if gluon is not None:
             ], [4, 1], [CONSUMER_REGS, 40])
 
     # ------------------------------------------------------------------------------------------ input gradient
-    @gluon.constexpr_function
-    def _codes_layout_bwd():
-        """The A-operand register layout of a [64, 64] bf16 tile (rows: 64 elements of K, the code bytes' column;
-        columns: 64 rows of W, the reduction) written for the tile seen as [4, 16, 64] (scale group of the K column,
-        element of the group, row of W). Pairs run along W's rows, so a thread's two code bytes come from rows n and
-        n + 1 of one column: one 16-bit operand of the same inline PTX, whose two scale lanes now differ."""
-        return gl.DistributedLinearLayout(reg_bases=[[0, 0, 1], [0, 8, 0], [0, 0, 8], [0, 0, 16], [0, 0, 32]],
-                                          lane_bases=[[0, 0, 2], [0, 0, 4], [0, 1, 0], [0, 2, 0], [0, 4, 0]],
-                                          warp_bases=[[1, 0, 0], [2, 0, 0]], block_bases=[], shape=[4, 16, 64])
-
     @gluon.jit
     def _bwd_load_worker(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, off_m, c, n_begin, n_steps,
                          s_rows_per_chunk, STAGES: gl.constexpr):
@@ -942,34 +933,68 @@ if gluon is not None:
             tma.async_copy_global_to_shared(w_desc, [n0, c * 64], bar, w_smem.index(s))
             tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + n0 // 32, 0], bar, s_smem.index(s))
 
+    @gluon.constexpr_function
+    def _codes_layout_bwd():
+        """The code bytes of a step (64 rows of W by the chunk's 64 byte columns) seen as 16-bit pairs [64 rows, 4
+        scale groups, 8 pairs of columns], as ``ldmatrix.trans`` loads them (two per thread and step): a thread's
+        register holds one pair of columns (2j, 2j + 1) of rows n and n + 1, the rows as in wgmma's A operand (n = 2q,
+        + 8, + 16, + 32 for lane q of 4; 8 registers), the column pair j by lane (8), the group by warp."""
+        return gl.DistributedLinearLayout(reg_bases=[[1, 0, 0], [8, 0, 0], [16, 0, 0], [32, 0, 0]],
+                                          lane_bases=[[2, 0, 0], [4, 0, 0], [0, 0, 1], [0, 0, 2], [0, 0, 4]],
+                                          warp_bases=[[0, 1, 0], [0, 2, 0]], block_bases=[], shape=[64, 4, 8])
+
+    @gluon.jit
+    def _bwd_codes(w_smem, s):
+        """Stage s's code bytes [64 rows of W, 64 columns of the chunk] in ``_codes_layout_bwd`` (``ldmatrix.trans``
+        on the bytes seen as 16-bit pairs; the 64-byte swizzle keeps each pair's 16-byte row whole)."""
+        l2: gl.constexpr = gl.DistributedLinearLayout(
+            reg_bases=[[1, 0], [8, 0], [16, 0], [32, 0]], lane_bases=[[2, 0], [4, 0], [0, 1], [0, 2], [0, 4]],
+            warp_bases=[[0, 8], [0, 16]], block_bases=[], shape=[64, 32])
+        pairs: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16, rank=2)
+        codes = w_smem.index(s)._reinterpret(gl.uint16, [64, 32], pairs).load(l2)
+        return gl.convert_layout(gl.reshape(codes, [64, 4, 8]), _codes_layout_bwd(), assert_trivial=True)
+
+    @gluon.jit
+    def _bwd_scales(s_smem, s, half: gl.constexpr, like):
+        """Stage s's scales of the chunk's half ``half`` (groups 4 * half ..) as bf16 ``scale * 2**112``, one per row
+        of W and group, broadcast to ``like`` (the codes) so that rows n, n + 1 pair up as the PTX wants."""
+        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+        sc = s_smem.index(s)._reinterpret(gl.uint8, [64, 8], plain).slice(4 * half, 4, dim=1)  # [64 rows, 4 groups]
+        p = _scale_bits(sc.load(gl.SliceLayout(2, _codes_layout_bwd())))
+        return gl.broadcast(gl.expand_dims(p, 2), like)[0]
+
+    @gluon.jit
+    def _bwd_operand(w_even, w_odd, a_layout: gl.constexpr):
+        """wgmma's A operand [64, 64] from the dequantized columns 2j (``w_even``) and 2j + 1 of a half: accumulator
+        row 16g + 8b + j takes column 16g + 2j + b (``_bwd_rows_to_k``), which is where a thread's two columns sit in
+        the operand's layout (rows j and j + 8), so no data moves."""
+        w = gl.join(w_even, w_odd)  # [64 rows of W, 4 groups, 8 column pairs, 2]
+        w = gl.reshape(gl.permute(w, (1, 3, 2, 0)), [64, 64])
+        return gl.convert_layout(w, a_layout, assert_trivial=True)
+
+    @gluon.jit
+    def _bwd_rows_to_k(layout: gl.constexpr):
+        """The chunk column (0-63 within a half) of each accumulator row of the input gradient: row 16g + 8b + j holds
+        column 16g + 2j + b (``_bwd_operand``), as a [64] tensor in ``layout``."""
+        r = gl.arange(0, 64, layout=layout)
+        return (r // 16) * 16 + (r % 8) * 2 + (r // 8) % 2
+
     @gluon.jit
     def _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES: gl.constexpr):
         """Step i of the input gradient: wait for its stage, dequantize its 64 rows of W (pairs along N) into wgmma's
         register operand, add W^T @ dY^T to both accumulators (the code bytes' low and high nibbles), wait for the
         wgmmas and release the stage."""
-        mma: gl.constexpr = acc_lo.type.layout
-        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-        l3: gl.constexpr = _codes_layout_bwd()
-        s_layout: gl.constexpr = gl.SliceLayout(1, l3)
-        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_lo.type.layout, k_width=2)
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        codes = w_smem.index(s).permute((1, 0)).load(a_layout)  # [64 bytes of the chunk, 64 rows of W]
-        codes = gl.convert_layout(gl.reshape(codes, [4, 16, 64]), l3, assert_trivial=True)
-        sc = s_smem.index(s)._reinterpret(gl.uint8, [64, 8], plain).permute((1, 0))  # [8 groups, 64 rows]
-        p_lo = _scale_bits(sc.slice(0, 4, dim=0).load(s_layout))
-        p_hi = _scale_bits(sc.slice(4, 4, dim=0).load(s_layout))
-        p_lo = gl.broadcast(gl.expand_dims(p_lo, 1), codes)[0]
-        p_hi = gl.broadcast(gl.expand_dims(p_hi, 1), codes)[0]
-        w_lo, w_hi = gl.inline_asm_elementwise(
-            _DQ_PAIR_ASM, "=r,=r,h,r,r", [codes, p_lo, p_hi],
-            dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=2,
-        )
-        w_lo = gl.convert_layout(gl.reshape(w_lo, [64, 64]), a_layout, assert_trivial=True)
-        w_hi = gl.convert_layout(gl.reshape(w_hi, [64, 64]), a_layout, assert_trivial=True)
+        codes = _bwd_codes(w_smem, s)
+        lo_even, lo_odd, hi_even, hi_odd = gl.inline_asm_elementwise(
+            _DQ_ROWS_BOTH_ASM, "=r,=r,=r,=r,r,r,r",
+            [codes, _bwd_scales(s_smem, s, 0, codes), _bwd_scales(s_smem, s, 1, codes)],
+            dtype=(gl.bfloat16, gl.bfloat16, gl.bfloat16, gl.bfloat16), is_pure=True, pack=2)
         dy_t = dy_smem.index(s).permute((1, 0))  # [64 rows of W, BM]
-        acc_lo = warpgroup_mma(w_lo, dy_t, acc_lo, is_async=True)
-        acc_hi = warpgroup_mma(w_hi, dy_t, acc_hi, is_async=True)
+        acc_lo = warpgroup_mma(_bwd_operand(lo_even, lo_odd, a_layout), dy_t, acc_lo, is_async=True)
+        acc_hi = warpgroup_mma(_bwd_operand(hi_even, hi_odd, a_layout), dy_t, acc_hi, is_async=True)
         acc_lo, acc_hi = warpgroup_mma_wait(num_outstanding=0, deps=(acc_lo, acc_hi))
         mbarrier.arrive(empty.index(s))
         return acc_lo, acc_hi
@@ -989,7 +1014,7 @@ if gluon is not None:
             acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES)
 
         inv = 16384.0 / gl.load(gs_ptr)
-        offs_k = c * 128 + gl.arange(0, 64, layout=gl.SliceLayout(1, mma))
+        offs_k = c * 128 + _bwd_rows_to_k(gl.SliceLayout(1, mma))
         offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
         base = dx_ptr + pid_s.to(gl.int64) * stride_xsplit + offs_m[None, :].to(gl.int64) * stride_xm
         mask_m = (offs_m < M)[None, :]
@@ -1019,25 +1044,16 @@ if gluon is not None:
     @gluon.jit
     def _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES: gl.constexpr, HALF: gl.constexpr):
         """``_bwd_step`` for one half of the chunk (HALF 0: the code bytes' low nibbles, 1: the high ones), dequantized
-        alone (``_dequant_half_ptx``) into one accumulator; the stage is released once per consumer."""
-        mma: gl.constexpr = acc.type.layout
-        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-        l3: gl.constexpr = _codes_layout_bwd()
-        s_layout: gl.constexpr = gl.SliceLayout(1, l3)
-        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+        alone into one accumulator; the stage is released once per consumer."""
+        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc.type.layout, k_width=2)
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        codes = w_smem.index(s).permute((1, 0)).load(a_layout)
-        codes = gl.convert_layout(gl.reshape(codes, [4, 16, 64]), l3, assert_trivial=True)
-        sc = s_smem.index(s)._reinterpret(gl.uint8, [64, 8], plain).permute((1, 0))
-        p = _scale_bits(sc.slice(4 * HALF, 4, dim=0).load(s_layout))
-        p = gl.broadcast(gl.expand_dims(p, 1), codes)[0]
-        if HALF == 0:
-            w = gl.inline_asm_elementwise(_DQ_LOW_ASM, "=r,h,r", [codes, p], dtype=gl.bfloat16, is_pure=True, pack=2)
-        else:
-            w = gl.inline_asm_elementwise(_DQ_HIGH_ASM, "=r,h,r", [codes, p], dtype=gl.bfloat16, is_pure=True, pack=2)
-        w = gl.convert_layout(gl.reshape(w, [64, 64]), a_layout, assert_trivial=True)
-        acc = warpgroup_mma(w, dy_smem.index(s).permute((1, 0)), acc, is_async=True)
+        codes = _bwd_codes(w_smem, s)
+        w_even, w_odd = gl.inline_asm_elementwise(
+            _DQ_ROWS_HIGH_ASM if HALF else _DQ_ROWS_LOW_ASM, "=r,=r,r,r", [codes, _bwd_scales(s_smem, s, HALF, codes)],
+            dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=2)
+        acc = warpgroup_mma(_bwd_operand(w_even, w_odd, a_layout), dy_smem.index(s).permute((1, 0)), acc,
+                            is_async=True)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(empty.index(s))
         return acc
@@ -1053,7 +1069,7 @@ if gluon is not None:
         acc = gl.zeros([64, BM], gl.float32, mma)
         for i in range(n_steps):
             acc = _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES, HALF)
-        kk = c * 128 + 64 * HALF + gl.arange(0, 64, layout=gl.SliceLayout(1, mma))
+        kk = c * 128 + 64 * HALF + _bwd_rows_to_k(gl.SliceLayout(1, mma))
         offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
         ptrs = (dx_ptr + pid_s.to(gl.int64) * stride_xsplit + offs_m[None, :].to(gl.int64) * stride_xm
                 + kk[:, None])
@@ -1121,7 +1137,7 @@ if gluon is not None:
         """One half (the code bytes' low or high nibbles: 64 columns of K) of tile t's dX^T into dX as bf16, the
         pointers made at the store (as ``_sk_store_tile``)."""
         mma: gl.constexpr = acc.type.layout
-        kk = (t // num_m) * 128 + 64 * half + gl.arange(0, 64, layout=gl.SliceLayout(1, mma))
+        kk = (t // num_m) * 128 + 64 * half + _bwd_rows_to_k(gl.SliceLayout(1, mma))
         offs_m = (t % num_m) * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
         mask = (offs_m < M)[None, :] & (kk < K)[:, None]
         ptrs = dx_ptr + offs_m[None, :].to(gl.int64) * stride_xm + kk[:, None]
