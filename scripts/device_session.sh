@@ -1151,4 +1151,21 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | tee "$out/gpu_tests.txt"
     dispatch_alternating 75 /tmp/q47b --models 7b,14b,32b --ms 1,16,256,1024 --dirs bwd
     ;;
+  # 47c: the input gradient's scale bytes rearranged by a scale warp (one 16-byte load per consumer thread and half
+  # against 16 byte loads): the kernels' GPU tests, then the input gradient's default dispatch, the ldmatrix commit
+  # (.device/old: 8b60a3e) against this code, alternating.
+  47c)
+    device_name
+    timeout 280 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py 2>&1 | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    dispatch_alternating 75 /tmp/q47c --models 7b,14b,32b --ms 1,16,256,1024 --dirs bwd
+    ;;
+  # 47d: the input gradient's search (stream-K and two-consumer tiles included) on this code at M = 256-2048, for
+  # TUNED_BWD.
+  47d)
+    device_name
+    timeout 520 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 256,512,1024,2048 --dirs bwd --stream-k \
+      --bwd-two-consumers --out /tmp/q47d 2>&1 | tee "$out/log.txt" | tail -5
+    cp /tmp/q47d/gemm_ws.json "$out/"
+    ;;
 esac

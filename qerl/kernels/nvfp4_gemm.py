@@ -385,6 +385,21 @@ def _word_dequant_ptx() -> str:
         "fma.rn.bf16x2 $2, c, $7, nz;", "fma.rn.bf16x2 $3, d, $8, nz;", "}"])
 
 
+# A 4 x 4 byte transpose: $4..$7 words (4 bytes each) -> $0..$3, byte j of word i to byte i of word j (8 prmt).
+_TRANSPOSE_4X4_PTX = """
+{
+.reg .b32 t, th, u, uh;
+prmt.b32 t, $4, $5, 0x5140;
+prmt.b32 th, $4, $5, 0x7362;
+prmt.b32 u, $6, $7, 0x5140;
+prmt.b32 uh, $6, $7, 0x7362;
+prmt.b32 $0, t, u, 0x5410;
+prmt.b32 $1, t, u, 0x7632;
+prmt.b32 $2, th, uh, 0x5410;
+prmt.b32 $3, th, uh, 0x7632;
+}
+"""
+
 # 4 E5M3 scale bytes -> their bf16 ``scale * 2**112`` (as ``_scale_x2pow112``), two per instruction: a byte pair
 # spread into the two 16-bit lanes, then one multiply-add (u * 16 + 0x7300 per lane; at most 0x82F0, no carry).
 _SCALES_PTX = """

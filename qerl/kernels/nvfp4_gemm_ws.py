@@ -570,6 +570,7 @@ if gluon is not None:
         return gl.reshape(gl.permute(v, (0, 1, 3, 2, 4)), [RB, 64])
 
     _SCALES_ASM = gl.constexpr(kern._SCALES_PTX)
+    _TRANSPOSE_ASM = gl.constexpr(kern._TRANSPOSE_4X4_PTX)
 
     @gluon.jit
     def _scale_bits_pairs(u):
@@ -619,16 +620,22 @@ if gluon is not None:
 
     @gluon.jit
     def _bwd_stages(dy_desc, w_desc, s_desc, BM: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
-        """The input gradient's ring of stages (dY's box, 64 rows of W's code and scale bytes) and its barriers."""
+        """The input gradient's ring of stages and its barriers: dY's box and 64 rows of W's code bytes (TMA), their
+        scale bytes as copied (``s_raw``, completing ``s_ready``) and as ``_bwd_scale_worker`` rearranges them for
+        the consumers (``s_t``). ``ready`` completes on two arrivals: the copies' bytes and the rearranged scales."""
+        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])  # per stage [8, 4, 16]
         dy_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BM, 64], dy_desc.layout)
         w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 64, 64], w_desc.layout)
-        s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 2, 256], s_desc.layout)
+        s_raw = gl.allocate_shared_memory(gl.uint8, [STAGES, 2, 256], s_desc.layout)
+        s_t = gl.allocate_shared_memory(gl.uint8, [STAGES, 8, 4, 16], plain)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        s_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         for s in gl.static_range(STAGES):
-            mbarrier.init(ready.index(s), count=1)
+            mbarrier.init(ready.index(s), count=2)
             mbarrier.init(empty.index(s), count=CONSUMERS)
-        return dy_smem, w_smem, s_smem, ready, empty
+            mbarrier.init(s_ready.index(s), count=1)
+        return dy_smem, w_smem, s_raw, s_t, ready, empty, s_ready
 
     @gluon.jit
     def _load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0, n_chunks,
@@ -918,20 +925,56 @@ if gluon is not None:
 
     # ------------------------------------------------------------------------------------------ input gradient
     @gluon.jit
-    def _bwd_load_worker(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, off_m, c, n_begin, n_steps,
-                         s_rows_per_chunk, STAGES: gl.constexpr):
-        """The producer warp of the input gradient: per step of 64 rows of W, dY's [BM, 64] box, the chunk's code
-        bytes of those rows [64, 64] and their scale bytes [64, 8]."""
-        nbytes: gl.constexpr = dy_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
+    def _bwd_load_worker(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, off_m, c, n_begin,
+                         n_steps, s_rows_per_chunk, STAGES: gl.constexpr):
+        """The producer warp of the input gradient: per step of 64 rows of W, dY's [BM, 64] box and the chunk's code
+        bytes of those rows [64, 64] (completing ``ready``), and their scale bytes [64, 8] (``s_ready``)."""
         for i in range(n_steps):
+            _bwd_copy_step(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, i, off_m,
+                           n_begin + i * 64, c * 64, c * s_rows_per_chunk + (n_begin + i * 64) // 32, STAGES)
+
+    @gluon.jit
+    def _bwd_copy_step(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, i, off_m, n0, col,
+                       s_row, STAGES: gl.constexpr):
+        """The copies of step i (stage i % STAGES) once its consumers have released the stage."""
+        s = i % STAGES
+        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
+        bar = ready.index(s)
+        mbarrier.expect(bar, dy_desc.block_type.nbytes + w_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(dy_desc, [off_m, n0], bar, dy_smem.index(s))
+        tma.async_copy_global_to_shared(w_desc, [n0, col], bar, w_smem.index(s))
+        mbarrier.expect(s_ready.index(s), s_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(s_desc, [s_row, 0], s_ready.index(s), s_raw.index(s))
+
+    @gluon.jit
+    def _bwd_scale_worker(s_raw, s_t, ready, s_ready, n_iters, STAGES: gl.constexpr):
+        """The scale warp of the input gradient: each stage's scale bytes [64 rows of W, 8 groups] rearranged so that
+        a consumer thread's 16 (one group, the 16 rows of W its operand holds: 2q + {0, 1, 8, 9} + {0, 16, 32, 48}
+        for lane q of 4) are one 16-byte load: ``s_t`` = [group, q, 16 bytes], byte b0 + 2 b3 + 4 b4 + 8 b5 holding
+        row 2q + b0 + 8 b3 + 16 b4 + 32 b5. Each thread reads 4 rows x 4 groups as 4 words, transposes them (8 prmt)
+        and writes 4 words; then the warp's arrival completes the stage's ``ready`` with the copies'."""
+        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+        plain3: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])
+        # [64 rows, 2 words of 4 groups]: registers rows +1, +8; lanes rows +2, +4, +16, +32, then the word.
+        rows: gl.constexpr = gl.DistributedLinearLayout(reg_bases=[[1, 0], [8, 0]],
+                                                        lane_bases=[[2, 0], [4, 0], [16, 0], [32, 0], [0, 1]],
+                                                        warp_bases=[], block_bases=[], shape=[64, 2])
+        for i in range(n_iters):
             s = i % STAGES
-            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
-            bar = ready.index(s)
-            mbarrier.expect(bar, nbytes)
-            n0 = n_begin + i * 64
-            tma.async_copy_global_to_shared(dy_desc, [off_m, n0], bar, dy_smem.index(s))
-            tma.async_copy_global_to_shared(w_desc, [n0, c * 64], bar, w_smem.index(s))
-            tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + n0 // 32, 0], bar, s_smem.index(s))
+            mbarrier.wait(s_ready.index(s), (i // STAGES) & 1)
+            v = s_raw.index(s)._reinterpret(gl.uint32, [64, 2], plain).load(rows)
+            v = gl.permute(gl.reshape(v, [2, 2, 2, 4, 2, 2]), (0, 1, 3, 5, 2, 4))  # b5 b4 q word | b3 b0
+            v0, v1 = gl.split(v)  # b0
+            r00, r10 = gl.split(v0)  # b3
+            r01, r11 = gl.split(v1)
+            o0, o1, o2, o3 = gl.inline_asm_elementwise(
+                _TRANSPOSE_ASM, "=r,=r,=r,=r,r,r,r,r", [r00, r01, r10, r11],
+                dtype=(gl.uint32, gl.uint32, gl.uint32, gl.uint32), is_pure=True, pack=1)
+            t = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [b5, b4, q, word, i0, i1]: group 4 word + 2 i1 + i0
+            t = gl.reshape(gl.permute(t, (3, 5, 4, 2, 0, 1)), [8, 4, 4])  # [group, q, b4 + 2 b5]
+            s_t.index(s)._reinterpret(gl.uint32, [8, 4, 4], plain3).store(t)
+            gl.thread_barrier()  # every lane's words written before the (one-thread) arrival
+            mbarrier.arrive(ready.index(s))
 
     @gluon.constexpr_function
     def _codes_layout_bwd():
@@ -955,12 +998,20 @@ if gluon is not None:
         return gl.convert_layout(gl.reshape(codes, [64, 4, 8]), _codes_layout_bwd(), assert_trivial=True)
 
     @gluon.jit
-    def _bwd_scales(s_smem, s, half: gl.constexpr, like):
-        """Stage s's scales of the chunk's half ``half`` (groups 4 * half ..) as bf16 ``scale * 2**112``, one per row
-        of W and group, broadcast to ``like`` (the codes) so that rows n, n + 1 pair up as the PTX wants."""
-        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
-        sc = s_smem.index(s)._reinterpret(gl.uint8, [64, 8], plain).slice(4 * half, 4, dim=1)  # [64 rows, 4 groups]
-        p = _scale_bits(sc.load(gl.SliceLayout(2, _codes_layout_bwd())))
+    def _bwd_scales(s_t, s, half: gl.constexpr, like):
+        """Stage s's scales of the chunk's half ``half`` (groups 4 * half ..) as bf16 pairs of ``scale * 2**112``
+        (rows n, n + 1), broadcast to ``like`` (the codes): one 16-byte load per thread from the scale warp's
+        arrangement (``_bwd_scale_worker``), two conversions per instruction."""
+        # [4 groups, 4 q, 16 bytes]: registers the 16 bytes, lanes q (the rest of the lanes share them), warps group.
+        l_s: gl.constexpr = gl.DistributedLinearLayout(
+            reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8]],
+            lane_bases=[[0, 1, 0], [0, 2, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]],
+            warp_bases=[[1, 0, 0], [2, 0, 0]], block_bases=[], shape=[4, 4, 16])
+        u = s_t.index(s).slice(4 * half, 4, dim=0).load(l_s)
+        u = gl.reshape(u, [4, 2, 2, 2, 2, 2, 2])  # group, q = (b2, b1), byte = (b5, b4, b3, b0)
+        u = gl.reshape(gl.permute(u, (3, 4, 5, 1, 2, 6, 0)), [64, 4])  # row 2q + b0 + 8 b3 + 16 b4 + 32 b5, group
+        u = gl.convert_layout(u, gl.SliceLayout(2, _codes_layout_bwd()), assert_trivial=True)
+        p = _scale_bits_pairs(u)
         return gl.broadcast(gl.expand_dims(p, 2), like)[0]
 
     @gluon.jit
@@ -1090,46 +1141,43 @@ if gluon is not None:
         off_m = (pid % num_m) * BM
         c = pid // num_m  # the chunk of K (128 columns of dX) this program writes
         n_begin = pid_s * n_steps * 64
-        dy_smem, w_smem, s_smem, ready, empty = _bwd_stages(dy_desc, w_desc, s_desc, BM, STAGES, CONSUMERS)
+        dy_smem, w_smem, s_raw, s_t, ready, empty, s_ready = _bwd_stages(dy_desc, w_desc, s_desc, BM, STAGES,
+                                                                         CONSUMERS)
         if CONSUMERS == 1:
             gl.warp_specialize([
-                (_bwd_mma_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K,
+                (_bwd_mma_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K,
                                       stride_xm, stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32,
                                       FUSED)),
-                (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, off_m, c,
+                (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, off_m, c,
                                     n_begin, n_steps, s_rows_per_chunk, STAGES)),
-            ], [1], [40])
+                (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, n_steps, STAGES)),
+            ], [1, 1], [40, 40])
         else:
             gl.static_assert(CONSUMERS == 2 and not FUSED, "two consumers: one per half of the chunk, no fused sum")
             gl.warp_specialize([
-                (_bwd_half_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
+                (_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
                                        stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 0)),
-                (_bwd_half_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
+                (_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
                                        stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 1)),
-                (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, off_m, c,
+                (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, off_m, c,
                                     n_begin, n_steps, s_rows_per_chunk, STAGES)),
-            ], [4, 1], [CONSUMER_REGS, 40])
+                (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, n_steps, STAGES)),
+            ], [4, 1, 1], [CONSUMER_REGS, 40, 40])
 
 
     # ------------------------------------------------------------------------------ stream-K input gradient
     @gluon.jit
-    def _sk_bwd_load_worker(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, it_begin, it_end, n_steps,
-                            num_m, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr):
+    def _sk_bwd_load_worker(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, it_begin, it_end,
+                            n_steps, num_m, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr):
         """``_bwd_load_worker`` over this CTA's run of (tile, step) pairs: tile t = (M tile t % num_m, chunk t //
         num_m), step = 64 rows of W; one ring of stages throughout."""
-        nbytes: gl.constexpr = dy_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
         i = 0
         for t in range(it_begin // n_steps, (it_end - 1) // n_steps + 1):
             off_m = (t % num_m) * BM
             c = t // num_m
             for j in range(gl.maximum(it_begin - t * n_steps, 0), gl.minimum(it_end - t * n_steps, n_steps)):
-                s = i % STAGES
-                mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
-                bar = ready.index(s)
-                mbarrier.expect(bar, nbytes)
-                tma.async_copy_global_to_shared(dy_desc, [off_m, j * 64], bar, dy_smem.index(s))
-                tma.async_copy_global_to_shared(w_desc, [j * 64, c * 64], bar, w_smem.index(s))
-                tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + j * 2, 0], bar, s_smem.index(s))
+                _bwd_copy_step(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, i, off_m,
+                               j * 64, c * 64, c * s_rows_per_chunk + j * 2, STAGES)
                 i += 1
 
     @gluon.jit
@@ -1176,15 +1224,16 @@ if gluon is not None:
         it_begin = gl.program_id(0) * iters
         it_end = gl.minimum(it_begin + iters, total)
         num_m = gl.cdiv(M, BM)
-        dy_smem, w_smem, s_smem, ready, empty = _bwd_stages(dy_desc, w_desc, s_desc, BM, STAGES, 2)
+        dy_smem, w_smem, s_raw, s_t, ready, empty, s_ready = _bwd_stages(dy_desc, w_desc, s_desc, BM, STAGES, 2)
         gl.warp_specialize([
-            (_sk_bwd_half_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
+            (_sk_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
                                       stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 0)),
-            (_sk_bwd_half_partition, (dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
+            (_sk_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
                                       stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 1)),
-            (_sk_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
-                                   n_steps, num_m, s_rows_per_chunk, BM, STAGES)),
-        ], [4, 1], [CONSUMER_REGS, 40])
+            (_sk_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, it_begin,
+                                   it_end, n_steps, num_m, s_rows_per_chunk, BM, STAGES)),
+            (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, it_end - it_begin, STAGES)),
+        ], [4, 1, 1], [CONSUMER_REGS, 40, 40])
 
 
 # Registers per thread requested for the second consumer warpgroup (``setmaxnreg``); with three warpgroups Triton
