@@ -61,6 +61,10 @@ def test_shipped_input_gradient_configs_compile_for_hopper_without_serialized_wg
         if cfg.maxnreg is not None:
             assert r["registers"] <= cfg.maxnreg, (cfg, r)
         assert r["wgmma_waits"] == [0], (cfg, r)  # each step's wgmmas retire before its stage is released
+        # The code bytes by two ldmatrix.trans per step; a thread's scales of a half by one 16-byte load from the
+        # scale warp's arrangement (byte loads before: 32 code bytes and 16 scales per half).
+        loop = r["mma_loop_opcodes"]
+        assert loop.get("LDSM") == 2 and loop.get("LDS") == (1 if cfg.consumers == 2 else 2), (cfg, loop)
     assert len(seen) >= 3
     assert any(c.consumers == 2 for c, _ in seen) and any(c.stream_k for c, _ in seen)
 

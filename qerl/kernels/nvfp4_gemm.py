@@ -335,16 +335,6 @@ def _dequant_ptx(code_bytes: int) -> str:
     return "\n".join(["{", f".reg .b32 {regs}, a, nz;", "mov.b32 nz, 0x80008000;", *spread, *body, "}"])
 
 
-def _dequant_half_ptx(high: bool) -> str:
-    """``_dequant_ptx(2)`` for one nibble of each of the two code bytes only (the low ones, or with ``high`` the high
-    ones): $0 the bf16 pair, $1 the 16-bit code operand, $2 the scales' bf16 pair. 6 instructions per 2 weights: for
-    a consumer that multiplies one half of a chunk (the input gradient's two-consumer tiles)."""
-    mask, copies = ("0x00F000F0", "0x104") if high else ("0x000F000F", "0x1040")
-    return "\n".join(["{", ".reg .b32 t, a, nz;", "mov.b32 nz, 0x80008000;", "cvt.u32.u16 t, $1;",
-                      "prmt.b32 t, t, 0, 0x4140;", f"and.b32 a, t, {mask};", f"mul.lo.u32 a, a, {copies};",
-                      "and.b32 a, a, 0x81C081C0;", "fma.rn.bf16x2 $0, a, $2, nz;", "}"])
-
-
 def _dequant_rows_ptx(halves: tuple[bool, ...]) -> str:
     """Inline PTX dequantizing a 32-bit word of two W rows' code bytes at two adjacent chunk columns (bytes: row n
     column 2j, row n column 2j + 1, row n + 1 column 2j, row n + 1 column 2j + 1: what ``ldmatrix.trans`` hands a

@@ -16,8 +16,11 @@ operand B. Per stage the loader copies those two X boxes, the chunk's code bytes
 dimension within TMA's 256 elements: N must be a multiple of 32).
 
 Input gradient (``_ws_bwd_kernel``): dX^T for one chunk (128 columns of K) = W^T [128, N] @ dY^T, over N in steps of
-64 rows of W, two accumulators (the code bytes' low and high nibbles). The operand wants pairs along N, so each
-thread's 16-bit code operand is the bytes of rows n and n + 1 of one column, loaded from shared memory as such.
+64 rows of W, two accumulators (the code bytes' low and high nibbles). The operand wants pairs along N (rows n and n
++ 1 of W in one register), the transpose of the stored bytes: ``ldmatrix.trans`` on the code bytes seen as 16-bit
+pairs hands each thread rows n and n + 1 of two adjacent columns in one word (two loads per thread and step), and the
+accumulator's rows take the chunk's columns in the order that puts them where the operand wants them (the stores
+undo it). A scale warp rearranges each stage's scale bytes so that a consumer thread's 16 are one load.
 
 Dequantization is the same exact ``e2m1 * scale * 2**-14`` (inline PTX on code-byte pairs, ``_dequant_ptx(2)``) as
 the Triton kernels; the codes are loaded from shared memory straight in the operand's register layout and the scales
@@ -1115,7 +1118,7 @@ if gluon is not None:
                             HALF: gl.constexpr):
         """A consumer of the two-consumer input gradient (``WsBwdConfig.consumers``): the chunk's half HALF (0: the
         code bytes' low nibbles, columns c * 128 .. + 64 of dX; 1: the high ones) over every step, dequantizing only
-        that nibble (``_dequant_half_ptx``) into one accumulator [64, BM]."""
+        that nibble (``nvfp4_gemm._dequant_rows_ptx``) into one accumulator [64, BM]."""
         mma: gl.constexpr = _mma_layout(BM)
         acc = gl.zeros([64, BM], gl.float32, mma)
         for i in range(n_steps):
