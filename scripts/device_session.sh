@@ -1168,4 +1168,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --bwd-two-consumers --out /tmp/q47d 2>&1 | tee "$out/log.txt" | tail -5
     cp /tmp/q47d/gemm_ws.json "$out/"
     ;;
+  # 47e: the two-consumer input gradient's step in two 32-row halves, the second dequantized under the first's wgmma:
+  # its GPU tests, then the input gradient's default dispatch, the previous commit (.device/old: c7ee1ec) against this
+  # code, alternating.
+  47e)
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "input_gradient or stream" \
+      2>&1 | tail -3 | tee "$out/gpu_tests.txt"
+    dispatch_alternating 70 /tmp/q47e --models 7b,14b,32b --ms 256,512,1024 --dirs bwd
+    ;;
 esac

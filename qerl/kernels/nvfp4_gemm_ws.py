@@ -980,40 +980,47 @@ if gluon is not None:
             mbarrier.arrive(ready.index(s))
 
     @gluon.constexpr_function
-    def _codes_layout_bwd():
+    def _codes_layout_bwd(ROWS=64):
         """The code bytes of a step (64 rows of W by the chunk's 64 byte columns) seen as 16-bit pairs [64 rows, 4
         scale groups, 8 pairs of columns], as ``ldmatrix.trans`` loads them (two per thread and step): a thread's
         register holds one pair of columns (2j, 2j + 1) of rows n and n + 1, the rows as in wgmma's A operand (n = 2q,
         + 8, + 16, + 32 for lane q of 4; 8 registers), the column pair j by lane (8), the group by warp."""
-        return gl.DistributedLinearLayout(reg_bases=[[1, 0, 0], [8, 0, 0], [16, 0, 0], [32, 0, 0]],
+        reg = [[1, 0, 0], [8, 0, 0], [16, 0, 0]] + ([[32, 0, 0]] if ROWS == 64 else [])
+        return gl.DistributedLinearLayout(reg_bases=reg,
                                           lane_bases=[[2, 0, 0], [4, 0, 0], [0, 0, 1], [0, 0, 2], [0, 0, 4]],
-                                          warp_bases=[[0, 1, 0], [0, 2, 0]], block_bases=[], shape=[64, 4, 8])
+                                          warp_bases=[[0, 1, 0], [0, 2, 0]], block_bases=[], shape=[ROWS, 4, 8])
 
     @gluon.jit
-    def _bwd_codes(w_smem, s):
+    def _bwd_codes(w_smem, s, R0: gl.constexpr = 0, ROWS: gl.constexpr = 64):
         """Stage s's code bytes [64 rows of W, 64 columns of the chunk] in ``_codes_layout_bwd`` (``ldmatrix.trans``
         on the bytes seen as 16-bit pairs; the 64-byte swizzle keeps each pair's 16-byte row whole)."""
         l2: gl.constexpr = gl.DistributedLinearLayout(
-            reg_bases=[[1, 0], [8, 0], [16, 0], [32, 0]], lane_bases=[[2, 0], [4, 0], [0, 1], [0, 2], [0, 4]],
-            warp_bases=[[0, 8], [0, 16]], block_bases=[], shape=[64, 32])
+            reg_bases=[[1, 0], [8, 0], [16, 0]] + ([[32, 0]] if ROWS == 64 else []),
+            lane_bases=[[2, 0], [4, 0], [0, 1], [0, 2], [0, 4]],
+            warp_bases=[[0, 8], [0, 16]], block_bases=[], shape=[ROWS, 32])
         pairs: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16, rank=2)
-        codes = w_smem.index(s)._reinterpret(gl.uint16, [64, 32], pairs).load(l2)
-        return gl.convert_layout(gl.reshape(codes, [64, 4, 8]), _codes_layout_bwd(), assert_trivial=True)
+        codes = w_smem.index(s)._reinterpret(gl.uint16, [64, 32], pairs).slice(R0, ROWS, dim=0).load(l2)
+        return gl.convert_layout(gl.reshape(codes, [ROWS, 4, 8]), _codes_layout_bwd(ROWS), assert_trivial=True)
 
     @gluon.jit
-    def _bwd_scales(s_t, s, half: gl.constexpr, like):
+    def _bwd_scales(s_t, s, half: gl.constexpr, like, R0: gl.constexpr = 0, ROWS: gl.constexpr = 64):
         """Stage s's scales of the chunk's half ``half`` (groups 4 * half ..) as bf16 pairs of ``scale * 2**112``
         (rows n, n + 1), broadcast to ``like`` (the codes): one 16-byte load per thread from the scale warp's
         arrangement (``_bwd_scale_worker``), two conversions per instruction."""
         # [4 groups, 4 q, 16 bytes]: registers the 16 bytes, lanes q (the rest of the lanes share them), warps group.
+        NB: gl.constexpr = ROWS // 4  # the thread's bytes: rows 2q + b0 + 8 b3 + 16 b4 (+ 32 b5)
         l_s: gl.constexpr = gl.DistributedLinearLayout(
-            reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [0, 0, 8]],
+            reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4]] + ([[0, 0, 8]] if ROWS == 64 else []),
             lane_bases=[[0, 1, 0], [0, 2, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]],
-            warp_bases=[[1, 0, 0], [2, 0, 0]], block_bases=[], shape=[4, 4, 16])
-        u = s_t.index(s).slice(4 * half, 4, dim=0).load(l_s)
-        u = gl.reshape(u, [4, 2, 2, 2, 2, 2, 2])  # group, q = (b2, b1), byte = (b5, b4, b3, b0)
-        u = gl.reshape(gl.permute(u, (3, 4, 5, 1, 2, 6, 0)), [64, 4])  # row 2q + b0 + 8 b3 + 16 b4 + 32 b5, group
-        u = gl.convert_layout(u, gl.SliceLayout(2, _codes_layout_bwd()), assert_trivial=True)
+            warp_bases=[[1, 0, 0], [2, 0, 0]], block_bases=[], shape=[4, 4, NB])
+        u = s_t.index(s).slice(4 * half, 4, dim=0).slice(R0 // 4, NB, dim=2).load(l_s)
+        if ROWS == 64:
+            u = gl.reshape(u, [4, 2, 2, 2, 2, 2, 2])  # group, q = (b2, b1), byte = (b5, b4, b3, b0)
+            u = gl.reshape(gl.permute(u, (3, 4, 5, 1, 2, 6, 0)), [64, 4])  # row 2q + b0 + 8 b3 + 16 b4 + 32 b5
+        else:
+            u = gl.reshape(u, [4, 2, 2, 2, 2, 2])  # group, q = (b2, b1), byte = (b4, b3, b0)
+            u = gl.reshape(gl.permute(u, (3, 4, 1, 2, 5, 0)), [32, 4])
+        u = gl.convert_layout(u, gl.SliceLayout(2, _codes_layout_bwd(ROWS)), assert_trivial=True)
         p = _scale_bits_pairs(u)
         return gl.broadcast(gl.expand_dims(p, 2), like)[0]
 
@@ -1022,8 +1029,8 @@ if gluon is not None:
         """wgmma's A operand [64, 64] from the dequantized columns 2j (``w_even``) and 2j + 1 of a half: accumulator
         row 16g + 8b + j takes column 16g + 2j + b (``_bwd_rows_to_k``), which is where a thread's two columns sit in
         the operand's layout (rows j and j + 8), so no data moves."""
-        w = gl.join(w_even, w_odd)  # [64 rows of W, 4 groups, 8 column pairs, 2]
-        w = gl.reshape(gl.permute(w, (1, 3, 2, 0)), [64, 64])
+        w = gl.join(w_even, w_odd)  # [rows of W, 4 groups, 8 column pairs, 2]
+        w = gl.reshape(gl.permute(w, (1, 3, 2, 0)), [64, w_even.shape[0]])
         return gl.convert_layout(w, a_layout, assert_trivial=True)
 
     @gluon.jit
@@ -1102,12 +1109,15 @@ if gluon is not None:
         a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc.type.layout, k_width=2)
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        codes = _bwd_codes(w_smem, s)
-        w_even, w_odd = gl.inline_asm_elementwise(
-            _DQ_ROWS_HIGH_ASM if HALF else _DQ_ROWS_LOW_ASM, "=r,=r,r,r", [codes, _bwd_scales(s_smem, s, HALF, codes)],
-            dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=2)
-        acc = warpgroup_mma(_bwd_operand(w_even, w_odd, a_layout), dy_smem.index(s).permute((1, 0)), acc,
-                            is_async=True)
+        dy_t = dy_smem.index(s).permute((1, 0))  # [64 rows of W, BM]
+        for h in gl.static_range(2):  # the step's two 32-row halves: the second dequantized under the first's wgmma
+            codes = _bwd_codes(w_smem, s, 32 * h, 32)
+            w_even, w_odd = gl.inline_asm_elementwise(
+                _DQ_ROWS_HIGH_ASM if HALF else _DQ_ROWS_LOW_ASM, "=r,=r,r,r",
+                [codes, _bwd_scales(s_smem, s, HALF, codes, 32 * h, 32)],
+                dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=2)
+            acc = warpgroup_mma(_bwd_operand(w_even, w_odd, a_layout), dy_t.slice(32 * h, 32, dim=0), acc,
+                                is_async=True)
         acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         mbarrier.arrive(empty.index(s))
         return acc
