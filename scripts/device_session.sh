@@ -1177,4 +1177,19 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       2>&1 | tail -3 | tee "$out/gpu_tests.txt"
     dispatch_alternating 70 /tmp/q47e --models 7b,14b,32b --ms 256,512,1024 --dirs bwd
     ;;
+  # 47f: the input gradient's search on this code (the split step) at M = 256-2048, for TUNED_BWD.
+  47f)
+    device_name
+    timeout 400 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 256,512,1024,2048 --dirs bwd --stream-k \
+      --bwd-two-consumers --out /tmp/q47f 2>&1 | tee "$out/log.txt" | tail -5
+    cp /tmp/q47f/gemm_ws.json "$out/"
+    ;;
+  # 47g: the input gradient's run-13 TUNED_BWD entries against the previous commit (.device/old: the split step),
+  # alternating; then the input gradient's GPU tests.
+  47g)
+    device_name
+    dispatch_alternating 60 /tmp/q47g --models 7b,32b --ms 256,512,1024 --dirs bwd
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "input_gradient or dispatch" \
+      2>&1 | tail -3 | tee "$out/gpu_tests.txt"
+    ;;
 esac
