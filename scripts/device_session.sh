@@ -1134,8 +1134,9 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --layout pairs --seconds 1.0 --out /tmp/q46k 2>&1 | grep "sustained\|samples" > "$out/sustained.txt"
     cp /tmp/q46k/sustained.json "$out/"
     ;;
-  # Run 13. 47a: the GPU tests on the last commit of run 12; then Nsight Compute on the input gradient at M = 1024
-  # (the shipped two-consumer tiles) and cuBLAS on the same shapes: which pipe bounds it (shared memory or tensor).
+  # Run 13. 47a: the GPU tests, then Nsight Compute on the input gradient at M = 1024 (the shipped two-consumer tiles)
+  # and cuBLAS on the same shapes: which pipe bounds it. (It ran on an intermediate tree, the two-consumer step already
+  # loading its code bytes by ldmatrix; the tests hit their time limit.)
   47a)
     gpu_name_and_tests 330
     mkdir -p /tmp/p47 && OUT=/tmp/p47 timeout 200 bash benchmarks/profile_gemm.sh 7b:o:1024:bwd:qerl 7b:o:1024:bwd:bf16 \
@@ -1191,5 +1192,34 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     dispatch_alternating 60 /tmp/q47g --models 7b,32b --ms 256,512,1024 --dirs bwd
     timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "input_gradient or dispatch" \
       2>&1 | tail -3 | tee "$out/gpu_tests.txt"
+    ;;
+  # 47h: the input gradient's default dispatch, run 12's last commit (.device/old: b064e5c) against this code,
+  # alternating, on every layer at M = 1-1024.
+  47h)
+    device_name
+    dispatch_alternating 100 /tmp/q47h --models 7b,14b,32b --ms 1,16,64,256,512,1024 --dirs bwd
+    ;;
+  # 47i: the GPU tests on the final code of run 13; then sustained load on the input gradient, every layer, M = 1024.
+  47i)
+    gpu_name_and_tests 330
+    timeout 200 python3 benchmarks/sustained.py --cells "" --models 7b,14b,32b --ms 1024 --dirs bwd \
+      --layout pairs --seconds 1.0 --out /tmp/q47i 2>&1 | grep "sustained\|samples" > "$out/sustained.txt"
+    cp /tmp/q47i/sustained.json "$out/"
+    ;;
+  # 47j: the GPU tests on the final code (47i's limit was too short for the three files on a cold cache).
+  47j)
+    gpu_name_and_tests 560
+    ;;
+  # 47k: the forward's chunk halves decoded in turn (the low half's wgmmas issued before the high half decodes; configs
+  # without in_flight; a variant not kept, so not in the tree: benchmarks/RESULTS.md, run 13): the kernels' GPU tests,
+  # then the forward's default dispatch on words and on pairs weights, the previous commit (.device/old: 7ec5ce8)
+  # against that variant, alternating.
+  47k)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py 2>&1 | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    dispatch_alternating 45 /tmp/q47k_w --models 7b,14b,32b --ms 256,1024 --shipped-layout words
+    mkdir -p "$out/words" && mv "$out"/dispatch_*.json "$out/clocks.txt" "$out/words/"
+    dispatch_alternating 45 /tmp/q47k_p --models 7b,14b,32b --ms 256,1024
     ;;
 esac
