@@ -1222,4 +1222,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     mkdir -p "$out/words" && mv "$out"/dispatch_*.json "$out/clocks.txt" "$out/words/"
     dispatch_alternating 45 /tmp/q47k_p --models 7b,14b,32b --ms 256,1024
     ;;
+  # 47l: the input gradient's stores in the chunk's column order (a thread's two adjacent columns in one store, full
+  # sectors again; the ldmatrix order had left every store at stride 2): the kernels' GPU tests, then the input
+  # gradient's default dispatch, the previous commit (.device/old: 808dac3) against this code, alternating.
+  47l)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py 2>&1 | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    dispatch_alternating 60 /tmp/q47l --models 7b,14b,32b --ms 1,16,256,512,1024 --dirs bwd
+    ;;
 esac

@@ -1030,18 +1030,28 @@ if gluon is not None:
     @gluon.jit
     def _bwd_operand(w_even, w_odd, a_layout: gl.constexpr):
         """wgmma's A operand [64, 64] from the dequantized columns 2j (``w_even``) and 2j + 1 of a half: accumulator
-        row 16g + 8b + j takes column 16g + 2j + b (``_bwd_rows_to_k``), which is where a thread's two columns sit in
+        row 16g + 8b + j takes column 16g + 2j + b (``_bwd_k_order`` restores the order), which is where a thread's two columns sit in
         the operand's layout (rows j and j + 8), so no data moves."""
         w = gl.join(w_even, w_odd)  # [rows of W, 4 groups, 8 column pairs, 2]
         w = gl.reshape(gl.permute(w, (1, 3, 2, 0)), [64, w_even.shape[0]])
         return gl.convert_layout(w, a_layout, assert_trivial=True)
 
+    @gluon.constexpr_function
+    def _bwd_out_layout(BM):
+        """The input gradient's accumulator [64, BM] (wgmma's: registers column + 1, row + 8, column + 8, ...; lanes
+        column + 2, + 4, row + 1, + 2, + 4; warps row + 16, + 32) with its rows put back in the chunk's column order
+        (``_bwd_operand``: row 16g + 8b + j holds column 16g + 2j + b) and the register that held row + 8, now column
+        + 1, first: a thread's two adjacent columns of dX go out in one store."""
+        reg = [[1, 0], [0, 1]] + [[0, 8 << i] for i in range((BM // 8).bit_length() - 1)]
+        return gl.DistributedLinearLayout(reg_bases=reg, lane_bases=[[0, 2], [0, 4], [2, 0], [4, 0], [8, 0]],
+                                          warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, BM])
+
     @gluon.jit
-    def _bwd_rows_to_k(layout: gl.constexpr):
-        """The chunk column (0-63 within a half) of each accumulator row of the input gradient: row 16g + 8b + j holds
-        column 16g + 2j + b (``_bwd_operand``), as a [64] tensor in ``layout``."""
-        r = gl.arange(0, 64, layout=layout)
-        return (r // 16) * 16 + (r % 8) * 2 + (r // 8) % 2
+    def _bwd_k_order(acc):
+        """``acc`` [64, BM] in the chunk's column order (``_bwd_out_layout``): registers renamed, no data moves."""
+        BM: gl.constexpr = acc.shape[1]
+        v = gl.reshape(gl.permute(gl.reshape(acc, [4, 2, 8, BM]), (0, 2, 1, 3)), [64, BM])
+        return gl.convert_layout(v, _bwd_out_layout(BM))
 
     @gluon.jit
     def _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES: gl.constexpr):
@@ -1077,13 +1087,14 @@ if gluon is not None:
         for i in range(n_steps):
             acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES)
 
+        out: gl.constexpr = _bwd_out_layout(BM)
         inv = 16384.0 / gl.load(gs_ptr)
-        offs_k = c * 128 + _bwd_rows_to_k(gl.SliceLayout(1, mma))
-        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        offs_k = c * 128 + gl.arange(0, 64, layout=gl.SliceLayout(1, out))
+        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, out))
         base = dx_ptr + pid_s.to(gl.int64) * stride_xsplit + offs_m[None, :].to(gl.int64) * stride_xm
         mask_m = (offs_m < M)[None, :]
         for half in gl.static_range(2):
-            acc = acc_lo if half == 0 else acc_hi
+            acc = _bwd_k_order(acc_lo if half == 0 else acc_hi)
             kk = offs_k + 64 * half
             mask = mask_m & (kk < K)[:, None]
             if OUT_F32:
@@ -1099,7 +1110,7 @@ if gluon is not None:
                     mask = mask_m & (kk < K)[:, None]
                     # The sum written out rather than ``_sum_splits``: through the helper ptxas allocates this
                     # kernel's main loop differently (SASS compared ahead of time), and this one is what was measured.
-                    total = gl.zeros([64, BM], gl.float32, mma)
+                    total = gl.zeros([64, BM], gl.float32, out)
                     for sp in range(gl.num_programs(1)):
                         total += gl.load(part + sp * stride_xsplit + kk[:, None], mask=mask, other=0.0,
                                          cache_modifier=".cg")
@@ -1136,16 +1147,17 @@ if gluon is not None:
         acc = gl.zeros([64, BM], gl.float32, mma)
         for i in range(n_steps):
             acc = _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES, HALF)
-        kk = c * 128 + 64 * HALF + _bwd_rows_to_k(gl.SliceLayout(1, mma))
-        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        out: gl.constexpr = _bwd_out_layout(BM)
+        kk = c * 128 + 64 * HALF + gl.arange(0, 64, layout=gl.SliceLayout(1, out))
+        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, out))
         ptrs = (dx_ptr + pid_s.to(gl.int64) * stride_xsplit + offs_m[None, :].to(gl.int64) * stride_xm
                 + kk[:, None])
         mask = (offs_m < M)[None, :] & (kk < K)[:, None]
-        out = acc * (16384.0 / gl.load(gs_ptr))
+        val = _bwd_k_order(acc) * (16384.0 / gl.load(gs_ptr))
         if OUT_F32:
-            gl.store(ptrs, out, mask=mask)
+            gl.store(ptrs, val, mask=mask)
         else:
-            gl.store(ptrs, out.to(gl.bfloat16), mask=mask)
+            gl.store(ptrs, val.to(gl.bfloat16), mask=mask)
 
     @gluon.jit(do_not_specialize=["M", "n_steps"])
     def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
@@ -1200,12 +1212,12 @@ if gluon is not None:
     def _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, half: gl.constexpr, num_m, M, K, stride_xm, BM: gl.constexpr):
         """One half (the code bytes' low or high nibbles: 64 columns of K) of tile t's dX^T into dX as bf16, the
         pointers made at the store (as ``_sk_store_tile``)."""
-        mma: gl.constexpr = acc.type.layout
-        kk = (t // num_m) * 128 + 64 * half + _bwd_rows_to_k(gl.SliceLayout(1, mma))
-        offs_m = (t % num_m) * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        out: gl.constexpr = _bwd_out_layout(BM)
+        kk = (t // num_m) * 128 + 64 * half + gl.arange(0, 64, layout=gl.SliceLayout(1, out))
+        offs_m = (t % num_m) * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out))
         mask = (offs_m < M)[None, :] & (kk < K)[:, None]
         ptrs = dx_ptr + offs_m[None, :].to(gl.int64) * stride_xm + kk[:, None]
-        gl.store(ptrs, (acc * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16), mask=mask)
+        gl.store(ptrs, (_bwd_k_order(acc) * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16), mask=mask)
 
     @gluon.jit
     def _sk_bwd_half_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
