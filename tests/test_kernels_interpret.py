@@ -413,6 +413,18 @@ def test_row_pair_ptx_dequantizes_both_columns_and_nibbles_exactly():
                         assert got.item() == want, (trial, halves, high, col, row, code)
 
 
+def test_scale_warp_transpose_ptx_moves_every_byte():
+    """The input gradient's scale warp transposes 4 rows x 4 groups of scale bytes with 8 prmt: byte j of input word
+    i lands in byte i of output word j, for distinct bytes everywhere."""
+    from qerl.kernels.nvfp4_gemm import _TRANSPOSE_4X4_PTX
+
+    words = {f"${4 + i}": sum((16 * i + j + 1) << (8 * j) for j in range(4)) for i in range(4)}
+    regs = _run_ptx(_TRANSPOSE_4X4_PTX, dict(words))
+    for j in range(4):
+        for i in range(4):
+            assert (regs[f"${j}"] >> (8 * i)) & 0xFF == 16 * i + j + 1, (i, j, hex(regs[f"${j}"]))
+
+
 def test_large_m_slabs_are_even_and_bounded():
     """Slabs split W into the fewest pieces under the scratch budget, of (nearly) equal height, whole chunks."""
     from types import SimpleNamespace
