@@ -1051,7 +1051,7 @@ if gluon is not None:
         """``acc`` [64, BM] in the chunk's column order (``_bwd_out_layout``): registers renamed, no data moves."""
         BM: gl.constexpr = acc.shape[1]
         v = gl.reshape(gl.permute(gl.reshape(acc, [4, 2, 8, BM]), (0, 2, 1, 3)), [64, BM])
-        return gl.convert_layout(v, _bwd_out_layout(BM))
+        return gl.convert_layout(v, _bwd_out_layout(BM), assert_trivial=True)
 
     @gluon.jit
     def _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES: gl.constexpr):
