@@ -81,7 +81,8 @@ def small_tiles(m: int) -> list[tuple]:
 
 
 def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
-               tile_set: str = "default", words: bool = False, stream_k: bool = False) -> list[ws.WsConfig]:
+               tile_set: str = "default", words: bool = False, stream_k: bool = False,
+               dp_waves: bool = False) -> list[ws.WsConfig]:
     """Every tile of the set without split-K and, where its tiles are fewer than the SMs, with the power-of-two
     split that first gives a program per SM (at M <= 16 also twice that: several CTAs fit an SM); ``wide_splits``
     adds splits 2-4 everywhere (finer work against the last wave's idle SMs). Tile sets: "default" (``TILES``, or
@@ -90,7 +91,8 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
     any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both). Split partials are summed in the
     kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``). ``stream_k``: each candidate that retires its
     chunks one by one without split-K also as stream-K (``WsConfig.stream_k``: one CTA per SM, and two with 128
-    registers), and the two-consumer 128 x 128 / 128 x 256 and one-consumer 128 x 64 tiles with it."""
+    registers), and the two-consumer 128 x 128 / 128 x 256 and one-consumer 128 x 64 tiles with it; ``dp_waves``:
+    each stream-K candidate also with its whole waves of tiles one per CTA (``WsConfig.dp_waves``)."""
     out = []
     if tile_set in ("table", "table+wide"):
         cfg = (ws.TUNED_WORDS if words else ws.TUNED).get((m, n, k_pad))
@@ -98,7 +100,7 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
             cfg = ws.default_words_config(m, n, k_pad, sms)
         out = [] if cfg is None else [cfg]
         if tile_set == "table":
-            return _with_stream_k(out, stream_k)
+            return _with_stream_k(out, stream_k, dp_waves)
     small = m < ws.MIN_M
     tiles_of = {"default": small_tiles(m) if small else TILES, "occupancy": OCCUPANCY_TILES,
                 "all": TILES + OCCUPANCY_TILES, "wide": WIDE_TILES, "table+wide": WIDE_TILES}
@@ -110,10 +112,10 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
         for sp in _splits(-(-m // bm) * -(-n // bn), sms, small, wide_splits):
             if sp <= chunks // 2:
                 out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, fused and sp > 1))
-    return _with_stream_k(out, stream_k)
+    return _with_stream_k(out, stream_k, dp_waves)
 
 
-def _with_stream_k(cfgs: list, stream_k: bool) -> list:
+def _with_stream_k(cfgs: list, stream_k: bool, dp_waves: bool = False) -> list:
     if not stream_k:
         return cfgs
     out = list(cfgs)
@@ -121,20 +123,23 @@ def _with_stream_k(cfgs: list, stream_k: bool) -> list:
                        ws.WsConfig(128, 64, 3, 1, 1, False, 128)]:
         if not cfg.in_flight and cfg.split_k == 1 and not cfg.stream_k:
             for ctas in (1, 2) if cfg.maxnreg is not None and cfg.maxnreg <= 128 else (1,):
-                for v in (cfg, cfg._replace(stream_k=ctas)):
+                for v in (cfg, cfg._replace(stream_k=ctas)) + ((cfg._replace(stream_k=ctas, dp_waves=True),)
+                                                               if dp_waves else ()):
                     if v not in out:
                         out.append(v)
     return out
 
 
 def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
-                   tile_set: str = "default", stream_k: bool = False, two_consumers: bool = False) -> list:
+                   tile_set: str = "default", stream_k: bool = False, two_consumers: bool = False,
+                   dp_waves: bool = False) -> list:
     """Input gradient: BM 64 / 128, 4 or 6 stages, 128 registers (two CTAs per SM) or not; at M <= 128 also BM = 8 /
     16 / 32 (M's own power of two, at most 32) on 64 or 80 registers (four or three CTAs per SM), the only tiles of
     the "occupancy" set. Split-N none, or the power of two that first gives a program per SM (twice that too for the
     small tiles, whose splits are also tried summed in the kernel; ``wide_splits``: and 2-4). ``two_consumers``: also
     the tiles of two consumers (one per half of the chunk, ``WsBwdConfig.consumers``), BM = 128 / 256, and with
-    ``stream_k`` each of them as stream-K (one CTA per SM; the one-consumer stream-K tiles of run 12 were removed)."""
+    ``stream_k`` each of them as stream-K (one CTA per SM; the one-consumer stream-K tiles of run 12 were removed),
+    with ``dp_waves`` also with whole waves of tiles one per CTA (``WsBwdConfig.dp_waves``)."""
     if tile_set not in ("default", "occupancy", "all"):
         raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all or table")
     tiles_of = [] if tile_set == "occupancy" else [(bm, st, reg) for bm in (64, 128) for st in (4, 6)
@@ -157,6 +162,8 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = Fal
                     out.append(ws.WsBwdConfig(bm, st, sp, consumers=2))
             if stream_k:
                 out.append(ws.WsBwdConfig(bm, st, 1, stream_k=1, consumers=2))
+                if dp_waves:
+                    out.append(ws.WsBwdConfig(bm, st, 1, stream_k=1, consumers=2, dp_waves=True))
     return out
 
 
@@ -169,7 +176,8 @@ def _copies(kw0, l2_bytes: int) -> list:
 
 def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_only: bool = False,
               wide_splits: bool = False, tile_set: str = "default", layouts: tuple = ("pairs",),
-              shipped_layout: str = "pairs", stream_k: bool = False, two_consumers: bool = False) -> list[dict]:
+              shipped_layout: str = "pairs", stream_k: bool = False, two_consumers: bool = False,
+              dp_waves: bool = False) -> list[dict]:
     """One layer shape in one direction (fwd: Y = X W^T, bwd: dX = dY W) at every M: BF16, the default dispatch
     (``nvfp4_matmul`` / ``nvfp4_matmul_grad_input``) on the weight in ``shipped_layout`` and, unless
     ``dispatch_only``, every candidate of the kernel on the weight in each of ``layouts`` (the first one's best is
@@ -202,8 +210,9 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
             picked = ws.pick(x, n, k, kw0.k_pad, **words) if fwd else ws.pick_grad_input(x, n, k, kw0.k_pad)
         tried, bests = [], {}
         cands = ([] if dispatch_only else candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set,
-                                                     layouts[0] == "words", stream_k) if fwd
-                 else bwd_candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set, stream_k, two_consumers))
+                                                     layouts[0] == "words", stream_k, dp_waves) if fwd
+                 else bwd_candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set, stream_k, two_consumers,
+                                     dp_waves))
         for cfg in cands:
             for lay in layouts if fwd else ("pairs",):
                 copies = by_layout[lay]
@@ -282,6 +291,8 @@ def main() -> None:
                     help="the code layout of the weight the default dispatch (the shipped path) runs on")
     ap.add_argument("--stream-k", action="store_true", help="forward and input-gradient candidates also as stream-K (see "
                     "candidates(), bwd_candidates())")
+    ap.add_argument("--dp-waves", action="store_true",
+                    help="stream-K candidates also with whole waves of tiles one per CTA (WsConfig.dp_waves)")
     ap.add_argument("--bwd-two-consumers", action="store_true",
                     help="input-gradient candidates also with two consumers (see bwd_candidates())")
     ap.add_argument("--dispatch-only", action="store_true",
@@ -305,7 +316,7 @@ def main() -> None:
                 rows += run_shape(model, layer, n, k, d, ms, l2, meta["sms"], lambda s: print(s, flush=True),
                                   args.dispatch_only, args.wide_splits, args.tile_set,
                                   tuple(args.layouts.split(",")), args.shipped_layout, args.stream_k,
-                                  args.bwd_two_consumers)
+                                  args.bwd_two_consumers, args.dp_waves)
     geo = {}
     for d in args.dirs.split(","):
         for m in ms:

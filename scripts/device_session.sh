@@ -1231,4 +1231,20 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | tee "$out/gpu_tests.txt"
     dispatch_alternating 60 /tmp/q47l --models 7b,14b,32b --ms 1,16,256,512,1024 --dirs bwd
     ;;
+  # 48a: stream-K with whole waves of tiles one per CTA and the leftover tiles split in aligned runs (dp_waves): the
+  # kernels' stream-K and input-gradient GPU tests, then the input gradient's search at M = 512-2048 and the forward's
+  # (the table's tiles and the stream-K ones, on pairs, then on words) at M = 1024-2048, each with dp_waves candidates.
+  48a)
+    device_name
+    timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "input_gradient or stream or dp_waves" 2>&1 | tail -3 | tee "$out/gpu_tests.txt"
+    timeout 200 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 512,1024,2048 --dirs bwd --stream-k \
+      --bwd-two-consumers --dp-waves --out /tmp/q48a_b 2>&1 | tee "$out/log_bwd.txt" | tail -4
+    cp /tmp/q48a_b/gemm_ws.json "$out/gemm_ws_bwd.json"
+    for lay in pairs words; do
+      timeout 90 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1024,2048 --tile-set table --stream-k \
+        --dp-waves --layouts $lay --shipped-layout $lay --out /tmp/q48a_$lay 2>&1 | tee "$out/log_fwd_$lay.txt" | tail -3
+      cp /tmp/q48a_$lay/gemm_ws.json "$out/gemm_ws_fwd_$lay.json"
+    done
+    ;;
 esac

@@ -202,6 +202,41 @@ def test_stream_k_compiles_with_tile_counters_and_a_clean_chunk_loop():
                 assert sk["registers"] <= cfg.maxnreg
 
 
+def _runs(plan: tuple[int, int, int], steps: int) -> list[tuple[int, int]]:
+    """The [begin, end) runs of the (tile, step) sequence that ``_sk_run`` gives each CTA of a launch of ``plan``."""
+    iters, sk_total, grid = plan
+    sk_ctas = -(-sk_total // iters)
+    return [(g * iters, min(g * iters + iters, sk_total)) if g < sk_ctas
+            else (sk_total + (g - sk_ctas) * steps, sk_total + (g - sk_ctas + 1) * steps) for g in range(grid)]
+
+
+@pytest.mark.parametrize("tiles,steps", [(160, 112), (160, 864), (160, 80), (133, 16), (264, 50), (320, 80),
+                                         (40, 100), (112, 296), (7, 5), (300, 7)])
+def test_stream_k_plans_cover_every_step_once(tiles, steps):
+    # Pure stream-K as before (every step, evenly over one wave of CTAs); with dp_waves: the leftover tiles' runs
+    # each inside one tile and as long as each other (the same stretch of the reduction in every split tile), at
+    # most a wave of them, at least SK_MIN_RUN steps unless a tile is not split, then one whole tile per CTA.
+    wave = 132
+    total = tiles * steps
+    pure = ws.sk_plan(tiles, steps, wave)
+    iters = -(-total // min(total, wave))
+    assert pure == (iters, total, -(-total // iters))
+    for plan in (pure, ws.sk_plan(tiles, steps, wave, dp_waves=True)):
+        runs = _runs(plan, steps)
+        covered = sorted(i for b, e in runs for i in range(b, e))
+        assert covered == list(range(total)), plan
+        assert all(e > b for b, e in runs), plan
+    iters, sk_total, grid = ws.sk_plan(tiles, steps, wave, dp_waves=True)
+    runs = _runs((iters, sk_total, grid), steps)
+    sk = runs[: -(-sk_total // iters)] if sk_total else []
+    assert len(sk) <= wave and (tiles - sk_total // steps) % wave == 0
+    assert all(b // steps == (e - 1) // steps and e - b == iters for b, e in sk), (iters, sk_total)
+    assert iters == steps or iters >= ws.SK_MIN_RUN
+    assert all(e - b == steps and b % steps == 0 for b, e in runs[len(sk):])
+    if tiles > wave and tiles % wave and steps >= 4 * ws.SK_MIN_RUN and steps % 4 == 0 and tiles % wave <= wave // 4:
+        assert iters < steps  # a leftover this small is split
+
+
 @needs_ptxas
 def test_two_consumer_input_gradient_decodes_one_half_each():
     # One consumer per half of the chunk: each dequantizes one nibble of the code bytes (half the scale products of the

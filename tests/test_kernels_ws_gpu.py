@@ -48,7 +48,9 @@ CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64,
            ws.WsConfig(32, 64, 4, 2, 1, True, 80), ws.WsConfig(64, 64, 3, 1, 1, False, 80),
            # Stream-K: CTAs taking equal runs of (tile, chunk) steps across tiles, parts summed by the last one.
            ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1), ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
-           ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2)]
+           ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2),
+           # ... with whole waves of tiles one per CTA and the leftover tiles split (here mostly all leftover).
+           ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1, dp_waves=True)]
 
 
 @hopper
@@ -95,6 +97,7 @@ def test_rejects_unsupported_shapes():
 
 BWD_CONFIGS = [ws.WsBwdConfig(256, 4, 1, consumers=2), ws.WsBwdConfig(128, 6, 3, consumers=2),
                ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2), ws.WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),
+               ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),
                ws.WsBwdConfig(64), ws.WsBwdConfig(128, 4), ws.WsBwdConfig(64, 4, 3, 128),
                ws.WsBwdConfig(128, 6, 2, 128), ws.WsBwdConfig(8, 6, 8, 64), ws.WsBwdConfig(16, 4, 3, 80),
                ws.WsBwdConfig(32, 6, 1, 80), ws.WsBwdConfig(8, 4, 4, 80, True), ws.WsBwdConfig(32, 4, 3, 80, True)]
@@ -228,6 +231,37 @@ def test_stream_k_leaves_counters_zero_and_repeats_exactly(cfg, m, n, k):
             again = run(inp, w, cfg_, out=torch.full_like(first, float("nan")))
             assert torch.equal(again, first)
         assert float((first.float() - want).norm() / want.norm()) < 4e-3
+        torch.cuda.synchronize()
+        assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
+
+
+@hopper
+def test_dp_waves_runs_whole_waves_and_splits_the_leftover_tiles():
+    """``dp_waves`` on shapes with more tiles than a wave of CTAs and a leftover that is split (checked on the plan
+    the launcher makes): the fp32 reference, the same bits on every launch, the tile counters back at zero."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    m, n, k = 1024, 1152, 5120  # forward 144 tiles of 64 x 128, input gradient 160 of 256 x 128
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    w = prepare_weight(q.packed, q.scale, q.global_scale)
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    dy = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+    wave = kern._sms(x.device)
+    fwd = ws.WsConfig(64, 128, 4, 1, 2, False, stream_k=1, dp_waves=True)
+    bwd = ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True)
+    cases = ((ws.ws_matmul, x, fwd, -(-m // 64) * (n // 128), w.k_pad // kern.CHUNK, _fp32_matmul(x.float(), ref_w.T)),
+             (ws.ws_matmul_grad_input, dy, bwd, -(-m // 256) * (w.k_pad // kern.CHUNK), n // 64,
+              _fp32_matmul(dy.float(), ref_w)))
+    for run, inp, cfg, tiles, steps, want in cases:
+        iters, sk_total, grid = ws.sk_plan(tiles, steps, wave, dp_waves=True)
+        assert tiles > wave and 0 < sk_total < tiles * steps and iters < steps and grid > wave, (cfg, tiles, steps)
+        first = run(inp, w, cfg, out=torch.full((m, want.shape[1]), float("nan"), device="cuda",
+                                                dtype=torch.bfloat16))
+        assert torch.isfinite(first).all()
+        assert float((first.float() - want).norm() / want.norm()) < 4e-3
+        for _ in range(3):
+            assert torch.equal(run(inp, w, cfg, out=torch.full_like(first, float("nan"))), first)
         torch.cuda.synchronize()
         assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
 

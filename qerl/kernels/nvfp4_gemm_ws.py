@@ -84,6 +84,10 @@ class WsConfig(NamedTuple):
     # Stream-K (``_ws_fwd_sk_kernel``): ``stream_k`` CTAs per SM, each taking an equal run of the (tile, chunk) steps
     # of the whole product, across tile boundaries; 0: one CTA per tile (and split), as above.
     stream_k: int = 0
+    # With ``stream_k``: whole waves of tiles one per CTA, stream-K only over the tiles left after them, each split
+    # into equal runs aligned to the tile (``sk_plan``). Pure stream-K puts every CTA at another point of the
+    # reduction, so CTAs sharing an operand tile no longer read it at the same time and L2 stops serving it.
+    dp_waves: bool = False
 
 
 class WsBwdConfig(NamedTuple):
@@ -101,6 +105,7 @@ class WsBwdConfig(NamedTuple):
     # 2: two consumer warpgroups, one per half of the chunk (the code bytes' low / high nibbles), each dequantizing
     # only its half into one accumulator: half the registers per row of dY, so BM reaches 256.
     consumers: int = 1
+    dp_waves: bool = False  # with ``stream_k``: whole waves of tiles one per CTA, as ``WsConfig.dp_waves``
 
 
 @functools.cache
@@ -897,14 +902,29 @@ if gluon is not None:
                                cache_modifier=".cg")
         return last, acc
 
-    @gluon.jit(do_not_specialize=["M", "iters", "total"])
+    @gluon.jit
+    def _sk_run(iters, sk_total, n_steps):
+        """This CTA's run [it_begin, it_end) of the tile-major (tile, step) sequence: the first cdiv(sk_total, iters)
+        CTAs take equal runs of its first ``sk_total`` steps (stream-K), each later CTA one whole tile after them
+        (``dp_waves``: whole waves of tiles one per CTA, as without stream-K; pure stream-K has sk_total = all)."""
+        g = gl.program_id(0)
+        sk_ctas = gl.cdiv(sk_total, iters)
+        if g < sk_ctas:
+            it_begin = g * iters
+            it_end = gl.minimum(it_begin + iters, sk_total)
+        else:
+            it_begin = sk_total + (g - sk_ctas) * n_steps
+            it_end = it_begin + n_steps
+        return it_begin, it_end
+
+    @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
     def _ws_fwd_sk_kernel(x_desc, w_desc, s_desc, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, n_chunks, iters,
-                          total, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, CONSUMERS: gl.constexpr,
+                          sk_total, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, CONSUMERS: gl.constexpr,
                           STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr):
-        """The forward as stream-K: CTA g takes steps g * iters .. of the ``total`` (tile, chunk) steps (so every
-        SM gets the same work whatever the tile count: no last wave of idle SMs), and stays resident across tiles."""
-        it_begin = gl.program_id(0) * iters
-        it_end = gl.minimum(it_begin + iters, total)
+        """The forward as stream-K: CTA g takes steps g * iters .. of the first ``sk_total`` (tile, chunk) steps (so
+        every SM gets the same work whatever the tile count: no last wave of idle SMs), and stays resident across
+        tiles; CTAs after those take one whole tile each (``_sk_run``)."""
+        it_begin, it_end = _sk_run(iters, sk_total, n_chunks)
         num_m = gl.cdiv(M, BM)
         x_smem, w_smem, s_smem, ready, empty = _fwd_stages(x_desc, w_desc, s_desc, BM, BN, STAGES, CONSUMERS)
         RB: gl.constexpr = BN // CONSUMERS
@@ -1243,14 +1263,14 @@ if gluon is not None:
                 if last:
                     _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, M, K, stride_xm, BM)
 
-    @gluon.jit(do_not_specialize=["M", "iters", "total"])
+    @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
     def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, n_steps, iters,
-                          total, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
+                          sk_total, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
                           CONSUMER_REGS: gl.constexpr = 232):
         """The input gradient as stream-K, two consumers (one per half of the chunk): CTA g takes (tile, step) pairs
-        g * iters .. of ``total``. (One consumer with both halves was measured slower in run 12 and not kept.)"""
-        it_begin = gl.program_id(0) * iters
-        it_end = gl.minimum(it_begin + iters, total)
+        g * iters .. of the first ``sk_total``, later CTAs one whole tile each (``_sk_run``). (One consumer with both
+        halves was measured slower in run 12 and not kept.)"""
+        it_begin, it_end = _sk_run(iters, sk_total, n_steps)
         num_m = gl.cdiv(M, BM)
         dy_smem, w_smem, s_raw, s_t, ready, empty, s_ready = _bwd_stages(dy_desc, w_desc, s_desc, BM, STAGES, 2)
         gl.warp_specialize([
@@ -1334,9 +1354,11 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     rows = cfg.bn // max(cfg.consumers, 1)
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
             or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)
-            or cfg.stream_k not in (0, 1, 2) or (cfg.stream_k and (cfg.in_flight or cfg.split_k != 1))):
+            or cfg.stream_k not in (0, 1, 2) or (cfg.stream_k and (cfg.in_flight or cfg.split_k != 1))
+            or (cfg.dp_waves and not cfg.stream_k)):
         raise ValueError(f"unsupported config {cfg}: 1 or 2 consumers of 64 or 128 rows each, BM in (8, 16, 32, 64, "
-                         "128, 256), in_flight with one consumer only, stream_k 0-2 without in_flight or split_k")
+                         "128, 256), in_flight with one consumer only, stream_k 0-2 without in_flight or split_k, "
+                         "dp_waves with stream_k only")
     x2 = x2.contiguous()
     y = kern._out(out, m, w.n, x2)
     kc = w.k_pad // kern.CHUNK
@@ -1359,6 +1381,30 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     return y
 
 
+# Stream-K runs of ``dp_waves`` shorter than this many steps are not made: a split tile's parts (fp32 stores, an
+# atomic, the last CTA's reads) cost about as much as a few steps of the tile loop.
+SK_MIN_RUN = 8
+
+
+def sk_plan(tiles: int, steps: int, ctas_per_wave: int, dp_waves: bool = False) -> tuple[int, int, int]:
+    """(iters, sk_total, grid) of a stream-K launch over ``tiles`` tiles of ``steps`` steps each (``_sk_run``): the
+    first ``sk_total`` steps of the tile-major sequence in runs of ``iters`` steps, one CTA each, then one CTA per
+    remaining tile. Pure stream-K: every step, evenly over one wave of CTAs. ``dp_waves``: the whole waves of tiles
+    one per CTA, and each tile left over split into ``d`` runs, ``d`` the largest divisor of ``steps`` with
+    ``rem * d`` CTAs in a wave and runs of at least ``SK_MIN_RUN`` steps, so every run lies inside one tile and the
+    CTAs of different tiles work on the same stretch of the reduction (the same operand tiles, from L2)."""
+    total = tiles * steps
+    if not dp_waves:
+        iters = -(-total // min(total, ctas_per_wave))
+        return iters, total, -(-total // iters)
+    rem = tiles % ctas_per_wave if tiles > ctas_per_wave else tiles
+    if rem == 0:
+        return steps, 0, tiles
+    d = max(d for d in range(1, steps + 1) if steps % d == 0 and rem * d <= ctas_per_wave
+            and (d == 1 or steps // d >= SK_MIN_RUN))
+    return steps // d, rem * steps, rem * d + tiles - rem
+
+
 def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Tensor, kc: int) -> bool:
     """``ws_matmul`` on ``_ws_fwd_sk_kernel``: ``cfg.stream_k`` CTAs per SM share the tiles' chunks evenly. False
     (nothing launched) while a CUDA graph is being captured and the tile counters would have to be allocated."""
@@ -1367,17 +1413,15 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     counters = kern._split_counters(x2.device, tiles * cfg.consumers)
     if counters is None:
         return False
-    total = tiles * kc
-    iters = -(-total // min(total, cfg.stream_k * kern._sms(x2.device)))
-    ctas = -(-total // iters)
-    # Two tiles' parts per CTA at most (its first and last tile), per consumer.
-    parts = torch.empty(ctas * 2 * cfg.bn * cfg.bm, dtype=torch.float32, device=x2.device)
+    iters, sk_total, ctas = sk_plan(tiles, kc, cfg.stream_k * kern._sms(x2.device), cfg.dp_waves)
+    # Two tiles' parts per stream-K CTA at most (its first and last tile), per consumer.
+    parts = torch.empty(max(1, -(-sk_total // iters)) * 2 * cfg.bn * cfg.bm, dtype=torch.float32, device=x2.device)
     x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
     x_desc = TensorDescriptor(x2, [m, w.k], [w.k, 1], [cfg.bm, 64], x_l)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
     _ensure_cuda_context(x2.device)
     _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc, iters,
-                               total, w.n // 32, BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers, STAGES=cfg.stages,
+                               sk_total, w.n // 32, BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers, STAGES=cfg.stages,
                                CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words, num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
@@ -1391,16 +1435,14 @@ def _stream_k_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     counters = kern._split_counters(dy2.device, tiles * cfg.consumers)
     if counters is None:
         return False
-    total = tiles * steps
-    iters = -(-total // min(total, cfg.stream_k * kern._sms(dy2.device)))
-    ctas = -(-total // iters)
-    parts = torch.empty(ctas * 2 * 128 * cfg.bm, dtype=torch.float32, device=dy2.device)
+    iters, sk_total, ctas = sk_plan(tiles, steps, cfg.stream_k * kern._sms(dy2.device), cfg.dp_waves)
+    parts = torch.empty(max(1, -(-sk_total // iters)) * 2 * 128 * cfg.bm, dtype=torch.float32, device=dy2.device)
     dy_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
     dy_desc = TensorDescriptor(dy2, [m, n], [n, 1], [cfg.bm, 64], dy_l)
     w_desc, s_desc = weight_descriptors(w, 64)
     _ensure_cuda_context(dy2.device)
     _ws_bwd_sk_kernel[(ctas,)](dy_desc, w_desc, s_desc, dx, parts, counters, w.global_scale, m, w.k, w.k, steps,
-                               iters, total, w.n // 32, BM=cfg.bm, STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS,
+                               iters, sk_total, w.n // 32, BM=cfg.bm, STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS,
                                num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
@@ -1414,9 +1456,9 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
         raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
     if (cfg.bm not in (8, 16, 32, 64, 128, 256) or cfg.stream_k not in (0, 1, 2) or cfg.consumers not in (1, 2)
             or (cfg.stream_k and (cfg.split_n != 1 or cfg.consumers != 2)) or (cfg.bm == 256 and cfg.consumers == 1)
-            or (cfg.consumers == 2 and (cfg.fused or cfg.bm < 64))):
+            or (cfg.consumers == 2 and (cfg.fused or cfg.bm < 64)) or (cfg.dp_waves and not cfg.stream_k)):
         raise ValueError(f"unsupported config {cfg}: BM in (8, 16, 32, 64, 128), or 64-256 with two consumers (no "
-                         "fused sum), stream_k 0-2 with two consumers and no split_n")
+                         "fused sum), stream_k 0-2 with two consumers and no split_n, dp_waves with stream_k only")
     dy2 = dy2.contiguous()
     dx = kern._out(out, m, w.k, dy2)
     kc = w.k_pad // kern.CHUNK
