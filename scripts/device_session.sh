@@ -1247,4 +1247,25 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       cp /tmp/q48a_$lay/gemm_ws.json "$out/gemm_ws_fwd_$lay.json"
     done
     ;;
+  # 48b: the run-14 table entries (dp_waves where the search found them faster; 14B / 32B o forward on words and the
+  # 32B gate_up input gradient at M = 512 on the kernel instead of the slab path) against the previous commit
+  # (.device/old: 5001520), alternating: input gradient at M = 512 / 1024, forward on words and on pairs at M = 1024,
+  # the 14B and 32B layers (each group's files in one tar: a call returns at most 8 files); first the GPU tests of
+  # the dispatch and stream-K paths.
+  48b)
+    device_name
+    timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "dispatch or stream or dp_waves" 2>&1 | tail -3 | tee "$out/gpu_tests.txt"
+    top=$out
+    for g in bwd words pairs; do
+      out=/tmp/q48b_$g; mkdir -p "$out"
+      case $g in
+        bwd) dispatch_alternating 60 /tmp/q48b_b --models 14b,32b --ms 512,1024 --dirs bwd ;;
+        words) dispatch_alternating 45 /tmp/q48b_w --models 14b,32b --ms 1024 --shipped-layout words ;;
+        pairs) dispatch_alternating 45 /tmp/q48b_p --models 14b,32b --ms 1024 ;;
+      esac
+      tar -cf "$top/dispatch_$g.tar" -C "$out" .
+    done
+    out=$top
+    ;;
 esac

@@ -205,7 +205,8 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 5120, 27648): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
     (256, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.34x the previous entry
     (512, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.24x the previous entry
-    (1024, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.06x the previous path
+    # run 14: whole waves one per CTA (dp_waves), 1.21x the previous entry in the search
+    (1024, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True),
     (1, 7168, 5120): None,  # 0.93x of the decode kernels
     (8, 7168, 5120): None,  # 0.89x of the decode kernels
     (16, 7168, 5120): None,  # 0.96x of the decode kernels
@@ -315,7 +316,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (128, 27648, 5120): WsBwdConfig(128, 4, 3, maxnreg=128),  # likewise
     (256, 27648, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.43x the previous entry
     (512, 27648, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.24x the previous path
-    (1024, 27648, 5120): None,  # 0.63x of the previous path
+    (1024, 27648, 5120): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.16x the slab path
     (1, 37888, 3584): WsBwdConfig(8, 6, 16, maxnreg=64),  # run 10: 1.26x the previous entry
     (8, 37888, 3584): WsBwdConfig(8, 6, 16, maxnreg=64),  # run 10: 1.21x the previous entry
     (16, 37888, 3584): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.19x the previous entry
@@ -332,8 +333,8 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (64, 55296, 5120): None,  # 0.94x of the previous path
     (128, 55296, 5120): WsBwdConfig(128, 6, 3),  # likewise
     (256, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.54x the previous entry
-    (512, 55296, 5120): None,  # 0.75x of the previous path (run 13: 1.00x in the alternating passes)
-    (1024, 55296, 5120): None,  # 0.67x of the previous path
+    (512, 55296, 5120): WsBwdConfig(256, 5, 1, consumers=2),  # run 14: 1.12x the slab path (run 13: 1.00x)
+    (1024, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.19x the slab path
 }
 
 # The forward on weights of the "words" code layout (``prepare_weight(layout="words")``), which only this kernel
@@ -385,7 +386,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 5120, 5120): WsConfig(128, 64),
     (256, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False),
     (512, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.10x the previous entry
-    (1024, 5120, 5120): None,  # the slab path: 88-91 us against 99-102 in the alternating passes (run 11)
+    (1024, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: stream-K, 1.11-1.15x the slab path
     (2048, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False),
     (4096, 5120, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (1, 5120, 13824): WsConfig(8, 128, 5, 8, 1, False, 80, True),
@@ -396,7 +397,8 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 5120, 13824): WsConfig(128, 128, 4, 3, 2, False),
     (256, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.19x the previous entry
     (512, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.23x the previous entry
-    (1024, 5120, 13824): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.09x the previous entry
+    # run 14: dp_waves, 1.10x the previous entry in the search
+    (1024, 5120, 13824): WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True),
     (2048, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False),
     (4096, 5120, 13824): WsConfig(128, 256, 3, 1, 2, False),
     (1, 5120, 27648): WsConfig(8, 128, 5, 8, 1, False, 80, True),
@@ -407,7 +409,8 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 5120, 27648): WsConfig(128, 128, 4, 3, 2, False),
     (256, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.31x the previous entry
     (512, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.23x the previous entry
-    (1024, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.13x the previous entry
+    # run 14: dp_waves, 1.20x the previous entry in the search
+    (1024, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True),
     (2048, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False),
     (4096, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False),
     (1, 7168, 5120): WsConfig(8, 128, 6, 4, 1, True, 128, True),
