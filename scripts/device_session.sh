@@ -1268,4 +1268,10 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     done
     out=$top
     ;;
+  # 48c: where a dp_waves launch's time goes (benchmarks/stream_k_phases.py: the same kernel on plans that run only
+  # the split leftover tiles, one wave of whole tiles, every tile whole, or plain stream-K).
+  48c)
+    device_name
+    timeout 300 python3 benchmarks/stream_k_phases.py --out "$out" 2>&1 | tail -8
+    ;;
 esac

@@ -205,8 +205,7 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 5120, 27648): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
     (256, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.34x the previous entry
     (512, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.24x the previous entry
-    # run 14: whole waves one per CTA (dp_waves), 1.21x the previous entry in the search
-    (1024, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True),
+    (1024, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.06x the previous path
     (1, 7168, 5120): None,  # 0.93x of the decode kernels
     (8, 7168, 5120): None,  # 0.89x of the decode kernels
     (16, 7168, 5120): None,  # 0.96x of the decode kernels
