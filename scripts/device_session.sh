@@ -1274,4 +1274,31 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     device_name
     timeout 300 python3 benchmarks/stream_k_phases.py --out "$out" 2>&1 | tail -8
     ;;
+  # 48d: a split tile's parts summed in slices (stored in the output's order, 16-byte loads, four parts' loads of a
+  # slice in flight together) instead of in the accumulator's layout: the kernels' GPU tests, the phases of the
+  # dp_waves launches again, then the input gradient's default dispatch against the previous commit (.device/old:
+  # ba4b414), alternating, every layer at M = 256-1024.
+  48d)
+    device_name
+    timeout 220 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py 2>&1 | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    timeout 120 python3 benchmarks/stream_k_phases.py --out "$out" 2>&1 | tail -7
+    dispatch_alternating 50 /tmp/q48d --models 7b,14b,32b --ms 256,512,1024 --dirs bwd
+    ;;
+  # 48e: the same change, forward: default dispatch on words and on pairs weights against the previous commit
+  # (.device/old: ba4b414), alternating, every layer at M = 256-1024 (each group's files in one tar).
+  48e)
+    device_name
+    top=$out
+    for g in words pairs; do
+      out=/tmp/q48e_$g; mkdir -p "$out"
+      if [ $g = words ]; then
+        dispatch_alternating 60 /tmp/q48e_w --models 7b,14b,32b --ms 256,512,1024 --shipped-layout words
+      else
+        dispatch_alternating 60 /tmp/q48e_p --models 7b,14b,32b --ms 256,512,1024
+      fi
+      tar -cf "$top/dispatch_$g.tar" -C "$out" .
+    done
+    out=$top
+    ;;
 esac

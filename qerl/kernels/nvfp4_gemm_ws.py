@@ -855,9 +855,9 @@ if gluon is not None:
             if c_hi - c_lo == n_chunks:
                 _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB)
             else:
-                last, acc = _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, iters, n_chunks, c_hi - c_lo, CONSUMERS, ME)
-                if last:
-                    _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB)
+                if _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, c_hi - c_lo, n_chunks, CONSUMERS, ME):
+                    _sk_sum_parts(part_ptr, y_ptr, gs_ptr, t, iters, n_chunks, (t % num_m) * BM,
+                                  (t // num_m) * BN + ROW0, M, N, stride_ym, RB, BM, CONSUMERS, ME)
 
     @gluon.jit
     def _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM: gl.constexpr, BN: gl.constexpr,
@@ -874,22 +874,22 @@ if gluon is not None:
         gl.store(ptrs, (acc * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16), mask=mask)
 
     @gluon.jit
-    def _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, iters, n_steps, steps, CONSUMERS: gl.constexpr,
-                       ME: gl.constexpr):
-        """Consumer ME's share of tile t when this CTA ran only ``steps`` of its ``n_steps``: the part goes as fp32 to
-        the CTA's slot (its first tile t0 or its last one) and the steps count on the tile's counter (one per tile
-        and consumer). Returns (True, the tile's sum) in the consumer that completes the count, which sums every
-        CTA's part in CTA order (the same bits whichever finishes last) and resets the counter; else (False, acc)."""
-        mma: gl.constexpr = acc.type.layout
+    def _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, steps, n_steps, CONSUMERS: gl.constexpr, ME: gl.constexpr):
+        """Consumer ME's share of tile t when this CTA ran only ``steps`` of its ``n_steps``: the part (``acc``
+        [RB output columns, BM rows], in the output's column order) goes as fp32 to the CTA's slot (its first tile t0
+        or its last one), stored as [BM, RB] rows like the output's, and the steps count on the tile's counter (one
+        per tile and consumer). True in the consumer that completes the count (it resets the counter and then sums
+        the parts, ``_sk_sum_parts``)."""
+        lay: gl.constexpr = acc.type.layout
         RB: gl.constexpr = acc.type.shape[0]
         BM: gl.constexpr = acc.type.shape[1]
         g = gl.program_id(0)
-        rows = gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
-        cols = gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        rows = gl.arange(0, RB, layout=gl.SliceLayout(1, lay))
+        cols = gl.arange(0, BM, layout=gl.SliceLayout(0, lay))
         # Part offsets [RB, BM] built from the slot (a value of this tile): a tile-invariant offset tensor would be
         # hoisted out of the callers' loops and held in registers across them (spills).
         slot = (g * 2 + (t != t0).to(gl.int32)) * CONSUMERS + ME
-        gl.store(part_ptr + (slot * (RB * BM) + rows * BM)[:, None] + cols[None, :], acc)
+        gl.store(part_ptr + slot * (RB * BM) + rows[:, None] + (cols * RB)[None, :], acc)
         # The barrier orders the warpgroup's stores before the release; the acquire lets the last one see the other
         # CTAs' parts (as ``_last_split``).
         gl.thread_barrier()
@@ -897,12 +897,42 @@ if gluon is not None:
         last = done + steps == n_steps
         if last:
             gl.atomic_xchg(cnt_ptr + t * CONSUMERS + ME, 0, sem="relaxed", scope="gpu")
-            acc = gl.zeros([RB, BM], gl.float32, mma)
-            for h in range((t * n_steps) // iters, (t * n_steps + n_steps - 1) // iters + 1):
-                h_slot = (h * 2 + (t != (h * iters) // n_steps).to(gl.int32)) * CONSUMERS + ME
-                acc += gl.load(part_ptr + (h_slot * (RB * BM) + rows * BM)[:, None] + cols[None, :],
-                               cache_modifier=".cg")
-        return last, acc
+        return last
+
+    @gluon.jit
+    def _sk_part_slice(part_ptr, h, h1, t, iters, n_steps, offs, PART: gl.constexpr, CONSUMERS: gl.constexpr,
+                       ME: gl.constexpr):
+        """CTA h's part of tile t at ``offs`` (zeros for h >= h1: no such CTA), through L2 (``.cg``)."""
+        h_slot = (h * 2 + (t != (h * iters) // n_steps).to(gl.int32)) * CONSUMERS + ME
+        return gl.load(part_ptr + h_slot * PART + offs, mask=(offs >= 0) & (h < h1), other=0.0, cache_modifier=".cg")
+
+    @gluon.jit
+    def _sk_sum_parts(part_ptr, out_ptr, gs_ptr, t, iters, n_steps, m0, col0, M, N, stride_om, RB: gl.constexpr,
+                      BM: gl.constexpr, CONSUMERS: gl.constexpr, ME: gl.constexpr):
+        """Tile t's sum over every CTA's part (``_sk_merge_part``), in CTA order (the same bits whichever CTA
+        finishes last), into ``out[m0 + m, col0 + r]`` as bf16. Read in slices of the [BM, RB] parts in a layout of
+        whole 16-byte runs along the output's columns, the first four parts' loads of a slice issued together: the
+        accumulator's layout held the whole tile in registers and left a few 8-byte loads in flight per thread."""
+        TR: gl.constexpr = RB // 4 if RB // 4 <= 32 else 32
+        lay: gl.constexpr = gl.BlockedLayout([4, 1], [TR, 32 // TR], [1, 4], [0, 1])
+        SM: gl.constexpr = 4096 // RB  # rows of the output per slice: 32 values per thread and part
+        h0 = (t * n_steps) // iters
+        h1 = (t * n_steps + n_steps - 1) // iters + 1
+        scale = 16384.0 / gl.load(gs_ptr)  # the dequantized tiles carry 2**-14 and no 1 / global_scale
+        r = gl.arange(0, RB, layout=gl.SliceLayout(1, lay))
+        for s0 in gl.static_range(0, BM, SM):
+            mm = s0 + gl.arange(0, SM, layout=gl.SliceLayout(0, lay))
+            offs = r[:, None] + (mm * RB)[None, :]
+            p0 = _sk_part_slice(part_ptr, h0, h1, t, iters, n_steps, offs, RB * BM, CONSUMERS, ME)
+            p1 = _sk_part_slice(part_ptr, h0 + 1, h1, t, iters, n_steps, offs, RB * BM, CONSUMERS, ME)
+            p2 = _sk_part_slice(part_ptr, h0 + 2, h1, t, iters, n_steps, offs, RB * BM, CONSUMERS, ME)
+            p3 = _sk_part_slice(part_ptr, h0 + 3, h1, t, iters, n_steps, offs, RB * BM, CONSUMERS, ME)
+            total = (((gl.zeros([RB, SM], gl.float32, lay) + p0) + p1) + p2) + p3
+            for h in range(h0 + 4, h1):
+                total += _sk_part_slice(part_ptr, h, h1, t, iters, n_steps, offs, RB * BM, CONSUMERS, ME)
+            ptrs = out_ptr + (m0 + mm)[None, :].to(gl.int64) * stride_om + (col0 + r)[:, None]
+            mask = (m0 + mm < M)[None, :] & (col0 + r < N)[:, None]
+            gl.store(ptrs, (total * scale).to(gl.bfloat16), mask=mask)
 
     @gluon.jit
     def _sk_run(iters, sk_total, n_steps):
@@ -1261,9 +1291,9 @@ if gluon is not None:
             if j_hi - j_lo == n_steps:
                 _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, M, K, stride_xm, BM)
             else:
-                last, acc = _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, iters, n_steps, j_hi - j_lo, 2, HALF)
-                if last:
-                    _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, M, K, stride_xm, BM)
+                if _sk_merge_part(part_ptr, cnt_ptr, _bwd_k_order(acc), t, t0, j_hi - j_lo, n_steps, 2, HALF):
+                    _sk_sum_parts(part_ptr, dx_ptr, gs_ptr, t, iters, n_steps, (t % num_m) * BM,
+                                  (t // num_m) * 128 + 64 * HALF, M, K, stride_xm, 64, BM, 2, HALF)
 
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
     def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, n_steps, iters,
