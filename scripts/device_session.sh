@@ -1286,7 +1286,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     dispatch_alternating 50 /tmp/q48d --models 7b,14b,32b --ms 256,512,1024 --dirs bwd
     ;;
   # 48e: the same change, forward: default dispatch on words and on pairs weights against the previous commit
-  # (.device/old: ba4b414), alternating, every layer at M = 256-1024 (each group's files in one tar).
+  # (.device/old: ba4b414), alternating, every layer at M = 256-1024 (each group's files in one tar); then the input
+  # gradient's search at M = 256-1024 on this code.
   48e)
     device_name
     top=$out
@@ -1300,5 +1301,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       tar -cf "$top/dispatch_$g.tar" -C "$out" .
     done
     out=$top
+    timeout 150 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 256,512,1024 --dirs bwd --stream-k \
+      --bwd-two-consumers --dp-waves --out /tmp/q48e_b 2>&1 | tee "$out/log_bwd.txt" | tail -4
+    cp /tmp/q48e_b/gemm_ws.json "$out/gemm_ws_bwd.json"
     ;;
 esac
