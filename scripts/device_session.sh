@@ -1305,4 +1305,12 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --bwd-two-consumers --dp-waves --out /tmp/q48e_b 2>&1 | tee "$out/log_bwd.txt" | tail -4
     cp /tmp/q48e_b/gemm_ws.json "$out/gemm_ws_bwd.json"
     ;;
+  # 48f: the input-gradient entries of 48e's search (where a config was at least 8% faster than the shipped one, and
+  # the 14B / 32B qkv at M = 1024 on stream-K instead of the slab path) against the previous commit (.device/old:
+  # 9de6d02), alternating, every layer at M = 256-1024; then the GPU tests (three files).
+  48f)
+    device_name
+    dispatch_alternating 50 /tmp/q48f --models 7b,14b,32b --ms 256,512,1024 --dirs bwd
+    gpu_name_and_tests 330
+    ;;
 esac
