@@ -1313,4 +1313,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     dispatch_alternating 50 /tmp/q48f --models 7b,14b,32b --ms 256,512,1024 --dirs bwd
     gpu_name_and_tests 330
     ;;
+  # 48g: the forward's search on the parts' sum (the table's tiles, the wide ones, stream-K and dp_waves) on words,
+  # then on pairs, at M = 256-1024.
+  48g)
+    device_name
+    for lay in words pairs; do
+      timeout 270 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 256,512,1024 --tile-set table+wide \
+        --stream-k --dp-waves --layouts $lay --shipped-layout $lay --out /tmp/q48g_$lay 2>&1 \
+        | tee "$out/log_fwd_$lay.txt" | tail -4
+      cp /tmp/q48g_$lay/gemm_ws.json "$out/gemm_ws_fwd_$lay.json"
+    done
+    ;;
 esac

@@ -278,7 +278,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (64, 5120, 5120): WsBwdConfig(64, 4, 4, maxnreg=128),
     (128, 5120, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
     (256, 5120, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # run 12: 1.08x the previous entry
-    (512, 5120, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 14: stream-K, 1.08x in the search
+    (512, 5120, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 14: stream-K, 1.10x the previous entry
     (1024, 5120, 5120): None,  # 0.65x of the previous path
     (1, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.22x the previous entry
     (8, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.43x the previous entry
@@ -297,7 +297,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (128, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
     (256, 5120, 27648): WsBwdConfig(256, 4, 1, consumers=2),  # run 13: 1.14x the previous entry
     (512, 5120, 27648): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 12: 1.18x the previous entry
-    (1024, 5120, 27648): WsBwdConfig(256, 4, 1, consumers=2),  # run 14: 1.11x the previous entry in the search
+    (1024, 5120, 27648): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 12: 1.16x the previous entry
     (1, 7168, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.06/1.05x the entry without
     (8, 7168, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.04/1.02x the entry without
     (16, 7168, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.27x the Triton kernels
@@ -306,7 +306,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (128, 7168, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
     (256, 7168, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # run 12: 1.14x the previous entry
     (512, 7168, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.33x the previous entry
-    (1024, 7168, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 14: 1.04-1.05x the slab path
+    (1024, 7168, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 14: 1.03-1.06x the slab path
     (1, 27648, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.36x the Triton kernels
     (8, 27648, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.37x the Triton kernels
     (16, 27648, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.33x the Triton kernels
@@ -315,16 +315,16 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (128, 27648, 5120): WsBwdConfig(128, 4, 3, maxnreg=128),  # likewise
     (256, 27648, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.43x the previous entry
     (512, 27648, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.24x the previous path
-    (1024, 27648, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.16x the slab path
+    (1024, 27648, 5120): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.24x the slab path
     (1, 37888, 3584): WsBwdConfig(8, 6, 16, maxnreg=64),  # run 10: 1.26x the previous entry
     (8, 37888, 3584): WsBwdConfig(8, 6, 16, maxnreg=64),  # run 10: 1.21x the previous entry
     (16, 37888, 3584): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.19x the previous entry
     (32, 37888, 3584): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.11x the previous entry
     (64, 37888, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (128, 37888, 3584): WsBwdConfig(128, 4, 8, maxnreg=128),
-    (256, 37888, 3584): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.09x in the search
+    (256, 37888, 3584): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.07x the previous entry
     (512, 37888, 3584): WsBwdConfig(256, 4, 4, consumers=2),  # run 12: 1.18x the previous path
-    (1024, 37888, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 14: 1.10x the previous entry in the search
+    (1024, 37888, 3584): WsBwdConfig(256, 5, 1, consumers=2),  # run 13: 1.17x the previous path
     (1, 55296, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.33x the Triton kernels
     (8, 55296, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.34x the Triton kernels
     (16, 55296, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.30x the Triton kernels
@@ -332,8 +332,8 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (64, 55296, 5120): None,  # 0.94x of the previous path
     (128, 55296, 5120): WsBwdConfig(128, 6, 3),  # likewise
     (256, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.54x the previous entry
-    (512, 55296, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.19x in the search
-    (1024, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.19x the slab path
+    (512, 55296, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.07x the previous entry
+    (1024, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.18x the slab path
 }
 
 # The forward on weights of the "words" code layout (``prepare_weight(layout="words")``), which only this kernel
