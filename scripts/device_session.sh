@@ -1324,4 +1324,21 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       cp /tmp/q48g_$lay/gemm_ws.json "$out/gemm_ws_fwd_$lay.json"
     done
     ;;
+  # 48h: the forward entries of 48g's search (words and pairs tables, M = 256-1024, where a different config was at
+  # least 8% faster than the shipped one) against the previous commit (.device/old: 2eccd27), alternating, every layer
+  # (each group's files in one tar).
+  48h)
+    device_name
+    top=$out
+    for g in words pairs; do
+      out=/tmp/q48h_$g; mkdir -p "$out"
+      if [ $g = words ]; then
+        dispatch_alternating 60 /tmp/q48h_w --models 7b,14b,32b --ms 256,512,1024 --shipped-layout words
+      else
+        dispatch_alternating 60 /tmp/q48h_p --models 7b,14b,32b --ms 256,512,1024
+      fi
+      tar -cf "$top/dispatch_$g.tar" -C "$out" .
+    done
+    out=$top
+    ;;
 esac
