@@ -1341,4 +1341,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     done
     out=$top
     ;;
+  # 48i: the GPU tests on the final code of run 14 (three files, a cold cache).
+  48i)
+    gpu_name_and_tests 560
+    ;;
 esac

@@ -176,8 +176,8 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 4608, 3584): WsConfig(32, 64, 4, 4, maxnreg=80),  # run 10: 1.10x the previous entry
     (64, 4608, 3584): WsConfig(64, 64, 5, 1, maxnreg=128),
     (128, 4608, 3584): WsConfig(128, 64, 4, 1),
-    (256, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14 (trial)
-    (512, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14 (trial)
+    (256, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.11x the previous entry
+    (512, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.07x the previous entry
     (1024, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.11x the previous entry
     (1, 5120, 5120): None,  # 0.92x of the decode kernels
     (8, 5120, 5120): None,  # 0.89x of the decode kernels
@@ -185,7 +185,7 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 5120, 5120): WsConfig(32, 64, 4, 3, maxnreg=80),  # run 10: 1.35x the previous entry
     (64, 5120, 5120): WsConfig(64, 64, 5, 1, maxnreg=128),
     (128, 5120, 5120): WsConfig(128, 64, 4, 1),
-    (256, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14 (trial)
+    (256, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.12-1.16x the previous entry
     (512, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.08x the previous entry
     (1024, 5120, 5120): None,  # 0.87x of the previous path
     (1, 5120, 13824): None,  # 0.89x of the decode kernels
@@ -195,24 +195,24 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (64, 5120, 13824): WsConfig(64, 64, 5, 3, maxnreg=128),  # split 3 searched later in run 9
     (128, 5120, 13824): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
     (256, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.32x the previous entry
-    (512, 5120, 13824): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14 (trial)
-    (1024, 5120, 13824): WsConfig(256, 128, 2, 1, 2, False, stream_k=1, dp_waves=True),  # run 14 (trial)
+    (512, 5120, 13824): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14: 1.14x the previous entry
+    (1024, 5120, 13824): WsConfig(256, 128, 2, 1, 2, False, stream_k=1, dp_waves=True),  # run 14: 1.11x the one before
     (1, 5120, 27648): None,  # 0.93x of the decode kernels
     (8, 5120, 27648): None,  # 0.89x of the decode kernels
     (16, 5120, 27648): None,  # 0.97x of the decode kernels
     (32, 5120, 27648): WsConfig(32, 64, 4, 3, maxnreg=80),  # run 10: 1.15x the previous entry
     (64, 5120, 27648): WsConfig(64, 64, 4, 3, maxnreg=128),  # likewise
     (128, 5120, 27648): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
-    (256, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1, dp_waves=True),  # run 14 (trial)
+    (256, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1, dp_waves=True),  # run 14: 1.14x the one before
     (512, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.24x the previous entry
-    (1024, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1, dp_waves=True),  # run 14 (trial)
+    (1024, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1, dp_waves=True),  # run 14: 1.17x the one before
     (1, 7168, 5120): None,  # 0.93x of the decode kernels
     (8, 7168, 5120): None,  # 0.89x of the decode kernels
     (16, 7168, 5120): None,  # 0.96x of the decode kernels
     (32, 7168, 5120): WsConfig(32, 64, 4, 2, maxnreg=80),  # run 10: 1.23x the previous entry
     (64, 7168, 5120): WsConfig(64, 64, 5, 1, maxnreg=128),
     (128, 7168, 5120): WsConfig(128, 64, 4, 1),
-    (256, 7168, 5120): WsConfig(128, 64, 3, 1, 1, False, 128),  # run 14 (trial)
+    (256, 7168, 5120): WsConfig(128, 128, 4, 1, 2, False),  # run 12: 1.09x the previous entry
     (512, 7168, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.21x the previous entry
     (1024, 7168, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.09x the previous entry
     (1, 27648, 5120): None,  # 0.90x of the decode kernels
@@ -230,8 +230,8 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 37888, 3584): WsConfig(32, 64, 4, 1, maxnreg=80),  # run 10: 1.44x the previous entry
     (64, 37888, 3584): WsConfig(64, 64, 5, 1, maxnreg=128),
     (128, 37888, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
-    (256, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14 (trial)
-    (512, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14 (trial)
+    (256, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14: 1.14x the previous entry
+    (512, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
     (1024, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.13x the previous entry
     (1, 55296, 5120): None,  # 0.84x of the decode kernels
     (8, 55296, 5120): None,  # 0.86x of the decode kernels
@@ -322,7 +322,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (32, 37888, 3584): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.11x the previous entry
     (64, 37888, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (128, 37888, 3584): WsBwdConfig(128, 4, 8, maxnreg=128),
-    (256, 37888, 3584): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.07x the previous entry
+    (256, 37888, 3584): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.07x the one before
     (512, 37888, 3584): WsBwdConfig(256, 4, 4, consumers=2),  # run 12: 1.18x the previous path
     (1024, 37888, 3584): WsBwdConfig(256, 5, 1, consumers=2),  # run 13: 1.17x the previous path
     (1, 55296, 5120): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.33x the Triton kernels
@@ -332,7 +332,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (64, 55296, 5120): None,  # 0.94x of the previous path
     (128, 55296, 5120): WsBwdConfig(128, 6, 3),  # likewise
     (256, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.54x the previous entry
-    (512, 55296, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.07x the previous entry
+    (512, 55296, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.07x the one before
     (1024, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.18x the slab path
 }
 
@@ -363,7 +363,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 3584, 18944): WsConfig(128, 128, 4, 8, 2, False),
     (256, 3584, 18944): WsConfig(128, 256, 3, 8, 2, False),
     (512, 3584, 18944): WsConfig(128, 128, 4, 1, 2, False),
-    (1024, 3584, 18944): WsConfig(256, 128, 3, 1, 2, False),  # run 14 (trial)
+    (1024, 3584, 18944): WsConfig(256, 128, 3, 1, 2, False),  # run 14: 1.04x the previous entry
     (2048, 3584, 18944): WsConfig(128, 256, 3, 1, 2, False),
     (4096, 3584, 18944): WsConfig(128, 256, 3, 1, 2, False),
     (1, 4608, 3584): WsConfig(8, 128, 6, 8, 1, True, 128, True),
@@ -372,8 +372,8 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 4608, 3584): WsConfig(32, 64, 4, 4, 1, True, 80),
     (64, 4608, 3584): WsConfig(64, 64, 5, 1, 1, True, 128),
     (128, 4608, 3584): WsConfig(128, 64),
-    (256, 4608, 3584): WsConfig(128, 64, 3, 1, 1, False, 128, stream_k=2),  # run 14 (trial)
-    (512, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14 (trial)
+    (256, 4608, 3584): WsConfig(128, 64, 3, 1, 1, False, 128, stream_k=2),  # run 14: 1.03x the previous entry
+    (512, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.18x the previous entry
     (1024, 4608, 3584): None,  # the slab path
     (2048, 4608, 3584): None,  # the slab path
     (4096, 4608, 3584): None,  # the slab path
@@ -383,7 +383,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 5120, 5120): WsConfig(32, 64, 4, 3, 1, True, 80),
     (64, 5120, 5120): WsConfig(64, 64, 5, 1, 1, True, 128),
     (128, 5120, 5120): WsConfig(128, 64),
-    (256, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14 (trial)
+    (256, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.10-1.12x the previous entry
     (512, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.10x the previous entry
     (1024, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: stream-K, 1.11-1.15x the slab path
     (2048, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False),
@@ -406,8 +406,8 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 5120, 27648): WsConfig(32, 64, 4, 3, 1, True, 80),
     (64, 5120, 27648): WsConfig(64, 64, 4, 3, 1, True, 128),
     (128, 5120, 27648): WsConfig(128, 128, 4, 3, 2, False),
-    (256, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14 (trial)
-    (512, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14 (trial)
+    (256, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.31x the previous entry
+    (512, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14: 1.06x the previous entry
     # run 14: dp_waves, 1.20x the previous entry in the search
     (1024, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True),
     (2048, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False),
@@ -440,7 +440,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 37888, 3584): WsConfig(32, 64, 4, 1, 1, True, 80),
     (64, 37888, 3584): WsConfig(64, 64, 3, 1, 1, False, 80),
     (128, 37888, 3584): WsConfig(64, 64, 3, 1, 1, False, 80),
-    (256, 37888, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14 (trial)
+    (256, 37888, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.09x the previous entry
     (512, 37888, 3584): WsConfig(128, 256, 3, 1, 2, False),
     (1024, 37888, 3584): WsConfig(128, 256, 3, 1, 2, False),
     (2048, 37888, 3584): WsConfig(128, 256, 3, 1, 2, False),
@@ -451,7 +451,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 55296, 5120): WsConfig(32, 64, 4, 1, 1, False, 64),
     (64, 55296, 5120): WsConfig(64, 128, 4, 1, 1, False, 128),
     (128, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
-    (256, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14 (trial)
+    (256, 55296, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.15x the previous entry
     (512, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (1024, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (2048, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
