@@ -1345,4 +1345,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   48i)
     gpu_name_and_tests 560
     ;;
+  # 48j: sustained load at M = 1024 on the final code, every layer: the input gradient and the forward on pairs (the
+  # training layout), then the forward on words.
+  48j)
+    device_name
+    timeout 220 python3 benchmarks/sustained.py --cells "" --models 7b,14b,32b --ms 1024 --dirs fwd,bwd \
+      --layout pairs --seconds 1.0 --out /tmp/q48j_p 2>&1 | grep "sustained\|samples" > "$out/sustained_pairs.txt"
+    cp /tmp/q48j_p/sustained.json "$out/sustained_pairs.json"
+    timeout 150 python3 benchmarks/sustained.py --cells "" --models 7b,14b,32b --ms 1024 --dirs fwd \
+      --layout words --seconds 1.0 --out /tmp/q48j_w 2>&1 | grep "sustained\|samples" > "$out/sustained_words.txt"
+    cp /tmp/q48j_w/sustained.json "$out/sustained_words.json"
+    ;;
 esac
