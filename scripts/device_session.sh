@@ -1356,4 +1356,20 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --layout words --seconds 1.0 --out /tmp/q48j_w 2>&1 | grep "sustained\|samples" > "$out/sustained_words.txt"
     cp /tmp/q48j_w/sustained.json "$out/sustained_words.json"
     ;;
+  # 48k: run 13's last commit (.device/old: 34a1c0f) against run 14's final code, alternating, every layer at M = 256-
+  # 1024: the input gradient, the forward on words and on pairs (each group's files in one tar).
+  48k)
+    device_name
+    top=$out
+    for g in bwd words pairs; do
+      out=/tmp/q48k_$g; mkdir -p "$out"
+      case $g in
+        bwd) dispatch_alternating 50 /tmp/q48k_b --models 7b,14b,32b --ms 256,512,1024 --dirs bwd ;;
+        words) dispatch_alternating 50 /tmp/q48k_w --models 7b,14b,32b --ms 256,512,1024 --shipped-layout words ;;
+        pairs) dispatch_alternating 50 /tmp/q48k_p --models 7b,14b,32b --ms 256,512,1024 ;;
+      esac
+      tar -cf "$top/dispatch_$g.tar" -C "$out" .
+    done
+    out=$top
+    ;;
 esac
