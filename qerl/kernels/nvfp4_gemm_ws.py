@@ -34,10 +34,12 @@ Stream-K (``WsConfig.stream_k`` / ``WsBwdConfig.stream_k``; ``_ws_fwd_sk_kernel`
 two CTAs per SM, each taking an equal run of the product's (tile, chunk) steps across tile boundaries, so no SM idles
 in a last partial wave (e.g. 160 tiles on 132 SMs), and the loader fetches the next tile's chunks while the consumers
 write the previous one. A tile split between CTAs is summed by the CTA that completes its count of steps, in CTA order
-(the same bits whichever finishes last). The input gradient also runs two consumer warpgroups per CTA, one per half
-of the chunk (``WsBwdConfig.consumers``), so that a 256-row tile of dY fits the registers.
-``TUNED`` / ``TUNED_BWD`` say where ``nvfp4_matmul`` / ``nvfp4_matmul_grad_input`` take these kernels; measured
-speed in benchmarks/RESULTS.md (runs 9-12).
+(the same bits whichever finishes last), reading the parts in slices with wide loads (``_sk_sum_parts``). With
+``dp_waves`` the whole waves of tiles run one per CTA and only the leftover tiles are split, in runs aligned to the
+tile (``sk_plan``), so that the CTAs of a wave read the same operand tiles at the same time (L2 serves them). The
+input gradient also runs two consumer warpgroups per CTA, one per half of the chunk (``WsBwdConfig.consumers``), so
+that a 256-row tile of dY fits the registers. ``TUNED`` / ``TUNED_BWD`` say where ``nvfp4_matmul`` /
+``nvfp4_matmul_grad_input`` take these kernels; measured speed in benchmarks/RESULTS.md (runs 9-14).
 """
 
 from __future__ import annotations
