@@ -74,6 +74,22 @@ dispatch_alternating() {  # benchmarks/gemm_ws.py --dispatch-only ARGS (nvfp4_ma
     cp ${w}_$pass/gemm_ws.json "$out/dispatch_$pass.json"
   done
 }
+dispatch_groups() {  # dispatch_alternating for each GROUP:MS:LIMIT after the models ($1) and a work name ($2): group
+                     # bwd the input gradient, words / pairs the forward on that layout, at M = MS (comma-separated),
+                     # LIMIT s a pass; each group's files in one tar under $out (a call returns at most 8 files)
+  local models=$1 w=$2 top=$out spec g ms limit; shift 2
+  for spec in "$@"; do
+    IFS=: read -r g ms limit <<< "$spec"
+    out=/tmp/${w}_$g; mkdir -p "$out"
+    case $g in
+      bwd) dispatch_alternating "$limit" /tmp/${w}_${g}_pass --models "$models" --ms "$ms" --dirs bwd ;;
+      words) dispatch_alternating "$limit" /tmp/${w}_${g}_pass --models "$models" --ms "$ms" --shipped-layout words ;;
+      pairs) dispatch_alternating "$limit" /tmp/${w}_${g}_pass --models "$models" --ms "$ms" ;;
+    esac
+    tar -cf "$top/dispatch_$g.tar" -C "$out" .
+  done
+  out=$top
+}
 dispatch_alternating_words() {  # as dispatch_alternating, the new passes on the weights' "words" layout
   local limit=$1 w=$2; shift 2
   local q="--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv,noheader"
@@ -1256,17 +1272,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     device_name
     timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
       -k "dispatch or stream or dp_waves" 2>&1 | tail -3 | tee "$out/gpu_tests.txt"
-    top=$out
-    for g in bwd words pairs; do
-      out=/tmp/q48b_$g; mkdir -p "$out"
-      case $g in
-        bwd) dispatch_alternating 60 /tmp/q48b_b --models 14b,32b --ms 512,1024 --dirs bwd ;;
-        words) dispatch_alternating 45 /tmp/q48b_w --models 14b,32b --ms 1024 --shipped-layout words ;;
-        pairs) dispatch_alternating 45 /tmp/q48b_p --models 14b,32b --ms 1024 ;;
-      esac
-      tar -cf "$top/dispatch_$g.tar" -C "$out" .
-    done
-    out=$top
+    dispatch_groups 14b,32b q48b bwd:512,1024:60 words:1024:45 pairs:1024:45
     ;;
   # 48c: where a dp_waves launch's time goes (benchmarks/stream_k_phases.py: the same kernel on plans that run only
   # the split leftover tiles, one wave of whole tiles, every tile whole, or plain stream-K).
@@ -1290,17 +1296,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   # gradient's search at M = 256-1024 on this code.
   48e)
     device_name
-    top=$out
-    for g in words pairs; do
-      out=/tmp/q48e_$g; mkdir -p "$out"
-      if [ $g = words ]; then
-        dispatch_alternating 60 /tmp/q48e_w --models 7b,14b,32b --ms 256,512,1024 --shipped-layout words
-      else
-        dispatch_alternating 60 /tmp/q48e_p --models 7b,14b,32b --ms 256,512,1024
-      fi
-      tar -cf "$top/dispatch_$g.tar" -C "$out" .
-    done
-    out=$top
+    dispatch_groups 7b,14b,32b q48e words:256,512,1024:60 pairs:256,512,1024:60
     timeout 150 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 256,512,1024 --dirs bwd --stream-k \
       --bwd-two-consumers --dp-waves --out /tmp/q48e_b 2>&1 | tee "$out/log_bwd.txt" | tail -4
     cp /tmp/q48e_b/gemm_ws.json "$out/gemm_ws_bwd.json"
@@ -1329,17 +1325,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   # (each group's files in one tar).
   48h)
     device_name
-    top=$out
-    for g in words pairs; do
-      out=/tmp/q48h_$g; mkdir -p "$out"
-      if [ $g = words ]; then
-        dispatch_alternating 60 /tmp/q48h_w --models 7b,14b,32b --ms 256,512,1024 --shipped-layout words
-      else
-        dispatch_alternating 60 /tmp/q48h_p --models 7b,14b,32b --ms 256,512,1024
-      fi
-      tar -cf "$top/dispatch_$g.tar" -C "$out" .
-    done
-    out=$top
+    dispatch_groups 7b,14b,32b q48h words:256,512,1024:60 pairs:256,512,1024:60
     ;;
   # 48i: the GPU tests on the final code of run 14 (three files, a cold cache).
   48i)
@@ -1360,16 +1346,6 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   # 1024: the input gradient, the forward on words and on pairs (each group's files in one tar).
   48k)
     device_name
-    top=$out
-    for g in bwd words pairs; do
-      out=/tmp/q48k_$g; mkdir -p "$out"
-      case $g in
-        bwd) dispatch_alternating 50 /tmp/q48k_b --models 7b,14b,32b --ms 256,512,1024 --dirs bwd ;;
-        words) dispatch_alternating 50 /tmp/q48k_w --models 7b,14b,32b --ms 256,512,1024 --shipped-layout words ;;
-        pairs) dispatch_alternating 50 /tmp/q48k_p --models 7b,14b,32b --ms 256,512,1024 ;;
-      esac
-      tar -cf "$top/dispatch_$g.tar" -C "$out" .
-    done
-    out=$top
+    dispatch_groups 7b,14b,32b q48k bwd:256,512,1024:50 words:256,512,1024:50 pairs:256,512,1024:50
     ;;
 esac
