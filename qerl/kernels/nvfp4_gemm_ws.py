@@ -387,7 +387,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 5120, 5120): WsConfig(128, 64),
     (256, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.10-1.12x the previous entry
     (512, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.10x the previous entry
-    (1024, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: stream-K, 1.11-1.15x the slab path
+    (1024, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: stream-K, 1.04-1.07x the slab path
     (2048, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False),
     (4096, 5120, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (1, 5120, 13824): WsConfig(8, 128, 5, 8, 1, False, 80, True),
@@ -398,7 +398,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 5120, 13824): WsConfig(128, 128, 4, 3, 2, False),
     (256, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.19x the previous entry
     (512, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.23x the previous entry
-    # run 14: dp_waves, 1.10x the previous entry in the search
+    # run 14: dp_waves, 1.05x the previous entry
     (1024, 5120, 13824): WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True),
     (2048, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False),
     (4096, 5120, 13824): WsConfig(128, 256, 3, 1, 2, False),
@@ -410,7 +410,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 5120, 27648): WsConfig(128, 128, 4, 3, 2, False),
     (256, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.31x the previous entry
     (512, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14: 1.06x the previous entry
-    # run 14: dp_waves, 1.20x the previous entry in the search
+    # run 14: dp_waves, 1.04x the previous entry
     (1024, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True),
     (2048, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False),
     (4096, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False),
