@@ -50,7 +50,9 @@ CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64,
            ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1), ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
            ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2),
            # ... with whole waves of tiles one per CTA and the leftover tiles split (here mostly all leftover).
-           ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1, dp_waves=True)]
+           ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1, dp_waves=True),
+           # ... on tiles of fewer rows of X than a slice of the split tiles' sum (the sum must stay inside the tile).
+           ws.WsConfig(32, 64, 3, 1, 1, False, 128, stream_k=1)]
 
 
 @hopper

@@ -917,7 +917,8 @@ if gluon is not None:
         accumulator's layout held the whole tile in registers and left a few 8-byte loads in flight per thread."""
         TR: gl.constexpr = RB // 4 if RB // 4 <= 32 else 32
         lay: gl.constexpr = gl.BlockedLayout([4, 1], [TR, 32 // TR], [1, 4], [0, 1])
-        SM: gl.constexpr = 4096 // RB  # rows of the output per slice: 32 values per thread and part
+        # Rows of the output per slice: 32 values per thread and part (the whole tile if it has fewer rows).
+        SM: gl.constexpr = 4096 // RB if 4096 // RB <= BM else BM
         h0 = (t * n_steps) // iters
         h1 = (t * n_steps + n_steps - 1) // iters + 1
         scale = 16384.0 / gl.load(gs_ptr)  # the dequantized tiles carry 2**-14 and no 1 / global_scale
