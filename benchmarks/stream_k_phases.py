@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm_nvfp4 import SHAPES, bench, checked, fp32_matmul  # noqa: E402
+from gemm_ws import _copies  # noqa: E402
 
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
@@ -68,8 +69,7 @@ def main() -> None:
         q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
         ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
         kw0 = kern.prepare_weight(q.packed, q.scale, q.global_scale)
-        copies = [kw0] + [kw0._replace(codes=kw0.codes.clone(), scales=kw0.scales.clone())
-                          for _ in range(max(1, -(-3 * l2 // kw0.nbytes())) - 1)]
+        copies = _copies(kw0, l2)
         fwd = direction == "fwd"
         x = torch.randn(m, k if fwd else n, device="cuda").to(torch.bfloat16)
         run = ws.ws_matmul if fwd else ws.ws_matmul_grad_input
