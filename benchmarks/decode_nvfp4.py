@@ -8,11 +8,16 @@ function up to rounding (checked: first-step logits and greedy tokens).
 
 The work between the projections (residual add + RMSNorm, bias + RoPE, SiLU x up) is written as three small
 functions; ``--compile`` hands each to ``torch.compile`` so it becomes one fused kernel, as in a serving engine,
-for both models alike (the projections and attention stay the same calls).
+for both models alike (the projections and attention stay the same calls). Attention is the project's Triton decode
+kernel (``qerl.kernels.decode_attention``: each KV head's cache read once for its query heads, split over the
+sequence) unless ``--attention sdpa`` asks for ``F.scaled_dot_product_attention`` with a length mask, which runs
+PyTorch's math path for grouped-query heads (K and V copied per query head). ``--profile`` also records one eager
+step per batch and format with the PyTorch profiler and reports GPU time per kind of kernel.
 
     python benchmarks/decode_nvfp4.py                       # batch 1, 8, 64; 256 new tokens
     python benchmarks/decode_nvfp4.py --compile             # fused elementwise work between the projections
     python benchmarks/decode_nvfp4.py --batches 8 --layers 4
+    python benchmarks/decode_nvfp4.py --compile --attention sdpa --profile
 
 Writes decode_nvfp4.json under $OUT (or --out) and prints a table last.
 """
@@ -34,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_matmul, prepare_weight  # noqa: E402
+from qerl.kernels.decode_attention import decode_attention  # noqa: E402
 from qerl.kernels.nvfp4_gemm import load_tuned_configs_file  # noqa: E402
 
 
@@ -51,6 +57,7 @@ class Qwen7BShape:
 
 
 CODE_LAYOUT = "pairs"  # the kernel code layout of the NVFP4 weights (--layout)
+ATTENTION = "triton"  # decode attention: the project's Triton kernel or torch SDPA (--attention)
 
 
 class Linear:
@@ -154,14 +161,20 @@ class Decoder:
         hdn = self.embed[tok]
         cos = self.cos.index_select(0, pos)[:, None, :]  # [1, 1, D]
         sin = self.sin.index_select(0, pos)[:, None, :]
-        visible = (torch.arange(self.max_len, device="cuda") <= pos)[None, None, None, :]
+        if ATTENTION == "sdpa":
+            visible = (torch.arange(self.max_len, device="cuda") <= pos)[None, None, None, :]
+        else:
+            lengths = pos + 1  # one length for the whole batch, read on the device by the kernel
         f = FUSED
         x = f["rms_norm"](hdn, self.layers[0]["ln1"], c.eps)
         for i, (layer, (kc, vc)) in enumerate(zip(self.layers, caches)):
             q, k, v = f["bias_rope"](layer["qkv"](x, fp4), layer["qkv"].b, cos, sin, c.heads, c.kv_heads, c.head_dim)
             kc.index_copy_(2, pos, k[:, :, None, :])
             vc.index_copy_(2, pos, v[:, :, None, :])
-            att = F.scaled_dot_product_attention(q[:, :, None, :], kc, vc, attn_mask=visible, enable_gqa=True)
+            if ATTENTION == "sdpa":
+                att = F.scaled_dot_product_attention(q[:, :, None, :], kc, vc, attn_mask=visible, enable_gqa=True)
+            else:
+                att = decode_attention(q, kc, vc, lengths)
             hdn, x = f["add_rms_norm"](hdn, layer["o"](att.reshape(b, c.heads * c.head_dim), fp4), layer["ln2"], c.eps)
             delta = layer["down"](f["silu_mul"](layer["gate_up"](x, fp4)), fp4)
             last = i + 1 == len(self.layers)
@@ -214,6 +227,108 @@ def run_batch(model: Decoder, batch: int, prompt: int, new_tokens: int, fp4: boo
             "first_logits": first_logits, "first_tokens": tokens[0]}
 
 
+def kernel_kind(name: str) -> str:
+    """A coarse class for a CUDA kernel's name, for the per-step breakdown."""
+    low = name.lower()
+    if "decode_attn" in low or "attention" in low or "softmax" in low or "fmha" in low or "flash" in low:
+        return "attention"
+    if "nvfp4" in low or "_fwd_" in low or "_ws_" in low or "_reduce_kernel" in low or "_bias_lora" in low:
+        return "nvfp4_gemm"
+    if "gemm" in low or "nvjet" in low or "xmma" in low or "cutlass" in low or "gemv" in low:
+        return "cublas_gemm"
+    if "triton_" in low:
+        return "fused_elementwise"
+    return "other"
+
+
+def profile_step(model: Decoder, batch: int, prompt: int, fp4: bool) -> dict:
+    """GPU time of one eager decode step by kind of kernel (PyTorch profiler, the kernels of three steps averaged
+    per step; the SDPA math path's batched matmuls count as cuBLAS GEMMs, see ``time_attention``)."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.manual_seed(batch)
+    caches = model.new_cache(batch, prompt)
+    tok = torch.randint(0, model.cfg.vocab, (batch,), device="cuda")
+    pos = torch.tensor([prompt], device="cuda")
+    for _ in range(2):
+        model.step(tok, pos, caches, fp4)
+    torch.cuda.synchronize()
+    steps = 3
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            model.step(tok, pos, caches, fp4)
+        torch.cuda.synchronize()
+    kinds: dict[str, float] = {}
+    kernels = []
+    for ev in prof.key_averages():
+        us = ev.self_device_time_total / steps
+        if us <= 0:
+            continue
+        kinds[kernel_kind(ev.key)] = kinds.get(kernel_kind(ev.key), 0.0) + us
+        kernels.append({"name": ev.key[:120], "us_per_step": us, "calls_per_step": ev.count / steps})
+    kernels.sort(key=lambda r: -r["us_per_step"])
+    del caches
+    return {"batch": batch, "fp4": fp4, "us_per_step_by_kind": kinds, "us_per_step": sum(kinds.values()),
+            "top_kernels": kernels[:15]}
+
+
+def time_attention(model: Decoder, batch: int, prompt: int, impl: str, reps: int = 20) -> float:
+    """Microseconds per layer of decode attention alone: one CUDA graph of every layer's attention call (each on
+    its own cache, so the caches stream from memory as in a step), replayed ``reps`` times."""
+    c = model.cfg
+    torch.manual_seed(batch)
+    caches = model.new_cache(batch, prompt)
+    q = torch.randn(batch, c.heads, c.head_dim, device="cuda", dtype=torch.bfloat16)
+    pos = torch.tensor([prompt], device="cuda")
+    visible = (torch.arange(model.max_len, device="cuda") <= pos)[None, None, None, :]
+    lengths = pos + 1
+
+    def all_layers():
+        for kc, vc in caches:
+            if impl == "sdpa":
+                F.scaled_dot_product_attention(q[:, :, None, :], kc, vc, attn_mask=visible, enable_gqa=True)
+            else:
+                decode_attention(q, kc, vc, lengths)
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        all_layers()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        all_layers()
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        graph.replay()
+    end.record()
+    end.synchronize()
+    del graph
+    return start.elapsed_time(end) * 1e3 / (reps * len(model.layers))
+
+
+def sdpa_backends(model: Decoder, batch: int, prompt: int) -> dict:
+    """Which of PyTorch's SDPA backends accept the harness's SDPA call (length mask, grouped-query heads), each
+    forced alone: the one SDPA picks is among these."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    c = model.cfg
+    q = torch.randn(batch, c.heads, 1, c.head_dim, device="cuda", dtype=torch.bfloat16)
+    kc = torch.randn(batch, c.kv_heads, model.max_len, c.head_dim, device="cuda", dtype=torch.bfloat16)
+    visible = (torch.arange(model.max_len, device="cuda") <= prompt)[None, None, None, :]
+    usable = {}
+    for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
+                    SDPBackend.MATH):
+        try:
+            with sdpa_kernel([backend]):
+                F.scaled_dot_product_attention(q, kc, kc, attn_mask=visible, enable_gqa=True)
+            usable[backend.name] = True
+        except RuntimeError:
+            usable[backend.name] = False
+    return usable
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batches", default="1,8,64")
@@ -224,10 +339,14 @@ def main() -> None:
     p.add_argument("--compile", action="store_true", help="torch.compile the elementwise steps (both models)")
     p.add_argument("--layout", default="pairs", choices=["pairs", "words"],
                    help="kernel code layout of the NVFP4 weights (prepare_weight's layout)")
+    p.add_argument("--attention", default="triton", choices=["triton", "sdpa"],
+                   help="decode attention: the project's Triton kernel, or torch SDPA with a length mask")
+    p.add_argument("--profile", action="store_true", help="also report GPU time per kind of kernel in one step")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
-    global CODE_LAYOUT
+    global CODE_LAYOUT, ATTENTION
     CODE_LAYOUT = args.layout
+    ATTENTION = args.attention
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.configs and Path(args.configs).is_file():
@@ -249,13 +368,18 @@ def main() -> None:
         row = {"batch": batch, "bf16_tok_s": r16["tokens_per_s"], "nvfp4_tok_s": r4["tokens_per_s"],
                "ratio": r4["tokens_per_s"] / r16["tokens_per_s"], "bf16_ms_step": r16["ms_per_step"],
                "nvfp4_ms_step": r4["ms_per_step"], "first_logits_rel_diff": rel, "first_token_agreement": agree}
+        if args.profile:
+            row["profile"] = [profile_step(model, batch, args.prompt, fp4) for fp4 in (False, True)]
+            row["attention_us_per_layer"] = {impl: time_attention(model, batch, args.prompt, impl)
+                                             for impl in ("sdpa", "triton")}
+            row["sdpa_backends_usable"] = sdpa_backends(model, batch, args.prompt)
         rows.append(row)
         print(json.dumps(row), flush=True)
     props = torch.cuda.get_device_properties(0)
     import triton
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "triton": triton.__version__, "compile": args.compile, "layers": cfg.layers, "prompt": args.prompt,
-            "layout": args.layout,
+            "layout": args.layout, "attention": args.attention,
             "new_tokens": args.new_tokens,
             "command": " ".join(["python"] + sys.argv)}
     (out_dir / "decode_nvfp4.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
@@ -264,6 +388,15 @@ def main() -> None:
     for r in rows:
         print(f"{r['batch']:5d} {r['bf16_tok_s']:11.0f} {r['nvfp4_tok_s']:12.0f} {r['ratio']:6.2f} "
               f"{r['first_logits_rel_diff']:10.2e} {r['first_token_agreement']:9.2f}")
+    for r in rows:
+        for prof in r.get("profile", []):
+            kinds = ", ".join(f"{k} {v:.0f}" for k, v in sorted(prof["us_per_step_by_kind"].items()))
+            print(f"batch {r['batch']} {'NVFP4' if prof['fp4'] else 'BF16 '} eager step, GPU us: "
+                  f"{prof['us_per_step']:.0f} ({kinds})")
+        if "attention_us_per_layer" in r:
+            print(f"batch {r['batch']} attention alone, us per layer: "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in r["attention_us_per_layer"].items())
+                  + f"; SDPA backends that accept the call: {r['sdpa_backends_usable']}")
 
 
 if __name__ == "__main__":

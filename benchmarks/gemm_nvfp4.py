@@ -231,6 +231,22 @@ def marlin_factory():
     return make, None
 
 
+def marlin_copies(make, q, ref_w: torch.Tensor, count: int) -> list:
+    """``count`` Marlin layers of the quantized weight ``q`` (callables x -> x W^T), in the global-scale convention
+    whose output matches ``ref_w`` (fp32 [N, K]) on a random input; raises if vLLM's preparation fails."""
+    n, k = ref_w.shape
+    inv = True
+    m0 = make(q.packed, q.scale, q.global_scale, n, k)
+    xt = torch.randn(8, k, device="cuda").to(torch.bfloat16)
+    ref = fp32_matmul(xt.float(), ref_w.T)
+    e0 = rel_err(m0(xt), ref)
+    if e0 > 1e-2:  # try the other global-scale convention
+        m1 = make(q.packed, q.scale, q.global_scale, n, k, inverse_gs=False)
+        if rel_err(m1(xt), ref) < e0:
+            m0, inv = m1, False
+    return [m0] + [make(q.packed, q.scale, q.global_scale, n, k, inverse_gs=inv) for _ in range(count - 1)]
+
+
 # ----------------------------------------------------------------------------------------------- main
 def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, log):
     rows = []
@@ -252,17 +268,7 @@ def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, lo
     marlin_note = None
     if marlin_make is not None and "fwd" in args.dirs:
         try:
-            inv = True
-            m0 = marlin_make(q.packed, q.scale, q.global_scale, n, k)
-            xt = torch.randn(8, k, device="cuda").to(torch.bfloat16)
-            ref = fp32_matmul(xt.float(), ref_w.T)
-            e0 = rel_err(m0(xt), ref)
-            if e0 > 1e-2:  # try the other global-scale convention
-                m1 = marlin_make(q.packed, q.scale, q.global_scale, n, k, inverse_gs=False)
-                if rel_err(m1(xt), ref) < e0:
-                    m0, inv = m1, False
-            marlins = [m0] + [marlin_make(q.packed, q.scale, q.global_scale, n, k, inverse_gs=inv)
-                              for _ in range(n_fp4 - 1)]
+            marlins = marlin_copies(marlin_make, q, ref_w, n_fp4)
         except Exception as e:
             marlin_note = f"{type(e).__name__}: {e}"
             log(f"  marlin failed on {model} {layer}: {marlin_note}")

@@ -13,6 +13,11 @@ else null: decline the kernel there; ``load_tuned_configs``' format) under $OUT 
 
 ``--layouts pairs,words`` times every forward candidate on the weight in both code layouts (``prepare_weight``'s
 ``layout``; the shipped path keeps "pairs"): per cell the best config of each layout, and every config's time on both.
+
+``--marlin`` also times vLLM's Marlin NVFP4 GEMM on the same weights in the forward cells (needs vLLM; as in
+benchmarks/gemm_nvfp4.py), so the default dispatch on the rollout layout is compared with it in the same run:
+
+    python benchmarks/gemm_ws.py --dispatch-only --shipped-layout words --marlin --ms 1,4,8,16,32,64,128
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, bench, checked, fp32_matmul  # noqa: E402
+from gemm_nvfp4 import SHAPES, bench, checked, fp32_matmul, marlin_copies, marlin_factory, rel_err  # noqa: E402
 
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
@@ -177,11 +182,11 @@ def _copies(kw0, l2_bytes: int) -> list:
 def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_only: bool = False,
               wide_splits: bool = False, tile_set: str = "default", layouts: tuple = ("pairs",),
               shipped_layout: str = "pairs", stream_k: bool = False, two_consumers: bool = False,
-              dp_waves: bool = False) -> list[dict]:
+              dp_waves: bool = False, marlin_make=None) -> list[dict]:
     """One layer shape in one direction (fwd: Y = X W^T, bwd: dX = dY W) at every M: BF16, the default dispatch
-    (``nvfp4_matmul`` / ``nvfp4_matmul_grad_input``) on the weight in ``shipped_layout`` and, unless
-    ``dispatch_only``, every candidate of the kernel on the weight in each of ``layouts`` (the first one's best is
-    the row's pick)."""
+    (``nvfp4_matmul`` / ``nvfp4_matmul_grad_input``) on the weight in ``shipped_layout``, vLLM's Marlin when
+    ``marlin_make`` is given (forward) and, unless ``dispatch_only``, every candidate of the kernel on the weight in
+    each of ``layouts`` (the first one's best is the row's pick)."""
     torch.manual_seed(hash((model, layer)) % 2**31)
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
@@ -193,6 +198,13 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
     w_bf16 = ref_w.to(torch.bfloat16)
     wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
     fwd = direction == "fwd"
+    marlins, marlin_note = [], None
+    if fwd and marlin_make is not None:
+        try:
+            marlins = marlin_copies(marlin_make, q, ref_w, len(kws))
+        except Exception as e:  # reported in the rows, the run goes on
+            marlin_note = f"{type(e).__name__}: {str(e)[:200]}"
+            log(f"  marlin failed on {model} {layer}: {marlin_note}")
     shipped = kern.nvfp4_matmul if fwd else kern.nvfp4_matmul_grad_input
     kernel = None if ws is None else (ws.ws_matmul if fwd else ws.ws_matmul_grad_input)
     rows = []
@@ -242,6 +254,13 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
                                               for kw in slab]) * 1e6
         line = (f"{model:4} {layer:8} {direction} M={m:5}  bf16 {t_bf16*1e6:8.1f}  shipped {t_ship*1e6:8.1f} "
                 f"({t_bf16/t_ship:.2f}x, rel {err_ship:.1e}, {row['shipped_path']})")
+        if marlins:
+            t_m = bench([lambda f=f, x=x: f(x) for f in marlins])
+            row.update(marlin_us=t_m * 1e6, marlin_rel_err=rel_err(marlins[0](x), ref), bf16_over_marlin=t_bf16 / t_m,
+                       shipped_over_marlin=t_m / t_ship)
+            line += f"  marlin {t_m*1e6:8.1f} (shipped {t_m/t_ship:.2f}x of it)"
+        elif marlin_note:
+            row["marlin_error"] = marlin_note
         if best is not None:
             t, cfg, err = best
             row.update(ws_us=t * 1e6, ws_config=cfg._asdict(), ws_rel_err=err, ws_over_bf16=t_bf16 / t,
@@ -295,6 +314,8 @@ def main() -> None:
                     help="stream-K candidates also with whole waves of tiles one per CTA (WsConfig.dp_waves)")
     ap.add_argument("--bwd-two-consumers", action="store_true",
                     help="input-gradient candidates also with two consumers (see bwd_candidates())")
+    ap.add_argument("--marlin", action="store_true",
+                    help="also time vLLM's Marlin NVFP4 GEMM on the same weights (forward; needs vLLM)")
     ap.add_argument("--dispatch-only", action="store_true",
                     help="time only nvfp4_matmul's default dispatch and BF16 (also on trees without this kernel)")
     args = ap.parse_args()
@@ -305,6 +326,12 @@ def main() -> None:
             "torch": torch.__version__, "triton": __import__("triton").__version__,
             "command": "python benchmarks/gemm_ws.py " + " ".join(sys.argv[1:])}
     l2 = getattr(props, "L2_cache_size", 50 * 2**20)
+    marlin_make = None
+    if args.marlin:
+        marlin_make, why = marlin_factory()
+        if marlin_make is None:
+            sys.exit(f"--marlin: vLLM's Marlin kernels are not importable ({why}); install vLLM or drop --marlin")
+        meta["vllm"] = __import__("vllm").__version__
     ms = [int(v) for v in args.ms.split(",")]
     layers = set(args.layers.split(","))
     rows = []
@@ -316,12 +343,16 @@ def main() -> None:
                 rows += run_shape(model, layer, n, k, d, ms, l2, meta["sms"], lambda s: print(s, flush=True),
                                   args.dispatch_only, args.wide_splits, args.tile_set,
                                   tuple(args.layouts.split(",")), args.shipped_layout, args.stream_k,
-                                  args.bwd_two_consumers, args.dp_waves)
+                                  args.bwd_two_consumers, args.dp_waves, marlin_make)
     geo = {}
     for d in args.dirs.split(","):
         for m in ms:
             sel = [r for r in rows if r["m"] == m and r["dir"] == d]
             g = {"shipped_over_bf16": statistics.geometric_mean([r["shipped_over_bf16"] for r in sel])}
+            vs_marlin = [r["shipped_over_marlin"] for r in sel if "shipped_over_marlin" in r]
+            if vs_marlin:
+                g["shipped_over_marlin"] = statistics.geometric_mean(vs_marlin)
+                g["shipped_over_marlin_min"] = min(vs_marlin)
             done = [r for r in sel if "ws_us" in r]
             if done:
                 g["ws_over_shipped"] = statistics.geometric_mean([r["ws_over_shipped"] for r in done])

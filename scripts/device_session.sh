@@ -1355,4 +1355,36 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py 2>&1 | tail -3 \
       | tee "$out/gpu_tests.txt"
     ;;
+  # Run 15. 49a (bundle part 1): the decode harness with the project's Triton decode attention against SDPA's
+  # length-masked attention (words layout, fused elementwise steps), each with a per-step profile of the kernels,
+  # attention timed alone and the SDPA backends that accept the call; first the decode attention's GPU tests.
+  49a)
+    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    device_name
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_decode_attention.py 2>&1 | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    for att in sdpa triton; do
+      timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --attention $att --profile \
+        --out /tmp/q49a_$att 2>&1 | tail -16 | tee "$out/log_decode_$att.txt"
+      cp /tmp/q49a_$att/decode_nvfp4.json "$out/decode_$att.json"
+    done
+    ;;
+  # 49b (bundle part 2): the forward's search at M = 32-128 on words (the table's tiles, stream-K and dp_waves; not
+  # searched since stream-K came in run 12).
+  49b)
+    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    device_name
+    timeout 330 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 32,64,128 --tile-set table --stream-k \
+      --dp-waves --layouts words --shipped-layout words --out /tmp/q49b 2>&1 | tee "$out/log_fwd_words.txt" | tail -4
+    cp /tmp/q49b/gemm_ws.json "$out/gemm_ws_fwd_words.json"
+    ;;
+  # 49c (bundle part 3): vLLM's Marlin against the default dispatch on words (the rollout layout), forward, every
+  # layer at M = 1-128, in the same run.
+  49c)
+    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    device_name
+    timeout 400 python3 benchmarks/gemm_ws.py --dispatch-only --shipped-layout words --marlin --models 7b,14b,32b \
+      --ms 1,4,8,16,32,64,128 --out /tmp/q49c 2>&1 | tee "$out/log_marlin.txt" | tail -10
+    cp /tmp/q49c/gemm_ws.json "$out/gemm_ws_marlin.json"
+    ;;
 esac

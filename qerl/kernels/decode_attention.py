@@ -1,0 +1,174 @@
+"""Decode attention over a static KV cache (one new query token per sequence, grouped-query heads), in Triton.
+
+Why a kernel: ``F.scaled_dot_product_attention`` with a length mask and ``enable_gqa`` falls back to the math path,
+which copies K and V once per query head (``repeat_interleave``) and runs four or more kernels per layer; at decode
+time that costs more than the layer's projections on small batches. Here one program reads one KV head's cache
+once for all the query heads that share it (their rows padded to a 16-row ``tl.dot`` tile), over one slice of the
+sequence (split-K over positions, so small batches still fill the GPU), with an online softmax; a second small
+kernel merges the slices' partial results. With one slice per program the first kernel writes the output itself.
+
+The valid length is read on the device (``lengths``), so a captured CUDA graph stays valid as the cache fills.
+
+Layouts: ``q`` [B, H, D], ``k_cache`` / ``v_cache`` [B, KV, L, D] (the last dim contiguous), ``lengths`` int32 or
+int64 [B] or [1] (positions ``0 .. length-1`` are attended to). Output [B, H, D] in ``q``'s dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+_LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _decode_attn_part_kernel(q_ptr, k_ptr, v_ptr, len_ptr, out_ptr, part_acc_ptr, part_ml_ptr,
+                             stride_qb, stride_qh, stride_kb, stride_kh, stride_kl, stride_vb, stride_vh, stride_vl,
+                             stride_ob, stride_oh, len_stride, group, chunk, qk_scale,
+                             KV_HEADS: tl.constexpr, SPLITS: tl.constexpr, GROUP_PAD: tl.constexpr,
+                             HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr):
+    bh = tl.program_id(0)  # (batch, kv head)
+    split = tl.program_id(1)
+    b = bh // KV_HEADS
+    kvh = bh % KV_HEADS
+    length = tl.load(len_ptr + b * len_stride).to(tl.int32)
+    rows = tl.arange(0, GROUP_PAD)
+    cols = tl.arange(0, HEAD_DIM)
+    row_ok = rows < group
+    heads = kvh * group + rows
+    q = tl.load(q_ptr + b * stride_qb + heads[:, None] * stride_qh + cols[None, :], mask=row_ok[:, None], other=0.0)
+
+    start = split * chunk
+    stop = tl.minimum(start + chunk, length)
+    m = tl.full([GROUP_PAD], float("-inf"), tl.float32)
+    l_sum = tl.zeros([GROUP_PAD], tl.float32)
+    acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
+    k_base = k_ptr + b * stride_kb + kvh * stride_kh
+    v_base = v_ptr + b * stride_vb + kvh * stride_vh
+    for n0 in range(start, stop, BLOCK_N):
+        pos = n0 + tl.arange(0, BLOCK_N)
+        ok = pos < stop
+        k = tl.load(k_base + pos[:, None] * stride_kl + cols[None, :], mask=ok[:, None], other=0.0)
+        s = tl.dot(q, tl.trans(k)) * qk_scale  # [GROUP_PAD, BLOCK_N], in log2 units
+        s = tl.where(ok[None, :], s, float("-inf"))
+        m_new = tl.maximum(m, tl.max(s, 1))
+        alpha = tl.exp2(m - m_new)
+        p = tl.exp2(s - m_new[:, None])
+        l_sum = l_sum * alpha + tl.sum(p, 1)
+        v = tl.load(v_base + pos[:, None] * stride_vl + cols[None, :], mask=ok[:, None], other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m = m_new
+
+    if SPLITS == 1:
+        out = acc / l_sum[:, None]
+        tl.store(out_ptr + b * stride_ob + heads[:, None] * stride_oh + cols[None, :],
+                 out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+    else:
+        # Partials in fp32: [B*KV, SPLITS, GROUP_PAD, D] and (max, sum) pairs [B*KV, SPLITS, 2, GROUP_PAD]. A slice
+        # past the length leaves m = -inf and l = 0, which the merge weighs by zero.
+        part = bh * SPLITS + split
+        tl.store(part_acc_ptr + part * GROUP_PAD * HEAD_DIM + rows[:, None] * HEAD_DIM + cols[None, :], acc)
+        tl.store(part_ml_ptr + part * 2 * GROUP_PAD + rows, m)
+        tl.store(part_ml_ptr + part * 2 * GROUP_PAD + GROUP_PAD + rows, l_sum)
+
+
+@triton.jit
+def _decode_attn_merge_kernel(part_acc_ptr, part_ml_ptr, out_ptr, stride_ob, stride_oh, group,
+                              KV_HEADS: tl.constexpr, SPLITS: tl.constexpr, GROUP_PAD: tl.constexpr,
+                              HEAD_DIM: tl.constexpr):
+    bh = tl.program_id(0)
+    r = tl.program_id(1)  # one query head of the group
+    b = bh // KV_HEADS
+    kvh = bh % KV_HEADS
+    sp = tl.arange(0, SPLITS)
+    cols = tl.arange(0, HEAD_DIM)
+    ml = part_ml_ptr + (bh * SPLITS + sp) * 2 * GROUP_PAD + r
+    m = tl.load(ml)
+    l_sum = tl.load(ml + GROUP_PAD)
+    m_all = tl.max(m, 0)  # finite: the first slice always holds position 0
+    w = tl.exp2(m - m_all)
+    acc = tl.load(part_acc_ptr + ((bh * SPLITS + sp[:, None]) * GROUP_PAD + r) * HEAD_DIM + cols[None, :])
+    out = tl.sum(acc * w[:, None], 0) / tl.sum(l_sum * w, 0)
+    tl.store(out_ptr + b * stride_ob + (kvh * group + r) * stride_oh + cols, out.to(out_ptr.dtype.element_ty))
+
+
+def decode_attention_splits(batch: int, kv_heads: int, max_len: int, block_n: int = 64,
+                            num_sms: int | None = None) -> int:
+    """How many sequence slices per (sequence, KV head): enough programs for one per SM, a power of two, and no
+    more slices than blocks of ``block_n`` positions in the cache."""
+    if num_sms is None:
+        num_sms = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 1
+    want = max(1, -(-num_sms // (batch * kv_heads)))
+    most = max(1, -(-max_len // block_n))
+    splits = 1
+    while splits * 2 <= min(want, most):
+        splits *= 2
+    return splits
+
+
+def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, lengths: torch.Tensor, *,
+                     scale: float | None = None, splits: int | None = None, block_n: int = 64) -> torch.Tensor:
+    """Softmax attention of one query token per sequence over the first ``lengths[b]`` cache positions
+    (see the module docstring for the layouts). ``splits``: sequence slices per KV head (default: enough for the
+    GPU); ``scale``: defaults to ``1/sqrt(D)``."""
+    if q.dim() != 3 or k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
+        raise ValueError(f"decode_attention wants q [B, H, D] and caches [B, KV, L, D] of one shape; got q "
+                         f"{tuple(q.shape)}, k {tuple(k_cache.shape)}, v {tuple(v_cache.shape)}")
+    b, h, d = q.shape
+    kb, kv, max_len, kd = k_cache.shape
+    if kb != b or kd != d or h % kv:
+        raise ValueError(f"decode_attention: q {tuple(q.shape)} does not fit caches {tuple(k_cache.shape)} "
+                         "(same batch and head dim; query heads a multiple of KV heads)")
+    if d & (d - 1) or d < 16:
+        raise ValueError(f"decode_attention: head dim {d} must be a power of two >= 16")
+    if lengths.numel() not in (1, b):
+        raise ValueError(f"decode_attention: lengths has {lengths.numel()} entries; give 1 or one per sequence ({b})")
+    if q.stride(-1) != 1 or k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
+        raise ValueError("decode_attention: q and the caches need a contiguous last dim")
+    group = h // kv
+    group_pad = max(16, triton.next_power_of_2(group))
+    if splits is None:
+        splits = decode_attention_splits(b, kv, max_len, block_n)
+    if splits & (splits - 1):
+        raise ValueError(f"decode_attention: splits={splits} must be a power of two")
+    chunk = -(-max_len // splits)
+    chunk = -(-chunk // block_n) * block_n  # whole blocks per slice
+    out = torch.empty_like(q)
+    if splits > 1:
+        part_acc = torch.empty((b * kv, splits, group_pad, d), device=q.device, dtype=torch.float32)
+        part_ml = torch.empty((b * kv, splits, 2, group_pad), device=q.device, dtype=torch.float32)
+    else:
+        part_acc = part_ml = out  # unused
+    qk_scale = (d ** -0.5 if scale is None else scale) * _LOG2E
+    len_stride = 0 if lengths.numel() == 1 else lengths.stride(0)
+    _decode_attn_part_kernel[(b * kv, splits)](
+        q, k_cache, v_cache, lengths, out, part_acc, part_ml,
+        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), out.stride(0), out.stride(1), len_stride,
+        group, chunk, qk_scale,
+        KV_HEADS=kv, SPLITS=splits, GROUP_PAD=group_pad, HEAD_DIM=d, BLOCK_N=block_n, num_warps=4)
+    if splits > 1:
+        _decode_attn_merge_kernel[(b * kv, group)](
+            part_acc, part_ml, out, out.stride(0), out.stride(1), group,
+            KV_HEADS=kv, SPLITS=splits, GROUP_PAD=group_pad, HEAD_DIM=d, num_warps=4)
+    return out
+
+
+def decode_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                               lengths: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+    """The same attention in fp32 torch (per sequence, its own length): the tests' reference."""
+    b, h, d = q.shape
+    kv = k_cache.shape[1]
+    lens = lengths.reshape(-1).expand(b) if lengths.numel() == 1 else lengths.reshape(-1)
+    scale = 1 / math.sqrt(d) if scale is None else scale
+    out = torch.empty(b, h, d, dtype=torch.float32, device=q.device)
+    for i in range(b):
+        n = int(lens[i])
+        k = k_cache[i, :, :n].float().repeat_interleave(h // kv, 0)  # [H, n, D]
+        v = v_cache[i, :, :n].float().repeat_interleave(h // kv, 0)
+        s = torch.einsum("hd,hnd->hn", q[i].float(), k) * scale
+        out[i] = torch.einsum("hn,hnd->hd", s.softmax(-1), v)
+    return out

@@ -1,0 +1,139 @@
+"""The Triton decode attention (``qerl.kernels.decode_attention``) against per-sequence softmax attention in fp32:
+under Triton's CPU interpreter on small shapes, and on the GPU at the Qwen2.5-7B head shape with outputs poisoned,
+lengths changing under a captured CUDA graph."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from qerl.kernels.decode_attention import (  # noqa: E402
+    decode_attention,
+    decode_attention_reference,
+    decode_attention_splits,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Runs in a subprocess: the interpreter must be switched on before triton is imported.
+_SCRIPT = r"""
+import json, os
+os.environ["TRITON_INTERPRET"] = "1"
+import torch
+from qerl.kernels.decode_attention import decode_attention, decode_attention_reference
+seed = int.from_bytes(os.urandom(4), "little")
+gen = torch.Generator().manual_seed(seed)
+cases = [
+    # batch, query heads, KV heads, head dim, cache length, lengths, splits, block
+    (2, 6, 2, 16, 40, [1, 37], 1, 16),      # one slice: the first kernel writes the output
+    (2, 6, 2, 16, 40, [1, 37], 4, 16),      # length 1: three of four slices past the length
+    (3, 7, 1, 32, 70, [70], 2, 16),         # a group of 7 heads (padded to 16 rows), one length for all
+    (2, 28, 4, 32, 129, [129, 64], 2, 32),  # 7B's head grouping; a length on a slice boundary
+    (1, 4, 4, 16, 33, [17], 8, 16),         # no grouping; more slices than blocks up to the length
+]
+results = []
+for b, h, kv, d, cache, lens, splits, block in cases:
+    q = torch.randn(b, h, d, generator=gen).bfloat16()
+    k = torch.randn(b, kv, cache, d, generator=gen).bfloat16()
+    v = torch.randn(b, kv, cache, d, generator=gen).bfloat16()
+    ln = torch.tensor(lens, dtype=torch.int32)
+    out = decode_attention(q, k, v, ln, splits=splits, block_n=block)
+    ref = decode_attention_reference(q, k, v, ln)
+    # Positions past the length must not matter: overwrite them and run again.
+    k2, v2 = k.clone(), v.clone()
+    for i, n in enumerate(lens * b if len(lens) == 1 else lens):
+        k2[i, :, n:] = 1e4
+        v2[i, :, n:] = float("nan")
+    out2 = decode_attention(q, k2, v2, ln, splits=splits, block_n=block)
+    results.append({"case": [b, h, kv, d, cache, lens, splits, block], "shape_ok": list(out.shape) == [b, h, d],
+                    "rel": float((out.float() - ref).norm() / ref.norm()), "same_past_length": bool(torch.equal(out, out2))})
+print(json.dumps({"seed": seed, "results": results}))
+"""
+
+
+def test_decode_attention_matches_reference_under_interpreter():
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, cwd=str(ROOT),
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(report["results"]) == 5
+    for r in report["results"]:
+        where = f"case {r['case']} (seed {report['seed']})"
+        assert r["shape_ok"], where
+        # bf16 rounding of the probabilities fed to the second dot and of the output.
+        assert r["rel"] < 2e-2, f"rel error {r['rel']:.3g}: {where}"
+        assert r["same_past_length"], f"cache positions past the length changed the output: {where}"
+
+
+def test_splits_fill_the_gpu_within_the_cache():
+    # One sequence, 4 KV heads, a long cache: 33 slices wanted for one program per SM -> 32 (a power of two).
+    assert decode_attention_splits(1, 4, 4096, 64, num_sms=132) == 32
+    # 7B decode at batch 8: 5 wanted, 7 blocks in a 385-position cache -> 4.
+    assert decode_attention_splits(8, 4, 385, 64, num_sms=132) == 4
+    # Batch 64: 256 programs already cover the SMs.
+    assert decode_attention_splits(64, 4, 385, 64, num_sms=132) == 1
+    # A short cache caps the slices at its number of blocks.
+    assert decode_attention_splits(1, 4, 100, 64, num_sms=132) == 2
+
+
+@pytest.mark.parametrize("bad", ["heads", "dim", "lengths", "splits"])
+def test_decode_attention_rejects_bad_input(bad):
+    q = torch.zeros(2, 8, 32, dtype=torch.bfloat16)
+    k = torch.zeros(2, 2, 16, 32, dtype=torch.bfloat16)
+    lengths = torch.tensor([4, 4])
+    kwargs = {}
+    if bad == "heads":
+        q = torch.zeros(2, 7, 32, dtype=torch.bfloat16)
+    elif bad == "dim":
+        q, k = torch.zeros(2, 8, 24, dtype=torch.bfloat16), torch.zeros(2, 2, 16, 24, dtype=torch.bfloat16)
+    elif bad == "lengths":
+        lengths = torch.tensor([4, 4, 4])
+    else:
+        kwargs["splits"] = 3
+    with pytest.raises(ValueError, match="decode_attention"):
+        decode_attention(q, k, k.clone(), lengths, **kwargs)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("batch", [1, 8, 64])
+def test_decode_attention_on_gpu_under_a_cuda_graph(batch):
+    h, kv, d, cache = 28, 4, 128, 385  # Qwen2.5-7B heads; a cache length that is not a multiple of the block
+    q = torch.randn(batch, h, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(batch, kv, cache, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(batch, kv, cache, d, device="cuda", dtype=torch.bfloat16)
+    lengths = torch.tensor([129], device="cuda")
+    out = torch.full_like(q, float("nan"))
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        out.copy_(decode_attention(q, k, v, lengths))
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out.copy_(decode_attention(q, k, v, lengths))
+    for n in (1, 64, 129, 300, cache):  # the graph reads the length on the device each replay
+        out.fill_(float("nan"))
+        lengths.fill_(n)
+        q.normal_()
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = decode_attention_reference(q, k, v, lengths)
+        assert torch.isfinite(out).all(), n
+        rel = float((out.float() - ref).norm() / ref.norm())
+        assert rel < 2e-2, (n, rel)
+    # Per-sequence lengths, one slice and many.
+    per_seq = torch.randint(1, cache + 1, (batch,), device="cuda", dtype=torch.int32)
+    ref = decode_attention_reference(q, k, v, per_seq)
+    for splits in (1, 4):
+        got = decode_attention(q, k, v, per_seq, splits=splits)
+        assert float((got.float() - ref).norm() / ref.norm()) < 2e-2, splits
