@@ -1355,11 +1355,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py 2>&1 | tail -3 \
       | tee "$out/gpu_tests.txt"
     ;;
-  # Run 15. 49a (bundle part 1): the decode harness with the project's Triton decode attention against SDPA's
-  # length-masked attention (words layout, fused elementwise steps), each with a per-step profile of the kernels,
-  # attention timed alone and the SDPA backends that accept the call; first the decode attention's GPU tests.
+  # Run 15: the vLLM bundle in four parts (.device/vllm4/c1..c4, one per call, unpacked by the fourth), so that
+  # each call's payload stays within the carry limit next to the tracked tree. 49a (part 1): the decode harness with
+  # the project's Triton decode attention against SDPA's length-masked attention (words layout, fused elementwise
+  # steps), each with a per-step profile of the kernels, attention timed alone and the SDPA backends that accept the
+  # call; first the decode attention's GPU tests.
   49a)
-    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+    bash .device/vllm4/c1/vllm_unpack.sh .device/vllm4
     device_name
     timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_decode_attention.py 2>&1 | tail -3 \
       | tee "$out/gpu_tests.txt"
@@ -1369,22 +1371,30 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       cp /tmp/q49a_$att/decode_nvfp4.json "$out/decode_$att.json"
     done
     ;;
-  # 49b (bundle part 2): the forward's search at M = 32-128 on words (the table's tiles, stream-K and dp_waves; not
+  # 49b (part 2): the forward's search at M = 64 / 128 on words (the table's tiles, stream-K and dp_waves; not
   # searched since stream-K came in run 12).
   49b)
-    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
+    bash .device/vllm4/c2/vllm_unpack.sh .device/vllm4
     device_name
-    timeout 330 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 32,64,128 --tile-set table --stream-k \
+    timeout 330 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 64,128 --tile-set table --stream-k \
       --dp-waves --layouts words --shipped-layout words --out /tmp/q49b 2>&1 | tee "$out/log_fwd_words.txt" | tail -4
     cp /tmp/q49b/gemm_ws.json "$out/gemm_ws_fwd_words.json"
     ;;
-  # 49c (bundle part 3): vLLM's Marlin against the default dispatch on words (the rollout layout), forward, every
-  # layer at M = 1-128, in the same run.
+  # 49c (part 3): the decode harness on the Triton attention at batch 1-64 (words layout).
   49c)
-    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+    bash .device/vllm4/c3/vllm_unpack.sh .device/vllm4
+    device_name
+    timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --batches 1,4,8,16,32,64 \
+      --out /tmp/q49c 2>&1 | tail -9 | tee "$out/log_decode.txt"
+    cp /tmp/q49c/decode_nvfp4.json "$out/decode_batches.json"
+    ;;
+  # 49d (part 4, vLLM unpacked): vLLM's Marlin against the default dispatch on words (the rollout layout), forward,
+  # every layer at M = 1-128, in the same run.
+  49d)
+    source .device/vllm4/c4/vllm_unpack.sh .device/vllm4
     device_name
     timeout 400 python3 benchmarks/gemm_ws.py --dispatch-only --shipped-layout words --marlin --models 7b,14b,32b \
-      --ms 1,4,8,16,32,64,128 --out /tmp/q49c 2>&1 | tee "$out/log_marlin.txt" | tail -10
-    cp /tmp/q49c/gemm_ws.json "$out/gemm_ws_marlin.json"
+      --ms 1,4,8,16,32,64,128 --out /tmp/q49d 2>&1 | tee "$out/log_marlin.txt" | tail -10
+    cp /tmp/q49d/gemm_ws.json "$out/gemm_ws_marlin.json"
     ;;
 esac
