@@ -8,11 +8,13 @@ function up to rounding (checked: first-step logits and greedy tokens).
 
 The work between the projections (residual add + RMSNorm, bias + RoPE, SiLU x up) is written as three small
 functions; ``--compile`` hands each to ``torch.compile`` so it becomes one fused kernel, as in a serving engine,
-for both models alike (the projections and attention stay the same calls). Attention is the project's Triton decode
-kernel (``qerl.kernels.decode_attention``: each KV head's cache read once for its query heads, split over the
-sequence) unless ``--attention sdpa`` asks for ``F.scaled_dot_product_attention`` with a length mask, which runs
-PyTorch's math path for grouped-query heads (K and V copied per query head). ``--profile`` also records one eager
-step per batch and format with the PyTorch profiler and reports GPU time per kind of kernel.
+for both models alike (the projections and attention stay the same calls). By default the step around attention
+is the project's Triton decode kernels (``qerl.kernels.decode_attention``): bias, rotary embedding and the KV-cache
+write in one kernel, then attention reading each KV head's cache once for its query heads, split over the sequence.
+``--attention sdpa`` runs the torch version instead (bias + RoPE as above, ``index_copy_`` into the caches,
+``F.scaled_dot_product_attention`` with a length mask: on an H200 only its cuDNN and math backends accept the mask
+with grouped-query heads). ``--profile`` also records one eager step per batch and format with the PyTorch profiler
+and reports GPU time per kind of kernel.
 
     python benchmarks/decode_nvfp4.py                       # batch 1, 8, 64; 256 new tokens
     python benchmarks/decode_nvfp4.py --compile             # fused elementwise work between the projections
@@ -39,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_matmul, prepare_weight  # noqa: E402
-from qerl.kernels.decode_attention import decode_attention  # noqa: E402
+from qerl.kernels.decode_attention import decode_attention, rope_and_cache  # noqa: E402
 from qerl.kernels.nvfp4_gemm import load_tuned_configs_file  # noqa: E402
 
 
@@ -57,7 +59,7 @@ class Qwen7BShape:
 
 
 CODE_LAYOUT = "pairs"  # the kernel code layout of the NVFP4 weights (--layout)
-ATTENTION = "triton"  # decode attention: the project's Triton kernel or torch SDPA (--attention)
+ATTENTION = "triton"  # the step around attention: the project's Triton kernels or torch SDPA (--attention)
 
 
 class Linear:
@@ -159,21 +161,23 @@ class Decoder:
         c = self.cfg
         b = tok.shape[0]
         hdn = self.embed[tok]
-        cos = self.cos.index_select(0, pos)[:, None, :]  # [1, 1, D]
-        sin = self.sin.index_select(0, pos)[:, None, :]
         if ATTENTION == "sdpa":
+            cos = self.cos.index_select(0, pos)[:, None, :]  # [1, 1, D]
+            sin = self.sin.index_select(0, pos)[:, None, :]
             visible = (torch.arange(self.max_len, device="cuda") <= pos)[None, None, None, :]
         else:
             lengths = pos + 1  # one length for the whole batch, read on the device by the kernel
         f = FUSED
         x = f["rms_norm"](hdn, self.layers[0]["ln1"], c.eps)
         for i, (layer, (kc, vc)) in enumerate(zip(self.layers, caches)):
-            q, k, v = f["bias_rope"](layer["qkv"](x, fp4), layer["qkv"].b, cos, sin, c.heads, c.kv_heads, c.head_dim)
-            kc.index_copy_(2, pos, k[:, :, None, :])
-            vc.index_copy_(2, pos, v[:, :, None, :])
             if ATTENTION == "sdpa":
+                q, k, v = f["bias_rope"](layer["qkv"](x, fp4), layer["qkv"].b, cos, sin, c.heads, c.kv_heads,
+                                         c.head_dim)
+                kc.index_copy_(2, pos, k[:, :, None, :])
+                vc.index_copy_(2, pos, v[:, :, None, :])
                 att = F.scaled_dot_product_attention(q[:, :, None, :], kc, vc, attn_mask=visible, enable_gqa=True)
             else:
+                q = rope_and_cache(layer["qkv"](x, fp4), layer["qkv"].b, self.cos, self.sin, pos, kc, vc, c.heads)
                 att = decode_attention(q, kc, vc, lengths)
             hdn, x = f["add_rms_norm"](hdn, layer["o"](att.reshape(b, c.heads * c.head_dim), fp4), layer["ln2"], c.eps)
             delta = layer["down"](f["silu_mul"](layer["gate_up"](x, fp4)), fp4)
@@ -271,9 +275,11 @@ def profile_step(model: Decoder, batch: int, prompt: int, fp4: bool) -> dict:
             "top_kernels": kernels[:15]}
 
 
-def time_attention(model: Decoder, batch: int, prompt: int, impl: str, reps: int = 20) -> float:
+def time_attention(model: Decoder, batch: int, prompt: int, impl: str, splits: int | None = None,
+                   reps: int = 20) -> float:
     """Microseconds per layer of decode attention alone: one CUDA graph of every layer's attention call (each on
-    its own cache, so the caches stream from memory as in a step), replayed ``reps`` times."""
+    its own cache, so the caches stream from memory as in a step), replayed ``reps`` times. ``splits``: the Triton
+    kernel's sequence slices (default: its own choice)."""
     c = model.cfg
     torch.manual_seed(batch)
     caches = model.new_cache(batch, prompt)
@@ -287,7 +293,7 @@ def time_attention(model: Decoder, batch: int, prompt: int, impl: str, reps: int
             if impl == "sdpa":
                 F.scaled_dot_product_attention(q[:, :, None, :], kc, vc, attn_mask=visible, enable_gqa=True)
             else:
-                decode_attention(q, kc, vc, lengths)
+                decode_attention(q, kc, vc, lengths, splits=splits)
 
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -307,6 +313,24 @@ def time_attention(model: Decoder, batch: int, prompt: int, impl: str, reps: int
     end.synchronize()
     del graph
     return start.elapsed_time(end) * 1e3 / (reps * len(model.layers))
+
+
+def compare_attention_paths(model: Decoder, batch: int, prompt: int) -> float:
+    """Relative difference of one BF16 decode step's logits between the Triton and the torch step around attention,
+    from the same caches (each path writes its own copy): checks the Triton path inside the harness."""
+    global ATTENTION
+    torch.manual_seed(batch)
+    caches = model.new_cache(batch, prompt)
+    tok = torch.randint(0, model.cfg.vocab, (batch,), device="cuda")
+    pos = torch.tensor([prompt], device="cuda")
+    saved, logits = ATTENTION, {}
+    try:
+        for impl in ("sdpa", "triton"):
+            ATTENTION = impl
+            logits[impl] = model.step(tok, pos, [(k.clone(), v.clone()) for k, v in caches], fp4=False).float()
+    finally:
+        ATTENTION = saved
+    return float((logits["triton"] - logits["sdpa"]).norm() / logits["sdpa"].norm())
 
 
 def sdpa_backends(model: Decoder, batch: int, prompt: int) -> dict:
@@ -340,7 +364,8 @@ def main() -> None:
     p.add_argument("--layout", default="pairs", choices=["pairs", "words"],
                    help="kernel code layout of the NVFP4 weights (prepare_weight's layout)")
     p.add_argument("--attention", default="triton", choices=["triton", "sdpa"],
-                   help="decode attention: the project's Triton kernel, or torch SDPA with a length mask")
+                   help="the step around attention: the project's Triton kernels (rope + cache write, attention) "
+                        "or torch (compiled bias + RoPE, index_copy_, SDPA with a length mask)")
     p.add_argument("--profile", action="store_true", help="also report GPU time per kind of kernel in one step")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
@@ -360,7 +385,10 @@ def main() -> None:
     print(f"built {cfg.layers}-layer model in {time.perf_counter() - t0:.1f}s; "
           f"{torch.cuda.memory_allocated() / 2**30:.1f} GiB allocated", flush=True)
     rows = []
-    for batch in [int(b) for b in args.batches.split(",")]:
+    batches = [int(b) for b in args.batches.split(",")]
+    paths_diff = compare_attention_paths(model, batches[0], args.prompt)
+    print(f"Triton vs torch step around attention, BF16 logits rel diff: {paths_diff:.2e}", flush=True)
+    for batch in batches:
         r16 = run_batch(model, batch, args.prompt, args.new_tokens, fp4=False)
         r4 = run_batch(model, batch, args.prompt, args.new_tokens, fp4=True)
         rel = float((r4["first_logits"] - r16["first_logits"]).norm() / r16["first_logits"].norm())
@@ -372,6 +400,8 @@ def main() -> None:
             row["profile"] = [profile_step(model, batch, args.prompt, fp4) for fp4 in (False, True)]
             row["attention_us_per_layer"] = {impl: time_attention(model, batch, args.prompt, impl)
                                              for impl in ("sdpa", "triton")}
+            row["attention_us_per_layer"].update({f"triton_splits{sp}": time_attention(
+                model, batch, args.prompt, "triton", sp) for sp in (1, 2, 4, 8)})
             row["sdpa_backends_usable"] = sdpa_backends(model, batch, args.prompt)
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -379,7 +409,7 @@ def main() -> None:
     import triton
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "triton": triton.__version__, "compile": args.compile, "layers": cfg.layers, "prompt": args.prompt,
-            "layout": args.layout, "attention": args.attention,
+            "layout": args.layout, "attention": args.attention, "attention_paths_logits_rel_diff": paths_diff,
             "new_tokens": args.new_tokens,
             "command": " ".join(["python"] + sys.argv)}
     (out_dir / "decode_nvfp4.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -1,6 +1,7 @@
-"""The Triton decode attention (``qerl.kernels.decode_attention``) against per-sequence softmax attention in fp32:
-under Triton's CPU interpreter on small shapes, and on the GPU at the Qwen2.5-7B head shape with outputs poisoned,
-lengths changing under a captured CUDA graph."""
+"""The Triton decode-step kernels (``qerl.kernels.decode_attention``) against fp32 torch: attention against
+per-sequence softmax attention, the bias + rotary + cache write against the same steps in torch; under Triton's CPU
+interpreter on small shapes, and on the GPU at the Qwen2.5-7B head shape with outputs poisoned, lengths and positions
+changing under a captured CUDA graph."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from qerl.kernels.decode_attention import (  # noqa: E402
     decode_attention,
     decode_attention_reference,
     decode_attention_splits,
+    rope_and_cache,
+    rope_and_cache_reference,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +58,31 @@ for b, h, kv, d, cache, lens, splits, block in cases:
     out2 = decode_attention(q, k2, v2, ln, splits=splits, block_n=block)
     results.append({"case": [b, h, kv, d, cache, lens, splits, block], "shape_ok": list(out.shape) == [b, h, d],
                     "rel": float((out.float() - ref).norm() / ref.norm()), "same_past_length": bool(torch.equal(out, out2))})
-print(json.dumps({"seed": seed, "results": results}))
+
+from qerl.kernels.decode_attention import rope_and_cache, rope_and_cache_reference
+rope = []
+for b, h, kv, d, cache, positions, bias in [(3, 6, 2, 16, 20, [7], True), (3, 6, 2, 16, 20, [0, 5, 19], False),
+                                           (2, 7, 1, 32, 9, [8], True)]:
+    qkv = torch.randn(b, (h + 2 * kv) * d, generator=gen).bfloat16()
+    bvec = torch.randn((h + 2 * kv) * d, generator=gen).bfloat16() if bias else None
+    ang = torch.arange(cache)[:, None].float() * torch.rand(d // 2, generator=gen)[None]
+    cos = torch.cat([ang.cos(), ang.cos()], -1).bfloat16()
+    sin = torch.cat([ang.sin(), ang.sin()], -1).bfloat16()
+    pos = torch.tensor(positions)
+    kc = torch.randn(b, kv, cache, d, generator=gen).bfloat16()
+    vc = torch.randn(b, kv, cache, d, generator=gen).bfloat16()
+    kr, vr = kc.clone(), vc.clone()
+    q = rope_and_cache(qkv, bvec, cos, sin, pos, kc, vc, h)
+    qr = rope_and_cache_reference(qkv, bvec, cos, sin, pos, kr, vr, h)
+    written = torch.zeros(b, kv, cache, dtype=torch.bool)
+    for i, n in enumerate(positions * b if len(positions) == 1 else positions):
+        written[i, :, n] = True
+    rope.append({"case": [b, h, kv, d, cache, positions, bias],
+                 "q_rel": float((q.float() - qr.float()).norm() / qr.float().norm()),
+                 "k_rel": float((kc.float() - kr.float()).norm() / kr.float().norm()),
+                 "v_rel": float((vc.float() - vr.float()).norm() / vr.float().norm()),
+                 "rest_untouched": bool(torch.equal(kc[~written], kr[~written]))})
+print(json.dumps({"seed": seed, "results": results, "rope": rope}))
 """
 
 
@@ -72,6 +99,13 @@ def test_decode_attention_matches_reference_under_interpreter():
         # bf16 rounding of the probabilities fed to the second dot and of the output.
         assert r["rel"] < 2e-2, f"rel error {r['rel']:.3g}: {where}"
         assert r["same_past_length"], f"cache positions past the length changed the output: {where}"
+    assert len(report["rope"]) == 3
+    for r in report["rope"]:
+        where = f"rope case {r['case']} (seed {report['seed']})"
+        # bf16 rounding of the outputs only (the interpreter rounds fp32 -> bf16 toward zero, the GPU to nearest:
+        # the GPU test checks v bit for bit).
+        assert r["q_rel"] < 1e-2 and r["k_rel"] < 1e-2 and r["v_rel"] < 1e-2, where
+        assert r["rest_untouched"], f"only the new position may be written: {where}"
 
 
 def test_splits_fill_the_gpu_within_the_cache():
@@ -101,6 +135,59 @@ def test_decode_attention_rejects_bad_input(bad):
         kwargs["splits"] = 3
     with pytest.raises(ValueError, match="decode_attention"):
         decode_attention(q, k, k.clone(), lengths, **kwargs)
+
+
+@pytest.mark.parametrize("bad", ["width", "tables", "positions"])
+def test_rope_and_cache_rejects_bad_input(bad):
+    b, h, kv, d, cache = 2, 4, 2, 16, 8
+    qkv = torch.zeros(b, (h + 2 * kv) * d, dtype=torch.bfloat16)
+    cos = sin = torch.zeros(cache, d, dtype=torch.bfloat16)
+    kc = torch.zeros(b, kv, cache, d, dtype=torch.bfloat16)
+    positions = torch.tensor([3])
+    if bad == "width":
+        qkv = torch.zeros(b, (h + kv) * d, dtype=torch.bfloat16)
+    elif bad == "tables":
+        cos = sin = torch.zeros(cache - 1, d, dtype=torch.bfloat16)
+    else:
+        positions = torch.tensor([1, 2, 3])
+    with pytest.raises(ValueError, match="rope_and_cache"):
+        rope_and_cache(qkv, None, cos, sin, positions, kc, kc.clone(), h)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("batch", [1, 8, 64])
+def test_rope_and_cache_on_gpu_under_a_cuda_graph(batch):
+    h, kv, d, cache = 28, 4, 128, 385
+    qkv = torch.randn(batch, (h + 2 * kv) * d, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn((h + 2 * kv) * d, device="cuda", dtype=torch.bfloat16)
+    ang = torch.arange(cache, device="cuda")[:, None].float() * torch.rand(d // 2, device="cuda")[None]
+    cos = torch.cat([ang.cos(), ang.cos()], -1).bfloat16()
+    sin = torch.cat([ang.sin(), ang.sin()], -1).bfloat16()
+    kc = torch.randn(batch, kv, cache, d, device="cuda", dtype=torch.bfloat16)
+    vc = torch.randn(batch, kv, cache, d, device="cuda", dtype=torch.bfloat16)
+    pos = torch.tensor([0], device="cuda")
+    q = torch.full((batch, h, d), float("nan"), device="cuda", dtype=torch.bfloat16)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        q.copy_(rope_and_cache(qkv, bias, cos, sin, pos, kc, vc, h))
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        q.copy_(rope_and_cache(qkv, bias, cos, sin, pos, kc, vc, h))
+    for p in (0, 200, cache - 1):  # the graph reads the position on the device each replay
+        pos.fill_(p)
+        qkv.normal_()
+        q.fill_(float("nan"))
+        kr, vr = kc.clone(), vc.clone()
+        graph.replay()
+        torch.cuda.synchronize()
+        qr = rope_and_cache_reference(qkv, bias, cos, sin, pos, kr, vr, h)
+        assert torch.isfinite(q).all(), p
+        assert float((q.float() - qr.float()).norm() / qr.float().norm()) < 1e-2, p
+        assert float((kc.float() - kr.float()).norm() / kr.float().norm()) < 1e-2, p
+        assert torch.equal(vc, vr), p
 
 
 @pytest.mark.gpu

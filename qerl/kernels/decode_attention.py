@@ -1,4 +1,5 @@
-"""Decode attention over a static KV cache (one new query token per sequence, grouped-query heads), in Triton.
+"""Decode attention over a static KV cache (one new query token per sequence, grouped-query heads), in Triton, and
+the step before it: the fused QKV projection's bias and rotary embedding, with the new K / V written into the cache.
 
 Why a kernel: ``F.scaled_dot_product_attention`` with a length mask and ``enable_gqa`` falls back to the math path,
 which copies K and V once per query head (``repeat_interleave``) and runs four or more kernels per layer; at decode
@@ -11,6 +12,11 @@ The valid length is read on the device (``lengths``), so a captured CUDA graph s
 
 Layouts: ``q`` [B, H, D], ``k_cache`` / ``v_cache`` [B, KV, L, D] (the last dim contiguous), ``lengths`` int32 or
 int64 [B] or [1] (positions ``0 .. length-1`` are attended to). Output [B, H, D] in ``q``'s dtype.
+
+``rope_and_cache`` does in one kernel what otherwise takes a bias add, two rotary kernels and two cache scatters per
+layer (five launches of a few microseconds each, on a few kilobytes): one program per (sequence, head) of the fused
+QKV output adds the bias, rotates q and k (the rotate-half convention of Qwen2 / Llama) in fp32, and stores q to
+its output and k, v into the caches at the position read on the device.
 """
 
 from __future__ import annotations
@@ -93,6 +99,88 @@ def _decode_attn_merge_kernel(part_acc_ptr, part_ml_ptr, out_ptr, stride_ob, str
     acc = tl.load(part_acc_ptr + ((bh * SPLITS + sp[:, None]) * GROUP_PAD + r) * HEAD_DIM + cols[None, :])
     out = tl.sum(acc * w[:, None], 0) / tl.sum(l_sum * w, 0)
     tl.store(out_ptr + b * stride_ob + (kvh * group + r) * stride_oh + cols, out.to(out_ptr.dtype.element_ty))
+
+
+@triton.jit
+def _rope_and_cache_kernel(qkv_ptr, bias_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_ptr, v_ptr,
+                           stride_xb, stride_qb, stride_qh, stride_kb, stride_kh, stride_kl, stride_vb, stride_vh,
+                           stride_vl, stride_cos, pos_stride,
+                           HEADS: tl.constexpr, KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, HAS_BIAS: tl.constexpr):
+    b = tl.program_id(0)
+    head = tl.program_id(1)  # q heads, then k heads, then v heads, as in the fused projection's output
+    pos = tl.load(pos_ptr + b * pos_stride)
+    d = tl.arange(0, HEAD_DIM)
+    half: tl.constexpr = HEAD_DIM // 2
+    partner = (d + half) % HEAD_DIM  # rotate-half: out[d] = x[d] cos - x[d + D/2] sin (d < D/2), + x[d - D/2] sin
+    row = qkv_ptr + b * stride_xb + head * HEAD_DIM
+    x = tl.load(row + d).to(tl.float32)
+    x_p = tl.load(row + partner).to(tl.float32)
+    if HAS_BIAS:
+        x += tl.load(bias_ptr + head * HEAD_DIM + d).to(tl.float32)
+        x_p += tl.load(bias_ptr + head * HEAD_DIM + partner).to(tl.float32)
+    if head < HEADS + KV_HEADS:
+        cos = tl.load(cos_ptr + pos * stride_cos + d).to(tl.float32)
+        sin = tl.load(sin_ptr + pos * stride_cos + d).to(tl.float32)
+        x = x * cos + tl.where(d < half, -x_p, x_p) * sin
+    if head < HEADS:
+        tl.store(q_ptr + b * stride_qb + head * stride_qh + d, x.to(q_ptr.dtype.element_ty))
+    elif head < HEADS + KV_HEADS:
+        kvh = head - HEADS
+        tl.store(k_ptr + b * stride_kb + kvh * stride_kh + pos * stride_kl + d, x.to(k_ptr.dtype.element_ty))
+    else:
+        kvh = head - HEADS - KV_HEADS
+        tl.store(v_ptr + b * stride_vb + kvh * stride_vh + pos * stride_vl + d, x.to(v_ptr.dtype.element_ty))
+
+
+def rope_and_cache(qkv: torch.Tensor, bias: torch.Tensor | None, cos: torch.Tensor, sin: torch.Tensor,
+                   positions: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, heads: int) -> torch.Tensor:
+    """One decode token per sequence: ``qkv`` [B, (H + 2 KV) D] (the fused projection's output without its bias),
+    ``bias`` [(H + 2 KV) D] or None, ``cos`` / ``sin`` [L, D] tables, ``positions`` [B] or [1] on the device. Adds the
+    bias, rotates q and k, writes k and v into ``k_cache`` / ``v_cache`` [B, KV, L, D] at the position and returns q
+    [B, H, D] (in ``qkv``'s dtype)."""
+    b, width = qkv.shape
+    kb, kv, max_len, d = k_cache.shape
+    if v_cache.shape != k_cache.shape or kb != b or width != (heads + 2 * kv) * d:
+        raise ValueError(f"rope_and_cache: qkv {tuple(qkv.shape)} does not fit {heads} query heads and caches "
+                         f"{tuple(k_cache.shape)} / {tuple(v_cache.shape)} ([B, KV, L, D], width (H + 2 KV) D)")
+    if d & (d - 1) or cos.shape != (max_len, d) or sin.shape != cos.shape:
+        raise ValueError(f"rope_and_cache: head dim {d} must be a power of two and the cos / sin tables [L, D] = "
+                         f"[{max_len}, {d}]; got {tuple(cos.shape)} / {tuple(sin.shape)}")
+    if positions.numel() not in (1, b):
+        raise ValueError(f"rope_and_cache: positions has {positions.numel()} entries; give 1 or one per sequence")
+    if qkv.stride(-1) != 1 or cos.stride(-1) != 1 or sin.stride() != cos.stride() or k_cache.stride(-1) != 1 \
+            or v_cache.stride(-1) != 1 or (bias is not None and not bias.is_contiguous()):
+        raise ValueError("rope_and_cache: qkv, the tables and the caches need a contiguous last dim (the bias "
+                         "contiguous, the cos and sin tables of one stride)")
+    q = torch.empty((b, heads, d), device=qkv.device, dtype=qkv.dtype)
+    _rope_and_cache_kernel[(b, heads + 2 * kv)](
+        qkv, qkv if bias is None else bias, cos, sin, positions, q, k_cache, v_cache,
+        qkv.stride(0), q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), cos.stride(0),
+        0 if positions.numel() == 1 else positions.stride(0),
+        HEADS=heads, KV_HEADS=kv, HEAD_DIM=d, HAS_BIAS=bias is not None, num_warps=1)
+    return q
+
+
+def rope_and_cache_reference(qkv: torch.Tensor, bias: torch.Tensor | None, cos: torch.Tensor, sin: torch.Tensor,
+                             positions: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                             heads: int) -> torch.Tensor:
+    """``rope_and_cache`` in fp32 torch (writes the caches the same way): the tests' reference."""
+    b = qkv.shape[0]
+    kv, d = k_cache.shape[1], k_cache.shape[3]
+    x = qkv.float() + (0 if bias is None else bias.float())
+    pos = positions.reshape(-1).expand(b) if positions.numel() == 1 else positions.reshape(-1)
+    c, s = cos.float()[pos][:, None, :], sin.float()[pos][:, None, :]
+
+    def rot(t):
+        return t * c + torch.cat([-t[..., d // 2:], t[..., :d // 2]], -1) * s
+
+    q, k, v = x.split([heads * d, kv * d, kv * d], -1)
+    k = rot(k.view(b, kv, d))
+    for i in range(b):
+        k_cache[i, :, pos[i]] = k[i].to(k_cache.dtype)
+        v_cache[i, :, pos[i]] = v.view(b, kv, d)[i].to(v_cache.dtype)
+    return rot(q.view(b, heads, d)).to(qkv.dtype)
 
 
 def decode_attention_splits(batch: int, kv_heads: int, max_len: int, block_n: int = 64,
