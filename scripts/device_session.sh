@@ -1397,4 +1397,20 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --ms 1,4,8,16,32,64,128 --out /tmp/q49d 2>&1 | tee "$out/log_marlin.txt" | tail -10
     cp /tmp/q49d/gemm_ws.json "$out/gemm_ws_marlin.json"
     ;;
+  # 49e: the decode step's Triton kernels' GPU tests (rope + cache write added); the decode harness with them against
+  # the torch step (profile, attention per split count); then the words table's new 7B gate_up entry at M = 128
+  # (stream-K, from 49b's search) against the previous commit (.device/old: 5e2bf54), alternating.
+  49e)
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_decode_attention.py 2>&1 | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    mkdir -p /tmp/q49e_dec
+    for att in sdpa triton; do
+      timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --attention $att --profile \
+        --out /tmp/q49e_$att 2>&1 | tail -17 | tee "/tmp/q49e_dec/log_decode_$att.txt"
+      cp /tmp/q49e_$att/decode_nvfp4.json "/tmp/q49e_dec/decode_$att.json"
+    done
+    tar -cf "$out/decode.tar" -C /tmp/q49e_dec .
+    dispatch_alternating 40 /tmp/q49e --models 7b --layers gate_up --ms 64,128,256 --shipped-layout words
+    ;;
 esac

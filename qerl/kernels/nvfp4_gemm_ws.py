@@ -441,7 +441,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (16, 37888, 3584): WsConfig(16, 64, 6, 1, 1, True, 80),
     (32, 37888, 3584): WsConfig(32, 64, 4, 1, 1, True, 80),
     (64, 37888, 3584): WsConfig(64, 64, 3, 1, 1, False, 80),
-    (128, 37888, 3584): WsConfig(64, 64, 3, 1, 1, False, 80),
+    (128, 37888, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 15: 1.20x the previous entry
     (256, 37888, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.09x the previous entry
     (512, 37888, 3584): WsConfig(128, 256, 3, 1, 2, False),
     (1024, 37888, 3584): WsConfig(128, 256, 3, 1, 2, False),
