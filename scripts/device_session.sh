@@ -1413,4 +1413,33 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     tar -cf "$out/decode.tar" -C /tmp/q49e_dec .
     dispatch_alternating 40 /tmp/q49e --models 7b --layers gate_up --ms 64,128,256 --shipped-layout words
     ;;
+  # 49f: the decode attention's GPU tests (one slice unless slices of 512+ positions); the decode harness on it and on
+  # the torch step (profile), and with a 2049-position cache (attention per split count); then why 49e's new passes
+  # ran the unchanged M = 256 entry of 7B gate_up slower: M = 256 alone, after M = 128 and before it, on this code,
+  # and after M = 128 on the previous commit (.device/old: 5e2bf54), all in one tar.
+  49f)
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_decode_attention.py 2>&1 | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    mkdir -p /tmp/q49f_dec
+    for att in sdpa triton; do
+      timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --attention $att --profile \
+        --out /tmp/q49f_$att 2>&1 | tail -17 | tee "/tmp/q49f_dec/log_decode_$att.txt"
+      cp /tmp/q49f_$att/decode_nvfp4.json "/tmp/q49f_dec/decode_$att.json"
+    done
+    timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --profile --prompt 1920 \
+      --new-tokens 128 --batches 1,8 --out /tmp/q49f_long 2>&1 | tail -12 | tee "/tmp/q49f_dec/log_decode_long.txt"
+    cp /tmp/q49f_long/decode_nvfp4.json /tmp/q49f_dec/decode_long.json
+    tar -cf "$out/decode.tar" -C /tmp/q49f_dec .
+    mkdir -p /tmp/q49f_order
+    cp benchmarks/gemm_ws.py .device/old/benchmarks/gemm_ws.py
+    for run in new:256 new:128,256 new:256,128 old:128,256 new:128,256; do
+      v=${run%%:*} ms=${run#*:}; script=benchmarks/gemm_ws.py; [ $v = old ] && script=.device/old/benchmarks/gemm_ws.py
+      echo "== $v $ms" | tee -a /tmp/q49f_order/log.txt
+      timeout 60 python3 $script --dispatch-only --models 7b --layers gate_up --ms $ms --shipped-layout words \
+        --out /tmp/q49f_o 2>&1 | grep "M=" | tee -a /tmp/q49f_order/log.txt
+      cp /tmp/q49f_o/gemm_ws.json "/tmp/q49f_order/${v}_${ms}.json"
+    done
+    tar -cf "$out/order.tar" -C /tmp/q49f_order .
+    ;;
 esac
