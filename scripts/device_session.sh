@@ -1433,12 +1433,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     tar -cf "$out/decode.tar" -C /tmp/q49f_dec .
     mkdir -p /tmp/q49f_order
     cp benchmarks/gemm_ws.py .device/old/benchmarks/gemm_ws.py
+    i=0
     for run in new:256 new:128,256 new:256,128 old:128,256 new:128,256; do
-      v=${run%%:*} ms=${run#*:}; script=benchmarks/gemm_ws.py; [ $v = old ] && script=.device/old/benchmarks/gemm_ws.py
-      echo "== $v $ms" | tee -a /tmp/q49f_order/log.txt
+      i=$((i + 1)); v=${run%%:*} ms=${run#*:}
+      script=benchmarks/gemm_ws.py; [ $v = old ] && script=.device/old/benchmarks/gemm_ws.py
+      echo "== $i $v $ms" | tee -a /tmp/q49f_order/log.txt
       timeout 60 python3 $script --dispatch-only --models 7b --layers gate_up --ms $ms --shipped-layout words \
         --out /tmp/q49f_o 2>&1 | grep "M=" | tee -a /tmp/q49f_order/log.txt
-      cp /tmp/q49f_o/gemm_ws.json "/tmp/q49f_order/${v}_${ms}.json"
+      cp /tmp/q49f_o/gemm_ws.json "/tmp/q49f_order/${i}_${v}_${ms}.json"
     done
     tar -cf "$out/order.tar" -C /tmp/q49f_order .
     ;;
