@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -366,6 +367,8 @@ def main() -> None:
     p.add_argument("--attention", default="triton", choices=["triton", "sdpa"],
                    help="the step around attention: the project's Triton kernels (rope + cache write, attention) "
                         "or torch (compiled bias + RoPE, index_copy_, SDPA with a length mask)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="timed passes per batch and format, BF16 and NVFP4 in turn (the medians are reported)")
     p.add_argument("--profile", action="store_true", help="also report GPU time per kind of kernel in one step")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
@@ -389,13 +392,19 @@ def main() -> None:
     paths_diff = compare_attention_paths(model, batches[0], args.prompt)
     print(f"Triton vs torch step around attention, BF16 logits rel diff: {paths_diff:.2e}", flush=True)
     for batch in batches:
-        r16 = run_batch(model, batch, args.prompt, args.new_tokens, fp4=False)
-        r4 = run_batch(model, batch, args.prompt, args.new_tokens, fp4=True)
+        # BF16 and NVFP4 in turn, ``--repeats`` times each: the medians' ratio, not one pass's.
+        passes = [(run_batch(model, batch, args.prompt, args.new_tokens, fp4=False),
+                   run_batch(model, batch, args.prompt, args.new_tokens, fp4=True)) for _ in range(args.repeats)]
+        r16, r4 = passes[0]
         rel = float((r4["first_logits"] - r16["first_logits"]).norm() / r16["first_logits"].norm())
         agree = float((r4["first_tokens"] == r16["first_tokens"]).float().mean())
-        row = {"batch": batch, "bf16_tok_s": r16["tokens_per_s"], "nvfp4_tok_s": r4["tokens_per_s"],
-               "ratio": r4["tokens_per_s"] / r16["tokens_per_s"], "bf16_ms_step": r16["ms_per_step"],
-               "nvfp4_ms_step": r4["ms_per_step"], "first_logits_rel_diff": rel, "first_token_agreement": agree}
+        ms16 = [a["ms_per_step"] for a, _ in passes]
+        ms4 = [b["ms_per_step"] for _, b in passes]
+        bf16_ms, nvfp4_ms = statistics.median(ms16), statistics.median(ms4)
+        row = {"batch": batch, "bf16_tok_s": batch * 1e3 / bf16_ms, "nvfp4_tok_s": batch * 1e3 / nvfp4_ms,
+               "ratio": bf16_ms / nvfp4_ms, "bf16_ms_step": bf16_ms, "nvfp4_ms_step": nvfp4_ms,
+               "bf16_ms_step_passes": ms16, "nvfp4_ms_step_passes": ms4,
+               "first_logits_rel_diff": rel, "first_token_agreement": agree}
         if args.profile:
             row["profile"] = [profile_step(model, batch, args.prompt, fp4) for fp4 in (False, True)]
             row["attention_us_per_layer"] = {impl: time_attention(model, batch, args.prompt, impl)
@@ -409,7 +418,7 @@ def main() -> None:
     import triton
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "triton": triton.__version__, "compile": args.compile, "layers": cfg.layers, "prompt": args.prompt,
-            "layout": args.layout, "attention": args.attention, "attention_paths_logits_rel_diff": paths_diff,
+            "layout": args.layout, "attention": args.attention, "repeats": args.repeats, "attention_paths_logits_rel_diff": paths_diff,
             "new_tokens": args.new_tokens,
             "command": " ".join(["python"] + sys.argv)}
     (out_dir / "decode_nvfp4.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -228,8 +228,13 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
         for cfg in cands:
             for lay in layouts if fwd else ("pairs",):
                 copies = by_layout[lay]
-                err, finite = checked(lambda out, x=x, cfg=cfg, w=copies[0]: kernel(x, w, cfg, out=out), out_shape,
-                                      ref)
+                try:
+                    err, finite = checked(lambda out, x=x, cfg=cfg, w=copies[0]: kernel(x, w, cfg, out=out),
+                                          out_shape, ref)
+                except Exception as e:  # e.g. a config the kernel cannot compile: reported, the search goes on
+                    tried.append({"config": cfg._asdict(), "layout": lay, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+                    log(f"  FAILED {model} {layer} {direction} M={m} {lay} {cfg}: {type(e).__name__}: {str(e)[:200]}")
+                    continue
                 if not finite or err > 1e-2:
                     tried.append({"config": cfg._asdict(), "layout": lay, "error": f"rel {err:.3g} finite {finite}"})
                     log(f"  WRONG {model} {layer} {direction} M={m} {lay} {cfg}: rel {err:.3g} finite {finite}")

@@ -1444,4 +1444,20 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     done
     tar -cf "$out/order.tar" -C /tmp/q49f_order .
     ;;
+  # 49g: the decode harness on the Triton step (slices of 256+ positions) and on the torch step, BF16 and NVFP4 in
+  # turn three times per batch (medians); then the forward's decode-tile search at M = 1-16 on words with stream-K
+  # candidates (not searched since run 11).
+  49g)
+    device_name
+    mkdir -p /tmp/q49g_dec
+    for att in triton sdpa; do
+      timeout 150 python3 benchmarks/decode_nvfp4.py --compile --layout words --attention $att --repeats 3 \
+        --out /tmp/q49g_$att 2>&1 | tail -6 | tee "/tmp/q49g_dec/log_decode_$att.txt"
+      cp /tmp/q49g_$att/decode_nvfp4.json "/tmp/q49g_dec/decode_$att.json"
+    done
+    tar -cf "$out/decode.tar" -C /tmp/q49g_dec .
+    timeout 280 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1,8,16 --stream-k --dp-waves \
+      --layouts words --shipped-layout words --out /tmp/q49g_s 2>&1 | tee "$out/log_search.txt" | tail -4
+    cp /tmp/q49g_s/gemm_ws.json "$out/gemm_ws_small.json"
+    ;;
 esac

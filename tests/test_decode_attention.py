@@ -109,14 +109,15 @@ def test_decode_attention_matches_reference_under_interpreter():
 
 
 def test_splits_fill_the_gpu_with_long_enough_slices():
-    # One sequence, 4 KV heads, a 4096-position cache: 33 slices wanted for one program per SM, 8 of 512 positions.
-    assert decode_attention_splits(1, 4, 4096, num_sms=132) == 8
+    # One sequence, 4 KV heads, a 4096-position cache: 33 slices wanted for one program per SM, 16 of 256 positions.
+    assert decode_attention_splits(1, 4, 4096, num_sms=132) == 16
     assert decode_attention_splits(1, 4, 4096, min_slice=64, num_sms=132) == 32  # a power of two
-    # 7B decode at batch 8 with a 385-position cache: one slice.
+    # 7B decode with a 385-position cache: one slice; with 2049 positions, 8 at batch 1 and 4 at batch 8.
     assert decode_attention_splits(8, 4, 385, num_sms=132) == 1
+    assert decode_attention_splits(1, 4, 2049, num_sms=132) == 8
+    assert decode_attention_splits(8, 4, 2049, num_sms=132) == 4
     # Batch 64 and a long cache: 256 programs already cover the SMs.
     assert decode_attention_splits(64, 4, 8192, num_sms=132) == 1
-    assert decode_attention_splits(16, 4, 8192, num_sms=132) == 2
 
 
 @pytest.mark.parametrize("bad", ["heads", "dim", "lengths", "splits"])
