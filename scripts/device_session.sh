@@ -1460,4 +1460,24 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --layouts words --shipped-layout words --out /tmp/q49g_s 2>&1 | tee "$out/log_search.txt" | tail -4
     cp /tmp/q49g_s/gemm_ws.json "$out/gemm_ws_small.json"
     ;;
+  # 49h: programmatic dependent launch (qerl.kernels.launch): its GPU tests and the decode step's; the decode harness
+  # on the Triton step with and without --pdl, three passes each; the small-M words entries of 49g's search (7B qkv
+  # at M = 16, 32B down at M = 8 / 16 on stream-K) against the previous commit (.device/old: 5e2bf54), alternating,
+  # with 7B down and 32B qkv as controls; then the warp-specialized kernels' GPU tests.
+  49h)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_programmatic_launch.py \
+      tests/test_decode_attention.py 2>&1 | tail -3 | tee "$out/gpu_tests.txt"
+    mkdir -p /tmp/q49h_dec
+    for mode in pdl plain; do
+      flag=""; [ $mode = pdl ] && flag=--pdl
+      timeout 150 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 $flag \
+        --out /tmp/q49h_$mode 2>&1 | tail -6 | tee "/tmp/q49h_dec/log_decode_$mode.txt"
+      cp /tmp/q49h_$mode/decode_nvfp4.json "/tmp/q49h_dec/decode_$mode.json"
+    done
+    tar -cf "$out/decode.tar" -C /tmp/q49h_dec .
+    dispatch_groups 7b,32b q49h words:8,16:40
+    timeout 230 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py 2>&1 | tail -3 \
+      | tee "$out/gpu_tests_ws.txt"
+    ;;
 esac
