@@ -14,9 +14,9 @@ write in one kernel, then attention reading each KV head's cache once for its qu
 ``--attention sdpa`` runs the torch version instead (bias + RoPE as above, ``index_copy_`` into the caches,
 ``F.scaled_dot_product_attention`` with a length mask: on an H200 only its cuDNN and math backends accept the mask
 with grouped-query heads). ``--profile`` also records one eager step per batch and format with the PyTorch profiler
-and reports GPU time per kind of kernel. ``--pdl`` launches the project's kernels and torch.compile's with
-programmatic dependent launch (``qerl.kernels.launch``): a projection starts copying its weights while the kernel
-before it finishes.
+and reports GPU time per kind of kernel. ``--pdl qerl`` launches the project's kernels with programmatic
+dependent launch (``qerl.kernels.launch``: a projection starts copying its weights while the kernel before it
+finishes), ``--pdl all`` torch.compile's as well.
 
     python benchmarks/decode_nvfp4.py                       # batch 1, 8, 64; 256 new tokens
     python benchmarks/decode_nvfp4.py --compile             # fused elementwise work between the projections
@@ -320,21 +320,28 @@ def time_attention(model: Decoder, batch: int, prompt: int, impl: str, splits: i
 
 
 def compare_attention_paths(model: Decoder, batch: int, prompt: int) -> float:
-    """Relative difference of one BF16 decode step's logits between the Triton and the torch step around attention,
-    from the same caches (each path writes its own copy): checks the Triton path inside the harness."""
-    global ATTENTION
+    """Relative difference of the first layer's attention output between the Triton step (rope and cache write,
+    decode attention) and the torch step (compiled bias + RoPE, ``index_copy_``, SDPA), from the same projection
+    output and caches: checks the Triton path inside the harness."""
+    c = model.cfg
     torch.manual_seed(batch)
-    caches = model.new_cache(batch, prompt)
-    tok = torch.randint(0, model.cfg.vocab, (batch,), device="cuda")
+    layer = model.layers[0]
+    kc, vc = model.new_cache(batch, prompt)[0]
+    x = torch.randn(batch, c.hidden, device="cuda").to(torch.bfloat16)
+    qkv = layer["qkv"](x, False)
     pos = torch.tensor([prompt], device="cuda")
-    saved, logits = ATTENTION, {}
-    try:
-        for impl in ("sdpa", "triton"):
-            ATTENTION = impl
-            logits[impl] = model.step(tok, pos, [(k.clone(), v.clone()) for k, v in caches], fp4=False).float()
-    finally:
-        ATTENTION = saved
-    return float((logits["triton"] - logits["sdpa"]).norm() / logits["sdpa"].norm())
+    k1, v1 = kc.clone(), vc.clone()
+    q = rope_and_cache(qkv, layer["qkv"].b, model.cos, model.sin, pos, k1, v1, c.heads)
+    triton_out = decode_attention(q, k1, v1, pos + 1).float()
+    cos = model.cos.index_select(0, pos)[:, None, :]
+    sin = model.sin.index_select(0, pos)[:, None, :]
+    q, k, v = FUSED["bias_rope"](qkv, layer["qkv"].b, cos, sin, c.heads, c.kv_heads, c.head_dim)
+    kc.index_copy_(2, pos, k[:, :, None, :])
+    vc.index_copy_(2, pos, v[:, :, None, :])
+    visible = (torch.arange(model.max_len, device="cuda") <= pos)[None, None, None, :]
+    torch_out = F.scaled_dot_product_attention(q[:, :, None, :], kc, vc, attn_mask=visible, enable_gqa=True)
+    torch_out = torch_out[:, :, 0].float()
+    return float((triton_out - torch_out).norm() / torch_out.norm())
 
 
 def sdpa_backends(model: Decoder, batch: int, prompt: int) -> dict:
@@ -370,8 +377,9 @@ def main() -> None:
     p.add_argument("--attention", default="triton", choices=["triton", "sdpa"],
                    help="the step around attention: the project's Triton kernels (rope + cache write, attention) "
                         "or torch (compiled bias + RoPE, index_copy_, SDPA with a length mask)")
-    p.add_argument("--pdl", action="store_true",
-                   help="programmatic dependent launch for the project's kernels and the compiled elementwise steps")
+    p.add_argument("--pdl", default="off", choices=["off", "qerl", "all"],
+                   help="programmatic dependent launch: off, for the project's kernels only, or for them and the "
+                        "compiled elementwise steps (torch.compile's enable_pdl)")
     p.add_argument("--repeats", type=int, default=1,
                    help="timed passes per batch and format, BF16 and NVFP4 in turn (the medians are reported)")
     p.add_argument("--profile", action="store_true", help="also report GPU time per kind of kernel in one step")
@@ -384,11 +392,11 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.configs and Path(args.configs).is_file():
         print(f"loaded {load_tuned_configs_file(args.configs)} tuned configs")
-    if args.pdl:
-        set_programmatic_launch(True)
-        import torch._inductor.config
+    set_programmatic_launch(args.pdl != "off")
+    if args.pdl == "all":
+        import torch._inductor.config as inductor_config
 
-        torch._inductor.config.triton.enable_pdl = True
+        inductor_config.triton.enable_pdl = True
     if args.compile:
         compile_elementwise()
     torch.manual_seed(0)
@@ -400,7 +408,8 @@ def main() -> None:
     rows = []
     batches = [int(b) for b in args.batches.split(",")]
     paths_diff = compare_attention_paths(model, batches[0], args.prompt)
-    print(f"Triton vs torch step around attention, BF16 logits rel diff: {paths_diff:.2e}", flush=True)
+    print(f"Triton vs torch step around attention, first layer's attention output rel diff: {paths_diff:.2e}",
+          flush=True)
     for batch in batches:
         # BF16 and NVFP4 in turn, ``--repeats`` times each: the medians' ratio, not one pass's.
         passes = [(run_batch(model, batch, args.prompt, args.new_tokens, fp4=False),
@@ -428,7 +437,8 @@ def main() -> None:
     import triton
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "triton": triton.__version__, "compile": args.compile, "layers": cfg.layers, "prompt": args.prompt,
-            "layout": args.layout, "attention": args.attention, "repeats": args.repeats, "pdl": args.pdl, "attention_paths_logits_rel_diff": paths_diff,
+            "layout": args.layout, "attention": args.attention, "repeats": args.repeats, "pdl": args.pdl,
+            "attention_paths_rel_diff": paths_diff,
             "new_tokens": args.new_tokens,
             "command": " ".join(["python"] + sys.argv)}
     (out_dir / "decode_nvfp4.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

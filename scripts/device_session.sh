@@ -1480,4 +1480,20 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 230 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py 2>&1 | tail -3 \
       | tee "$out/gpu_tests_ws.txt"
     ;;
+  # 49i: the decode harness without programmatic dependent launch, with it for the project's kernels, and for
+  # torch.compile's kernels too (three passes each, in one call); whether the compiled kernels carry the
+  # griddepcontrol calls.
+  49i)
+    device_name
+    mkdir -p /tmp/q49i_dec
+    for mode in off qerl all; do
+      timeout 150 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --pdl $mode \
+        --out /tmp/q49i_$mode 2>&1 | tail -7 | tee "/tmp/q49i_dec/log_decode_$mode.txt"
+      cp /tmp/q49i_$mode/decode_nvfp4.json "/tmp/q49i_dec/decode_$mode.json"
+    done
+    { python3 -c "import torch, torch._inductor.config as c; print(torch.__version__, c.triton.enable_pdl)"
+      echo "inductor kernels with gdc calls: $(grep -rl 'gdc_launch_dependents\|gdc_wait' /tmp/torchinductor_* 2>/dev/null \
+        | grep -c '\.py$')"; } 2>&1 | tee /tmp/q49i_dec/inductor_pdl.txt
+    tar -cf "$out/decode.tar" -C /tmp/q49i_dec .
+    ;;
 esac
