@@ -14,9 +14,7 @@ write in one kernel, then attention reading each KV head's cache once for its qu
 ``--attention sdpa`` runs the torch version instead (bias + RoPE as above, ``index_copy_`` into the caches,
 ``F.scaled_dot_product_attention`` with a length mask: on an H200 only its cuDNN and math backends accept the mask
 with grouped-query heads). ``--profile`` also records one eager step per batch and format with the PyTorch profiler
-and reports GPU time per kind of kernel. ``--pdl qerl`` launches the project's kernels with programmatic
-dependent launch (``qerl.kernels.launch``: a projection starts copying its weights while the kernel before it
-finishes), ``--pdl all`` torch.compile's as well.
+and reports GPU time per kind of kernel.
 
     python benchmarks/decode_nvfp4.py                       # batch 1, 8, 64; 256 new tokens
     python benchmarks/decode_nvfp4.py --compile             # fused elementwise work between the projections
@@ -45,7 +43,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_matmul, prepare_weight  # noqa: E402
 from qerl.kernels.decode_attention import decode_attention, rope_and_cache  # noqa: E402
-from qerl.kernels.launch import set_programmatic_launch  # noqa: E402
 from qerl.kernels.nvfp4_gemm import load_tuned_configs_file  # noqa: E402
 
 
@@ -377,9 +374,6 @@ def main() -> None:
     p.add_argument("--attention", default="triton", choices=["triton", "sdpa"],
                    help="the step around attention: the project's Triton kernels (rope + cache write, attention) "
                         "or torch (compiled bias + RoPE, index_copy_, SDPA with a length mask)")
-    p.add_argument("--pdl", default="off", choices=["off", "qerl", "all"],
-                   help="programmatic dependent launch: off, for the project's kernels only, or for them and the "
-                        "compiled elementwise steps (torch.compile's enable_pdl)")
     p.add_argument("--repeats", type=int, default=1,
                    help="timed passes per batch and format, BF16 and NVFP4 in turn (the medians are reported)")
     p.add_argument("--profile", action="store_true", help="also report GPU time per kind of kernel in one step")
@@ -392,11 +386,6 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.configs and Path(args.configs).is_file():
         print(f"loaded {load_tuned_configs_file(args.configs)} tuned configs")
-    set_programmatic_launch(args.pdl != "off")
-    if args.pdl == "all":
-        import torch._inductor.config as inductor_config
-
-        inductor_config.triton.enable_pdl = True
     if args.compile:
         compile_elementwise()
     torch.manual_seed(0)
@@ -437,7 +426,7 @@ def main() -> None:
     import triton
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "triton": triton.__version__, "compile": args.compile, "layers": cfg.layers, "prompt": args.prompt,
-            "layout": args.layout, "attention": args.attention, "repeats": args.repeats, "pdl": args.pdl,
+            "layout": args.layout, "attention": args.attention, "repeats": args.repeats,
             "attention_paths_rel_diff": paths_diff,
             "new_tokens": args.new_tokens,
             "command": " ".join(["python"] + sys.argv)}

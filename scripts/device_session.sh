@@ -1460,6 +1460,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --layouts words --shipped-layout words --out /tmp/q49g_s 2>&1 | tee "$out/log_search.txt" | tail -4
     cp /tmp/q49g_s/gemm_ws.json "$out/gemm_ws_small.json"
     ;;
+  # 49h and 49i ran on commits 9e49d8a / 8e74e3e; programmatic dependent launch (qerl.kernels.launch, --pdl) was
+  # removed after 49i (no gain, see benchmarks/RESULTS.md run 15), so their --pdl runs need those commits.
   # 49h: programmatic dependent launch (qerl.kernels.launch): its GPU tests and the decode step's; the decode harness
   # on the Triton step with and without --pdl, three passes each; the small-M words entries of 49g's search (7B qkv
   # at M = 16, 32B down at M = 8 / 16 on stream-K) against the previous commit (.device/old: 5e2bf54), alternating,

@@ -185,23 +185,6 @@ def test_fused_split_sum_compiles_with_counters_and_partition_barriers():
 
 
 @needs_ptxas
-def test_programmatic_launch_waits_once_outside_the_chunk_loop():
-    # Compiled for programmatic dependent launch, the forward waits for the previous kernel (griddepcontrol.wait,
-    # SASS ACQBULK) in the loader only, before its first X copies; the consumers' chunk loop is unchanged and the
-    # registers are the same. Without it there is no wait at all.
-    for cfg, words in ((ws.WsConfig(8, 64, 6, 1, 1, True, 80), True), (ws.WsConfig(8, 128, 5, 8, 1, False, 80, True),
-                                                                      True),
-                       (ws.WsConfig(64, 64, 3, 1, 1, False, 80), False)):
-        out_f32 = cfg.split_k > 1
-        plain = aot.ws_report(cfg, out_f32=out_f32, words=words)
-        pdl = aot.ws_report(cfg, out_f32=out_f32, words=words, pdl=True)
-        assert plain["grid_dependency_waits"] == 0, cfg
-        assert pdl["grid_dependency_waits"] >= 1, (cfg, pdl)
-        assert pdl["mma_loop_opcodes"] == plain["mma_loop_opcodes"], cfg
-        assert pdl["registers"] == plain["registers"] and pdl["spill_bytes"] == plain["spill_bytes"], cfg
-
-
-@needs_ptxas
 def test_stream_k_compiles_with_tile_counters_and_a_clean_chunk_loop():
     # The stream-K forward: per consumer one atomic add on a tile's counter and its reset by the last CTA, the epilogue
     # barrier scoped to the consumer warpgroup, and the same chunk loop as the one-tile-per-CTA kernel (the same

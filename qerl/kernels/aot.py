@@ -211,13 +211,12 @@ def bwd_loop_global_loads(cfg: kern.BwdConfig, capability: int = 90) -> Counter:
 _WGMMA_SERIALIZED = re.compile(r"\(C751\d\)[^\n]*wgmma[^\n]*serialized")
 
 
-def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = False, pdl: bool = False) -> dict:
+def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = False) -> dict:
     """The warp-specialized kernel (``nvfp4_gemm_ws``) compiled for ``cfg`` as ``ws_matmul`` (a ``WsConfig``) or
     ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, spill bytes, whether ptxas
     serialized the wgmmas, the wgmma waits in the SASS (``WARPGROUP.DEPBAR.LE gsb0, n``: n = 2 keeps a chunk's
     two wgmma groups in flight), the global atomics (the fused split sum's tile counter) and the barriers scoped to
-    one warpgroup's 128 threads (a warp-specialized partition's), and the waits for the previous kernel
-    (``griddepcontrol.wait``, SASS ``ACQBULK``; ``pdl``: compiled for programmatic dependent launch)."""
+    one warpgroup's 128 threads (a warp-specialized partition's)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -248,7 +247,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
         fn = ws._ws_fwd_kernel
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages, "OUT_F32": out_f32,
                  "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight, "FUSED": out_f32 and cfg.fused,
-                 "WORDS": words, "PDL": pdl}
+                 "WORDS": words}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>"}
@@ -268,7 +267,6 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
             "wgmma_serialized": bool(_WGMMA_SERIALIZED.search(report)),
             "wgmma_waits": sorted({int(w, 16) for w in re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass)}),
             "counter_atomics": len(re.findall(r"\bATOMG\.", sass)),
-            "grid_dependency_waits": len(re.findall(r"\bACQBULK\b", sass)),
             "consumer_barriers": len(re.findall(r"BAR\.SYNC\S* 0x[0-9a-f]+, 0x80\b", sass)),
             "loop_opcodes": dict(main_loop_opcodes(sass).most_common()),
             "mma_loop_opcodes": dict(_opcodes(mma_loop_instructions(sass)).most_common())}

@@ -26,9 +26,6 @@ import math
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
-
-from qerl.kernels.launch import programmatic_launch
 
 _LOG2E = 1.4426950408889634
 
@@ -38,13 +35,11 @@ def _decode_attn_part_kernel(q_ptr, k_ptr, v_ptr, len_ptr, out_ptr, part_acc_ptr
                              stride_qb, stride_qh, stride_kb, stride_kh, stride_kl, stride_vb, stride_vh, stride_vl,
                              stride_ob, stride_oh, len_stride, group, chunk, qk_scale,
                              KV_HEADS: tl.constexpr, SPLITS: tl.constexpr, GROUP_PAD: tl.constexpr,
-                             HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, PDL: tl.constexpr):
+                             HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr):
     bh = tl.program_id(0)  # (batch, kv head)
     split = tl.program_id(1)
     b = bh // KV_HEADS
     kvh = bh % KV_HEADS
-    if PDL:  # q and the new cache entries come from the kernel before (qerl.kernels.launch)
-        gdc_wait()
     length = tl.load(len_ptr + b * len_stride).to(tl.int32)
     rows = tl.arange(0, GROUP_PAD)
     cols = tl.arange(0, HEAD_DIM)
@@ -72,8 +67,6 @@ def _decode_attn_part_kernel(q_ptr, k_ptr, v_ptr, len_ptr, out_ptr, part_acc_ptr
         v = tl.load(v_base + pos[:, None] * stride_vl + cols[None, :], mask=ok[:, None], other=0.0)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m = m_new
-    if PDL:  # the next kernel (the output projection) may start copying its weights
-        gdc_launch_dependents()
 
     if SPLITS == 1:
         out = acc / l_sum[:, None]
@@ -91,23 +84,19 @@ def _decode_attn_part_kernel(q_ptr, k_ptr, v_ptr, len_ptr, out_ptr, part_acc_ptr
 @triton.jit
 def _decode_attn_merge_kernel(part_acc_ptr, part_ml_ptr, out_ptr, stride_ob, stride_oh, group,
                               KV_HEADS: tl.constexpr, SPLITS: tl.constexpr, GROUP_PAD: tl.constexpr,
-                              HEAD_DIM: tl.constexpr, PDL: tl.constexpr):
+                              HEAD_DIM: tl.constexpr):
     bh = tl.program_id(0)
     r = tl.program_id(1)  # one query head of the group
     b = bh // KV_HEADS
     kvh = bh % KV_HEADS
     sp = tl.arange(0, SPLITS)
     cols = tl.arange(0, HEAD_DIM)
-    if PDL:
-        gdc_wait()
     ml = part_ml_ptr + (bh * SPLITS + sp) * 2 * GROUP_PAD + r
     m = tl.load(ml)
     l_sum = tl.load(ml + GROUP_PAD)
     m_all = tl.max(m, 0)  # finite: the first slice always holds position 0
     w = tl.exp2(m - m_all)
     acc = tl.load(part_acc_ptr + ((bh * SPLITS + sp[:, None]) * GROUP_PAD + r) * HEAD_DIM + cols[None, :])
-    if PDL:
-        gdc_launch_dependents()
     out = tl.sum(acc * w[:, None], 0) / tl.sum(l_sum * w, 0)
     tl.store(out_ptr + b * stride_ob + (kvh * group + r) * stride_oh + cols, out.to(out_ptr.dtype.element_ty))
 
@@ -116,12 +105,9 @@ def _decode_attn_merge_kernel(part_acc_ptr, part_ml_ptr, out_ptr, stride_ob, str
 def _rope_and_cache_kernel(qkv_ptr, bias_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, k_ptr, v_ptr,
                            stride_xb, stride_qb, stride_qh, stride_kb, stride_kh, stride_kl, stride_vb, stride_vh,
                            stride_vl, stride_cos, pos_stride,
-                           HEADS: tl.constexpr, KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, HAS_BIAS: tl.constexpr,
-                           PDL: tl.constexpr):
+                           HEADS: tl.constexpr, KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, HAS_BIAS: tl.constexpr):
     b = tl.program_id(0)
     head = tl.program_id(1)  # q heads, then k heads, then v heads, as in the fused projection's output
-    if PDL:  # qkv comes from the projection before (qerl.kernels.launch)
-        gdc_wait()
     pos = tl.load(pos_ptr + b * pos_stride)
     d = tl.arange(0, HEAD_DIM)
     half: tl.constexpr = HEAD_DIM // 2
@@ -136,8 +122,6 @@ def _rope_and_cache_kernel(qkv_ptr, bias_ptr, cos_ptr, sin_ptr, pos_ptr, q_ptr, 
         cos = tl.load(cos_ptr + pos * stride_cos + d).to(tl.float32)
         sin = tl.load(sin_ptr + pos * stride_cos + d).to(tl.float32)
         x = x * cos + tl.where(d < half, -x_p, x_p) * sin
-    if PDL:
-        gdc_launch_dependents()
     if head < HEADS:
         tl.store(q_ptr + b * stride_qb + head * stride_qh + d, x.to(q_ptr.dtype.element_ty))
     elif head < HEADS + KV_HEADS:
@@ -174,7 +158,7 @@ def rope_and_cache(qkv: torch.Tensor, bias: torch.Tensor | None, cos: torch.Tens
         qkv.stride(0), q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), cos.stride(0),
         0 if positions.numel() == 1 else positions.stride(0),
-        HEADS=heads, KV_HEADS=kv, HEAD_DIM=d, HAS_BIAS=bias is not None, num_warps=1, **_pdl(qkv.device))
+        HEADS=heads, KV_HEADS=kv, HEAD_DIM=d, HAS_BIAS=bias is not None, num_warps=1)
     return q
 
 
@@ -197,12 +181,6 @@ def rope_and_cache_reference(qkv: torch.Tensor, bias: torch.Tensor | None, cos: 
         k_cache[i, :, pos[i]] = k[i].to(k_cache.dtype)
         v_cache[i, :, pos[i]] = v.view(b, kv, d)[i].to(v_cache.dtype)
     return rot(q.view(b, heads, d)).to(qkv.dtype)
-
-
-def _pdl(device: torch.device) -> dict:
-    """The launch arguments for programmatic dependent launch on ``device`` (``qerl.kernels.launch``)."""
-    on = programmatic_launch(device)
-    return {"PDL": on, **({"launch_pdl": True} if on else {})}
 
 
 def decode_attention_splits(batch: int, kv_heads: int, max_len: int, min_slice: int = 256,
@@ -262,11 +240,11 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), out.stride(0), out.stride(1), len_stride,
         group, chunk, qk_scale,
-        KV_HEADS=kv, SPLITS=splits, GROUP_PAD=group_pad, HEAD_DIM=d, BLOCK_N=block_n, num_warps=4, **_pdl(q.device))
+        KV_HEADS=kv, SPLITS=splits, GROUP_PAD=group_pad, HEAD_DIM=d, BLOCK_N=block_n, num_warps=4)
     if splits > 1:
         _decode_attn_merge_kernel[(b * kv, group)](
             part_acc, part_ml, out, out.stride(0), out.stride(1), group,
-            KV_HEADS=kv, SPLITS=splits, GROUP_PAD=group_pad, HEAD_DIM=d, num_warps=4, **_pdl(q.device))
+            KV_HEADS=kv, SPLITS=splits, GROUP_PAD=group_pad, HEAD_DIM=d, num_warps=4)
     return out
 
 

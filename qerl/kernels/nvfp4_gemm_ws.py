@@ -53,7 +53,6 @@ from typing import NamedTuple
 import torch
 
 from qerl.kernels import nvfp4_gemm as kern
-from qerl.kernels.launch import programmatic_launch
 
 try:
     from triton.experimental import gluon
@@ -654,44 +653,22 @@ if gluon is not None:
         return dy_smem, w_smem, s_raw, s_t, ready, empty, s_ready
 
     @gluon.jit
-    def _wait_prior_grids():
-        """``griddepcontrol.wait``: block until the kernels this one depends on have finished and their writes are
-        visible (a no-op unless launched with programmatic dependent launch, ``qerl.kernels.launch``)."""
-        gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-
-    @gluon.jit
     def _load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0, n_chunks,
-                     s_rows_per_chunk, STAGES: gl.constexpr, PDL: gl.constexpr):
+                     s_rows_per_chunk, STAGES: gl.constexpr):
         """The producer warp: TMA copies of each chunk's two X boxes, code bytes and scale bytes into stage
-        ``i % STAGES`` once the consumer has released it (``empty``), completing ``ready`` by bytes. ``PDL``: the
-        first stages' code and scale copies go out before waiting for the previous kernel (which may still be
-        running, ``qerl.kernels.launch``), the X copies after; a stage's barrier completes when both have landed."""
+        ``i % STAGES`` once the consumer has released it (``empty``), completing ``ready`` by bytes."""
         nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
-        if PDL:
-            for i in gl.static_range(STAGES):
-                if i < n_chunks:
-                    bar = ready.index(i)
-                    mbarrier.expect(bar, nbytes)
-                    c = c0 + i
-                    tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(i))
-                    tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar,
-                                                    s_smem.index(i))
-            _wait_prior_grids()
         for i in range(n_chunks):
             s = i % STAGES
             # The consumer's (i // STAGES - 1)-th release of this stage; the first pass finds every stage free.
             mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
             bar = ready.index(s)
+            mbarrier.expect(bar, nbytes)
             c = c0 + i
-            early = PDL and i < STAGES  # this stage's weight copies went out before the wait
-            if not early:
-                mbarrier.expect(bar, nbytes)
             tma.async_copy_global_to_shared(x_desc, [off_m, c * 128], bar, x_smem.index(2 * s))
             tma.async_copy_global_to_shared(x_desc, [off_m, c * 128 + 64], bar, x_smem.index(2 * s + 1))
-            if not early:
-                tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))
-                tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar,
-                                                s_smem.index(s))
+            tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))
+            tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))
 
     @gluon.jit
     def _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN: gl.constexpr, ROW0: gl.constexpr,
@@ -800,7 +777,7 @@ if gluon is not None:
                        chunks_per_split, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr,
                        CONSUMERS: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
                        CONSUMER_REGS: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr,
-                       WORDS: gl.constexpr, PDL: gl.constexpr):
+                       WORDS: gl.constexpr):
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
@@ -820,7 +797,7 @@ if gluon is not None:
                                   stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB,
                                   STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
-                                chunks_per_split, s_rows_per_chunk, STAGES, PDL)),
+                                chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
@@ -832,7 +809,7 @@ if gluon is not None:
                                   stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, RB, RB,
                                   STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
-                                chunks_per_split, s_rows_per_chunk, STAGES, PDL)),
+                                chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [4, 1], [CONSUMER_REGS, 40])
 
     # ------------------------------------------------------------------------------------------ stream-K forward
@@ -1429,13 +1406,12 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
     target, stride_split, counters = kern._split_target(y, split, grid[0] * cfg.consumers, fused=cfg.fused)
-    pdl = programmatic_launch(x2.device)
     _ensure_cuda_context(x2.device)
     _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, target, y, target if counters is None else counters, w.global_scale,
                          m, w.n, w.n, stride_split, kc // split, w.n // 32, BM=cfg.bm, BN=cfg.bn,
                          CONSUMERS=cfg.consumers, STAGES=cfg.stages, OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS,
-                         IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, PDL=pdl,
-                         num_warps=4, launch_pdl=pdl, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
+                         IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, num_warps=4,
+                         **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
     return y
