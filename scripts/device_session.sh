@@ -1498,4 +1498,41 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
         | grep -c '\.py$')"; } 2>&1 | tee /tmp/q49i_dec/inductor_pdl.txt
     tar -cf "$out/decode.tar" -C /tmp/q49i_dec .
     ;;
+  # 50a-50d: run 15's final code, on the vLLM bundle in four parts (one per call). 50a (part 1): the GPU tests (four
+  # files, a cold cache).
+  50a)
+    bash .device/vllm4/c1/vllm_unpack.sh .device/vllm4
+    device_name
+    timeout 560 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py \
+      tests/test_kernels_ws_gpu.py tests/test_decode_attention.py 2>&1 | tail -3 | tee "$out/gpu_tests.txt"
+    ;;
+  # 50b (part 2): the decode harness on the Triton step (with the profile) and on the torch step, three passes each.
+  50b)
+    bash .device/vllm4/c2/vllm_unpack.sh .device/vllm4
+    device_name
+    mkdir -p /tmp/q50b
+    for att in triton sdpa; do
+      prof=""; [ $att = triton ] && prof=--profile
+      timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --attention $att --repeats 3 $prof \
+        --out /tmp/q50b_$att 2>&1 | tail -12 | tee "/tmp/q50b/log_decode_$att.txt"
+      cp /tmp/q50b_$att/decode_nvfp4.json "/tmp/q50b/decode_$att.json"
+    done
+    tar -cf "$out/decode.tar" -C /tmp/q50b .
+    ;;
+  # 50c (part 3): the forward's default dispatch on words at M = 1-128 against run 14's last commit (.device/old:
+  # ae8a3d8), alternating, every layer.
+  50c)
+    bash .device/vllm4/c3/vllm_unpack.sh .device/vllm4
+    device_name
+    dispatch_groups 7b,14b,32b q50c words:1,8,16,64,128:50
+    ;;
+  # 50d (part 4, vLLM unpacked): vLLM's Marlin against the default dispatch on words, forward, every layer at M =
+  # 1-128, in the same run.
+  50d)
+    source .device/vllm4/c4/vllm_unpack.sh .device/vllm4
+    device_name
+    timeout 400 python3 benchmarks/gemm_ws.py --dispatch-only --shipped-layout words --marlin --models 7b,14b,32b \
+      --ms 1,4,8,16,32,64,128 --out /tmp/q50d 2>&1 | tee "$out/log_marlin.txt" | tail -10
+    cp /tmp/q50d/gemm_ws.json "$out/gemm_ws_marlin.json"
+    ;;
 esac
