@@ -65,7 +65,7 @@ dispatch_alternating() {  # benchmarks/gemm_ws.py --dispatch-only ARGS (nvfp4_ma
                           # $1 s each, work dir prefix $2), the SM clock logged around each pass
   local limit=$1 w=$2; shift 2
   local q="--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv,noheader"
-  cp benchmarks/gemm_ws.py .device/old/benchmarks/gemm_ws.py
+  cp benchmarks/gemm_ws.py benchmarks/gemm_nvfp4.py .device/old/benchmarks/  # this run's harness, the old kernels
   for pass in old1 new1 old2 new2; do
     script=benchmarks/gemm_ws.py; [ "${pass#old}" != "$pass" ] && script=.device/old/benchmarks/gemm_ws.py
     echo "$pass before: $(nvidia-smi $q)" >> "$out/clocks.txt"
