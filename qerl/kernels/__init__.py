@@ -1,5 +1,7 @@
 """Fast NVFP4 x BF16 kernels (Triton; Gluon kernels for Hopper). See ``nvfp4_gemm`` for the layout and the kernels,
-``nvfp4_gemm_ws`` for the warp-specialized forward and input-gradient kernels."""
+``nvfp4_gemm_ws`` for the warp-specialized forward and input-gradient kernels, ``decode_attention`` for the decode
+step around attention (bias + rotary + KV-cache write, grouped-query attention over a static cache) that
+benchmarks/decode_nvfp4.py runs."""
 
 from qerl.kernels.nvfp4_gemm import (
     BwdConfig,
