@@ -157,34 +157,65 @@ class Decoder:
             caches.append((k, v))
         return caches
 
+    def attention_inputs(self, pos: torch.Tensor, impl: str) -> dict:
+        """What the step around attention needs from the position, computed once per decode step (not per layer):
+        the RoPE rows and the length mask for the torch step, the lengths for the Triton kernels."""
+        if impl == "sdpa":
+            return {"cos": self.cos.index_select(0, pos)[:, None, :],  # [1, 1, D]
+                    "sin": self.sin.index_select(0, pos)[:, None, :],
+                    "visible": (torch.arange(self.max_len, device="cuda") <= pos)[None, None, None, :]}
+        return {"lengths": pos + 1}  # one length for the whole batch, read on the device by the kernel
+
+    def attention(self, q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, inputs: dict, impl: str,
+                  splits: int | None = None) -> torch.Tensor:
+        """Attention of q [B, H, D] over the caches: SDPA with the length mask, or the Triton decode kernel."""
+        if impl == "sdpa":
+            return F.scaled_dot_product_attention(q[:, :, None, :], kc, vc, attn_mask=inputs["visible"],
+                                                  enable_gqa=True)[:, :, 0]
+        return decode_attention(q, kc, vc, inputs["lengths"], splits=splits)
+
+    def around_attention(self, qkv: torch.Tensor, bias: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor,
+                         pos: torch.Tensor, inputs: dict, impl: str) -> torch.Tensor:
+        """One layer's step from the QKV projection (without its bias) to the attention output [B, H * D]: bias,
+        RoPE, K/V written into the caches at ``pos``, attention."""
+        c = self.cfg
+        if impl == "sdpa":
+            q, k, v = FUSED["bias_rope"](qkv, bias, inputs["cos"], inputs["sin"], c.heads, c.kv_heads, c.head_dim)
+            kc.index_copy_(2, pos, k[:, :, None, :])
+            vc.index_copy_(2, pos, v[:, :, None, :])
+        else:
+            q = rope_and_cache(qkv, bias, self.cos, self.sin, pos, kc, vc, c.heads)
+        return self.attention(q, kc, vc, inputs, impl).reshape(qkv.shape[0], c.heads * c.head_dim)
+
     def step(self, tok: torch.Tensor, pos: torch.Tensor, caches, fp4: bool) -> torch.Tensor:
         """One decode step for a batch: tok [B] -> logits [B, vocab]; writes K/V at ``pos`` (a 1-element tensor)."""
         c = self.cfg
-        b = tok.shape[0]
         hdn = self.embed[tok]
-        if ATTENTION == "sdpa":
-            cos = self.cos.index_select(0, pos)[:, None, :]  # [1, 1, D]
-            sin = self.sin.index_select(0, pos)[:, None, :]
-            visible = (torch.arange(self.max_len, device="cuda") <= pos)[None, None, None, :]
-        else:
-            lengths = pos + 1  # one length for the whole batch, read on the device by the kernel
+        inputs = self.attention_inputs(pos, ATTENTION)
         f = FUSED
         x = f["rms_norm"](hdn, self.layers[0]["ln1"], c.eps)
         for i, (layer, (kc, vc)) in enumerate(zip(self.layers, caches)):
-            if ATTENTION == "sdpa":
-                q, k, v = f["bias_rope"](layer["qkv"](x, fp4), layer["qkv"].b, cos, sin, c.heads, c.kv_heads,
-                                         c.head_dim)
-                kc.index_copy_(2, pos, k[:, :, None, :])
-                vc.index_copy_(2, pos, v[:, :, None, :])
-                att = F.scaled_dot_product_attention(q[:, :, None, :], kc, vc, attn_mask=visible, enable_gqa=True)
-            else:
-                q = rope_and_cache(layer["qkv"](x, fp4), layer["qkv"].b, self.cos, self.sin, pos, kc, vc, c.heads)
-                att = decode_attention(q, kc, vc, lengths)
-            hdn, x = f["add_rms_norm"](hdn, layer["o"](att.reshape(b, c.heads * c.head_dim), fp4), layer["ln2"], c.eps)
+            att = self.around_attention(layer["qkv"](x, fp4), layer["qkv"].b, kc, vc, pos, inputs, ATTENTION)
+            hdn, x = f["add_rms_norm"](hdn, layer["o"](att, fp4), layer["ln2"], c.eps)
             delta = layer["down"](f["silu_mul"](layer["gate_up"](x, fp4)), fp4)
             last = i + 1 == len(self.layers)
             hdn, x = f["add_rms_norm"](hdn, delta, self.norm if last else self.layers[i + 1]["ln1"], c.eps)
         return F.linear(x, self.lm_head)
+
+
+def capture(fn, warmups: int = 1):
+    """(a CUDA graph of ``fn()``, what ``fn`` returned while captured): ``warmups`` calls on a side stream first
+    (compiles kernels, sizes cuBLAS workspaces)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(warmups):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
 
 
 def run_batch(model: Decoder, batch: int, prompt: int, new_tokens: int, fp4: bool) -> dict:
@@ -200,18 +231,7 @@ def run_batch(model: Decoder, batch: int, prompt: int, new_tokens: int, fp4: boo
         pos.add_(1)
         return logits
 
-    # Warm up (compiles kernels, sizes cuBLAS workspaces), then capture one step.
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    tok.copy_(first_tok)
-    pos.copy_(first_pos)
-    with torch.cuda.graph(graph):
-        logits = step()
+    graph, logits = capture(step, warmups=2)
     # Reset state and decode: the first replay's logits are kept for the NVFP4-vs-BF16 check.
     tok.copy_(first_tok)
     pos.copy_(first_pos)
@@ -285,25 +305,13 @@ def time_attention(model: Decoder, batch: int, prompt: int, impl: str, splits: i
     torch.manual_seed(batch)
     caches = model.new_cache(batch, prompt)
     q = torch.randn(batch, c.heads, c.head_dim, device="cuda", dtype=torch.bfloat16)
-    pos = torch.tensor([prompt], device="cuda")
-    visible = (torch.arange(model.max_len, device="cuda") <= pos)[None, None, None, :]
-    lengths = pos + 1
+    inputs = model.attention_inputs(torch.tensor([prompt], device="cuda"), impl)
 
     def all_layers():
         for kc, vc in caches:
-            if impl == "sdpa":
-                F.scaled_dot_product_attention(q[:, :, None, :], kc, vc, attn_mask=visible, enable_gqa=True)
-            else:
-                decode_attention(q, kc, vc, lengths, splits=splits)
+            model.attention(q, kc, vc, inputs, impl, splits)
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        all_layers()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        all_layers()
+    graph, _ = capture(all_layers)
     graph.replay()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -324,21 +332,12 @@ def compare_attention_paths(model: Decoder, batch: int, prompt: int) -> float:
     torch.manual_seed(batch)
     layer = model.layers[0]
     kc, vc = model.new_cache(batch, prompt)[0]
-    x = torch.randn(batch, c.hidden, device="cuda").to(torch.bfloat16)
-    qkv = layer["qkv"](x, False)
+    qkv = layer["qkv"](torch.randn(batch, c.hidden, device="cuda").to(torch.bfloat16), False)
     pos = torch.tensor([prompt], device="cuda")
-    k1, v1 = kc.clone(), vc.clone()
-    q = rope_and_cache(qkv, layer["qkv"].b, model.cos, model.sin, pos, k1, v1, c.heads)
-    triton_out = decode_attention(q, k1, v1, pos + 1).float()
-    cos = model.cos.index_select(0, pos)[:, None, :]
-    sin = model.sin.index_select(0, pos)[:, None, :]
-    q, k, v = FUSED["bias_rope"](qkv, layer["qkv"].b, cos, sin, c.heads, c.kv_heads, c.head_dim)
-    kc.index_copy_(2, pos, k[:, :, None, :])
-    vc.index_copy_(2, pos, v[:, :, None, :])
-    visible = (torch.arange(model.max_len, device="cuda") <= pos)[None, None, None, :]
-    torch_out = F.scaled_dot_product_attention(q[:, :, None, :], kc, vc, attn_mask=visible, enable_gqa=True)
-    torch_out = torch_out[:, :, 0].float()
-    return float((triton_out - torch_out).norm() / torch_out.norm())
+    out = {impl: model.around_attention(qkv, layer["qkv"].b, kc.clone(), vc.clone(), pos,
+                                        model.attention_inputs(pos, impl), impl).float()
+           for impl in ("triton", "sdpa")}
+    return float((out["triton"] - out["sdpa"]).norm() / out["sdpa"].norm())
 
 
 def sdpa_backends(model: Decoder, batch: int, prompt: int) -> dict:

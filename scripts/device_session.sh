@@ -1535,4 +1535,19 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --ms 1,4,8,16,32,64,128 --out /tmp/q50d 2>&1 | tee "$out/log_marlin.txt" | tail -10
     cp /tmp/q50d/gemm_ws.json "$out/gemm_ws_marlin.json"
     ;;
+  # 50e: after a review refactor of the decode harness (one method for the step around attention, one capture
+  # helper): the decode-step GPU tests and 50b's harness runs again.
+  50e)
+    device_name
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_decode_attention.py 2>&1 | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    mkdir -p /tmp/q50e
+    for att in triton sdpa; do
+      prof=""; [ $att = triton ] && prof=--profile
+      timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --attention $att --repeats 3 $prof \
+        --out /tmp/q50e_$att 2>&1 | tail -12 | tee "/tmp/q50e/log_decode_$att.txt"
+      cp /tmp/q50e_$att/decode_nvfp4.json "/tmp/q50e/decode_$att.json"
+    done
+    tar -cf "$out/decode.tar" -C /tmp/q50e .
+    ;;
 esac

@@ -138,6 +138,19 @@ def test_decode_attention_rejects_bad_input(bad):
         decode_attention(q, k, k.clone(), lengths, **kwargs)
 
 
+def _graph(fn) -> torch.cuda.CUDAGraph:
+    """A CUDA graph of ``fn`` after one warm-up call on a side stream."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
 @pytest.mark.parametrize("bad", ["width", "tables", "positions"])
 def test_rope_and_cache_rejects_bad_input(bad):
     b, h, kv, d, cache = 2, 4, 2, 16, 8
@@ -169,14 +182,7 @@ def test_rope_and_cache_on_gpu_under_a_cuda_graph(batch):
     vc = torch.randn(batch, kv, cache, d, device="cuda", dtype=torch.bfloat16)
     pos = torch.tensor([0], device="cuda")
     q = torch.full((batch, h, d), float("nan"), device="cuda", dtype=torch.bfloat16)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        q.copy_(rope_and_cache(qkv, bias, cos, sin, pos, kc, vc, h))
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        q.copy_(rope_and_cache(qkv, bias, cos, sin, pos, kc, vc, h))
+    graph = _graph(lambda: q.copy_(rope_and_cache(qkv, bias, cos, sin, pos, kc, vc, h)))
     for p in (0, 200, cache - 1):  # the graph reads the position on the device each replay
         pos.fill_(p)
         qkv.normal_()
@@ -201,14 +207,7 @@ def test_decode_attention_on_gpu_under_a_cuda_graph(batch):
     v = torch.randn(batch, kv, cache, d, device="cuda", dtype=torch.bfloat16)
     lengths = torch.tensor([129], device="cuda")
     out = torch.full_like(q, float("nan"))
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        out.copy_(decode_attention(q, k, v, lengths))
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out.copy_(decode_attention(q, k, v, lengths))
+    graph = _graph(lambda: out.copy_(decode_attention(q, k, v, lengths)))
     for n in (1, 64, 129, 300, cache):  # the graph reads the length on the device each replay
         out.fill_(float("nan"))
         lengths.fill_(n)
