@@ -60,6 +60,18 @@ gemm_alternating() {  # benchmarks/gemm_nvfp4.py ARGS on the previous code (.dev
     cp ${w}_$pass/gemm_nvfp4.json "$out/gemm_$pass.json"
   done
 }
+decode_steps_compared() {  # the decode harness on the Triton step (with the profile) and on the torch step, three
+                           # passes each (work dir prefix $1); the JSONs and logs in one tar
+  local w=$1 att prof
+  mkdir -p "$w"
+  for att in triton sdpa; do
+    prof=""; [ $att = triton ] && prof=--profile
+    timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --attention $att --repeats 3 $prof \
+      --out ${w}_$att 2>&1 | tail -12 | tee "$w/log_decode_$att.txt"
+    cp ${w}_$att/decode_nvfp4.json "$w/decode_$att.json"
+  done
+  tar -cf "$out/decode.tar" -C "$w" .
+}
 dispatch_alternating() {  # benchmarks/gemm_ws.py --dispatch-only ARGS (nvfp4_matmul's default dispatch and BF16) on
                           # the previous code (.device/old, the script copied in) and this code in turn, twice (limit
                           # $1 s each, work dir prefix $2), the SM clock logged around each pass
@@ -1510,14 +1522,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   50b)
     bash .device/vllm4/c2/vllm_unpack.sh .device/vllm4
     device_name
-    mkdir -p /tmp/q50b
-    for att in triton sdpa; do
-      prof=""; [ $att = triton ] && prof=--profile
-      timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --attention $att --repeats 3 $prof \
-        --out /tmp/q50b_$att 2>&1 | tail -12 | tee "/tmp/q50b/log_decode_$att.txt"
-      cp /tmp/q50b_$att/decode_nvfp4.json "/tmp/q50b/decode_$att.json"
-    done
-    tar -cf "$out/decode.tar" -C /tmp/q50b .
+    decode_steps_compared /tmp/q50b
     ;;
   # 50c (part 3): the forward's default dispatch on words at M = 1-128 against run 14's last commit (.device/old:
   # ae8a3d8), alternating, every layer.
@@ -1541,13 +1546,6 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     device_name
     timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_decode_attention.py 2>&1 | tail -3 \
       | tee "$out/gpu_tests.txt"
-    mkdir -p /tmp/q50e
-    for att in triton sdpa; do
-      prof=""; [ $att = triton ] && prof=--profile
-      timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --attention $att --repeats 3 $prof \
-        --out /tmp/q50e_$att 2>&1 | tail -12 | tee "/tmp/q50e/log_decode_$att.txt"
-      cp /tmp/q50e_$att/decode_nvfp4.json "/tmp/q50e/decode_$att.json"
-    done
-    tar -cf "$out/decode.tar" -C /tmp/q50e .
+    decode_steps_compared /tmp/q50e
     ;;
 esac
