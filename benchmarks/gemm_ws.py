@@ -85,6 +85,42 @@ def small_tiles(m: int) -> list[tuple]:
             (bm, 128, 5, 1, False, 80), (bm, 256, 4, 2, False, None)]
 
 
+# CTAs of one consumer warpgroup (plus the loader) that fit an SM at each register cap of the decode tiles.
+CTAS_PER_SM = {64: 4, 80: 3, 128: 2, None: 1}
+
+
+def wave_splits(tiles: int, slots: int, chunks: int, best: int = 2, min_fill: float = 0.9) -> list[int]:
+    """Splits of K (2-16, at least two chunks a run; a split need not divide the chunk count) whose programs
+    (``tiles`` x split) fill whole waves of ``slots`` CTAs to at least ``min_fill`` of the last wave's, the ``best``
+    fullest (fewer splits first among equals): e.g. 7B down's 56 tiles of 64 rows on three CTAs per SM (396
+    slots) in 7 splits, 7B gate_up's 592 tiles in 2 (2.99 waves)."""
+    fills = []
+    for sp in range(2, min(16, chunks // 2) + 1):
+        waves = tiles * sp / slots
+        fill = waves / math.ceil(waves)
+        if fill >= min_fill:
+            fills.append((-round(fill, 3), sp))
+    return [sp for _, sp in sorted(fills)[:best]]
+
+
+def fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
+    """M <= 16 (run 16): each decode tile of ``small_tiles`` without split-K, with the splits of ``wave_splits`` for
+    its CTAs per SM (``CTAS_PER_SM``) and, where it retires chunks one by one, as stream-K with as many CTAs per SM
+    as fit (3 on 80 registers, 4 on 64)."""
+    out = []
+    chunks = k_pad // kern.CHUNK
+    fused = kern._fuse_reduction(m, n)
+    for bm, bn, st, cons, inf, reg in small_tiles(m):
+        tiles = -(-m // bm) * -(-n // bn)
+        ctas = CTAS_PER_SM[reg]
+        out.append(ws.WsConfig(bm, bn, st, 1, cons, inf, reg))
+        for sp in wave_splits(tiles, ctas * sms, chunks):
+            out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, fused))
+        if not inf and cons == 1:
+            out.append(ws.WsConfig(bm, bn, st, 1, cons, False, reg, stream_k=ctas))
+    return out
+
+
 def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
                tile_set: str = "default", words: bool = False, stream_k: bool = False,
                dp_waves: bool = False) -> list[ws.WsConfig]:
@@ -93,7 +129,9 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
     adds splits 2-4 everywhere (finer work against the last wave's idle SMs). Tile sets: "default" (``TILES``, or
     ``small_tiles`` at M <= 16), "occupancy" (``OCCUPANCY_TILES`` only), "all" (``TILES`` and ``OCCUPANCY_TILES``),
     "table" (only the config ``nvfp4_gemm_ws.TUNED``, or with ``words`` ``TUNED_WORDS``, holds for this M bucket, if
-    any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both). Split partials are summed in the
+    any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both), "fill" (M <= 16:
+    ``fill_candidates``, splits and stream-K that fill whole waves, and the table's config), "stages" (the table's
+    config with 4, 8 and 10 stages too). Split partials are summed in the
     kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``). ``stream_k``: each candidate that retires its
     chunks one by one without split-K also as stream-K (``WsConfig.stream_k``: one CTA per SM, and two with 128
     registers), and the two-consumer 128 x 128 / 128 x 256 and one-consumer 128 x 64 tiles with it; ``dp_waves``:
@@ -106,6 +144,17 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
         out = [] if cfg is None else [cfg]
         if tile_set == "table":
             return _with_stream_k(out, stream_k, dp_waves)
+    if tile_set == "stages":  # the table's config with deeper or shallower rings of stages (run 16)
+        cfg = (ws.TUNED_WORDS if words else ws.TUNED).get((m, n, k_pad))
+        if cfg is None and words:
+            cfg = ws.default_words_config(m, n, k_pad, sms)
+        if cfg is None:
+            return []
+        return [cfg] + [cfg._replace(stages=st) for st in (4, 8, 10) if st != cfg.stages]
+    if tile_set == "fill":
+        cfg = (ws.TUNED_WORDS if words else ws.TUNED).get((m, n, k_pad))
+        fill = fill_candidates(m, n, k_pad, sms)
+        return ([cfg] if cfg is not None and cfg not in fill else []) + fill
     small = m < ws.MIN_M
     tiles_of = {"default": small_tiles(m) if small else TILES, "occupancy": OCCUPANCY_TILES,
                 "all": TILES + OCCUPANCY_TILES, "wide": WIDE_TILES, "table+wide": WIDE_TILES}
@@ -306,7 +355,7 @@ def main() -> None:
     ap.add_argument("--dirs", default="fwd", help="fwd, bwd (input gradient) or both, comma-separated")
     ap.add_argument("--wide-splits", action="store_true", help="also split K (forward) / N (input gradient) 2-4 ways")
     ap.add_argument("--tile-set", default="default",
-                    choices=["default", "occupancy", "all", "table", "wide", "table+wide"],
+                    choices=["default", "occupancy", "all", "table", "wide", "table+wide", "fill", "stages"],
                     help="forward tiles searched (see candidates())")
     ap.add_argument("--layouts", default="pairs",
                     help="code layouts the forward candidates run on, comma-separated (pairs, words); the first "

@@ -33,13 +33,13 @@ SHAPES = {model: {layer: (n, k) for layer, n, k in rows} for model, rows in gemm
 SHAPES["tiny"] = {"x": (96, 128)}
 
 
-def build(model: str, layer: str, seed: int = 0):
+def build(model: str, layer: str, seed: int = 0, layout: str = "pairs"):
     n, k = SHAPES[model][layer]
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     g = torch.Generator(device=dev).manual_seed(seed)
     w = torch.randn(n, k, device=dev, generator=g) * 0.02
     q = nvfp4.quantize(w)
-    return kern.prepare_weight(q.packed, q.scale, q.global_scale), q, n, k
+    return kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), q, n, k
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -52,15 +52,18 @@ def main(argv: list[str] | None = None) -> dict:
                    help="bf16: torch.matmul on the same shape; ws: the warp-specialized forward kernel with --ws-config")
     p.add_argument("--ws-config", default="64,64,4,1,1,0,128",
                    help="with --impl ws: BM,BN,stages,split_k,consumers,in_flight(0/1),maxnreg(0: none)")
+    p.add_argument("--layout", default="pairs", choices=["pairs", "words"],
+                   help="the kernel code layout of the weight (prepare_weight); the rollout forward runs on words")
     p.add_argument("--calls", type=int, default=5, help="calls in all; the last one is in the NVTX range")
     args = p.parse_args(argv)
     if args.layer not in SHAPES[args.model]:
         p.error(f"--layer must be one of {sorted(SHAPES[args.model])} for --model {args.model}")
-    kw, q, n, k = build(args.model, args.layer)
+    kw, q, n, k = build(args.model, args.layer, layout=args.layout)
     dev = kw.codes.device
     rows_in = k if args.dir == "fwd" else n
     x = (torch.randn(args.m, rows_in, device=dev) * 0.5).to(torch.bfloat16)
-    info = {"model": args.model, "layer": args.layer, "n": n, "k": k, "m": args.m, "dir": args.dir, "impl": args.impl}
+    info = {"model": args.model, "layer": args.layer, "n": n, "k": k, "m": args.m, "dir": args.dir, "impl": args.impl,
+            "layout": args.layout}
     if args.impl == "bf16":
         w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.bfloat16)
         op = (lambda: x @ w.T) if args.dir == "fwd" else (lambda: x @ w)

@@ -4,6 +4,7 @@
 # Needs a CUDA GPU and ncu on the PATH; run from the repository root.
 #   bash benchmarks/profile_gemm.sh [CASE ...]     # CASE = model:layer:m:dir:impl, e.g. 7b:gate_up:1:fwd:qerl
 #   (impl ws: the warp-specialized forward kernel; CASE may end in :BM,BN,stages,split,consumers,in_flight,maxnreg)
+#   LAYOUT=words bash benchmarks/profile_gemm.sh ...   # the weights in the "words" code layout (default: pairs)
 # Writes under $OUT (else benchmarks/out/profile): details.txt (every case's sections), sass.tar.gz (per case: the
 # SASS with its stall samples, CSV) and reports.tar.gz (the .ncu-rep files, for the Nsight Compute UI).
 set -uo pipefail
@@ -21,11 +22,12 @@ sec_args=(); for s in "${sections[@]}"; do sec_args+=(--section "$s"); done
 : >"$out/details.txt"
 for c in "${cases[@]}"; do
   IFS=: read -r model layer m dir impl wscfg <<<"$c"
-  name="${model}_${layer}_m${m}_${dir}_${impl}${wscfg:+_${wscfg//,/-}}"
+  name="${model}_${layer}_m${m}_${dir}_${impl}${wscfg:+_${wscfg//,/-}}_${LAYOUT:-pairs}"
   extra=(); [ -n "${wscfg:-}" ] && extra=(--ws-config "$wscfg")
   echo "=== $name" | tee -a "$out/details.txt"
   timeout 120 ncu --clock-control none --nvtx --nvtx-include "profile/" "${sec_args[@]}" -f -o "$work/rep/$name" \
-    python3 benchmarks/profile_gemm.py --model "$model" --layer "$layer" --m "$m" --dir "$dir" --impl "$impl" "${extra[@]}" \
+    python3 benchmarks/profile_gemm.py --model "$model" --layer "$layer" --m "$m" --dir "$dir" --impl "$impl" \
+      --layout "${LAYOUT:-pairs}" "${extra[@]}" \
     2>&1 | grep -v "^==PROF==" | tail -3 | tee -a "$out/details.txt"
   if [ -f "$work/rep/$name.ncu-rep" ]; then
     ncu --import "$work/rep/$name.ncu-rep" --page details >>"$out/details.txt" 2>&1

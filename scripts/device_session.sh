@@ -1548,4 +1548,63 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | tee "$out/gpu_tests.txt"
     decode_steps_compared /tmp/q50e
     ;;
+  # 51a: what bounds the decode-shaped forward at M = 8: the weight's code bytes read with nothing else to do in the
+  # forward's box pattern (64 rows x 64 bytes, row-major) against wider boxes and tile-contiguous boxes
+  # (benchmarks/read_pattern.py, 7B and 32B layers), and Nsight Compute on the shipped kernels (words) and cuBLAS.
+  51a)
+    device_name
+    timeout 240 python3 benchmarks/read_pattern.py --models 7b,32b --out /tmp/q51a 2>&1 | tee "$out/log_read.txt" \
+      | tail -3
+    cp /tmp/q51a/read_pattern.json "$out/"
+    OUT=/tmp/q51a_prof LAYOUT=words timeout 300 bash benchmarks/profile_gemm.sh 7b:down:8:fwd:qerl \
+      7b:gate_up:8:fwd:qerl 7b:qkv:8:fwd:qerl 7b:down:8:fwd:bf16 2>&1 | tail -2
+    cp /tmp/q51a_prof/details.txt /tmp/q51a_prof/sass.tar.gz "$out/"
+    ;;
+  # 51b: splits that need not divide the chunk count and stream-K on three or four CTAs per SM: the warp-specialized
+  # kernels' GPU tests, then the decode-tile search of configs that fill whole waves (gemm_ws.py --tile-set fill) at
+  # M = 1 / 8 / 16, every layer.
+  51b)
+    device_name
+    timeout 260 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py 2>&1 | tail -3 \
+      | tee "$out/gpu_tests_ws.txt"
+    timeout 300 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1,8,16 --tile-set fill --layouts words \
+      --shipped-layout words --out /tmp/q51b 2>&1 | tee "$out/log_search.txt" | tail -4
+    cp /tmp/q51b/gemm_ws.json "$out/gemm_ws_fill.json"
+    ;;
+  # 51d: the table entries from 51b's search against the previous commit (.device/old), alternating, every layer at
+  # M = 1 / 8 / 16; the decode harness on the previous commit and on this one (three passes each).
+  51d)
+    device_name
+    dispatch_groups 7b,14b,32b q51d words:1,8,16:80
+    mkdir -p /tmp/q51d_dec
+    for v in old new; do
+      script=benchmarks/decode_nvfp4.py; [ $v = old ] && script=.device/old/benchmarks/decode_nvfp4.py
+      timeout 150 python3 $script --compile --layout words --repeats 3 --out /tmp/q51d_$v 2>&1 | tail -5 \
+        | tee "/tmp/q51d_dec/log_decode_$v.txt"
+      cp /tmp/q51d_$v/decode_nvfp4.json "/tmp/q51d_dec/decode_$v.json"
+    done
+    tar -cf "$out/decode.tar" -C /tmp/q51d_dec .
+    ;;
+  # 51e: the GPU tests (four files) on this code.
+  51e)
+    device_name
+    timeout 570 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py \
+      tests/test_kernels_ws_gpu.py tests/test_decode_attention.py 2>&1 | tail -3 | tee "$out/gpu_tests.txt"
+    ;;
+  # 51f: the table's decode configs with 4 / 8 / 10 stages (deeper rings: more weight bytes in flight per CTA), every
+  # layer at M = 1 / 8 / 16.
+  51f)
+    device_name
+    timeout 300 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1,8,16 --tile-set stages --layouts words \
+      --shipped-layout words --out /tmp/q51f 2>&1 | tee "$out/log_stages.txt" | tail -4
+    cp /tmp/q51f/gemm_ws.json "$out/gemm_ws_stages.json"
+    ;;
+  # 51g: where the decode-shaped forward's time goes: the shipped configs as they are, with the consumer only waiting
+  # for and releasing each stage, and without the copies of X (benchmarks/ws_probe.py), every layer at M = 1 / 8 / 16.
+  51g)
+    device_name
+    timeout 400 python3 benchmarks/ws_probe.py --models 7b,14b,32b --ms 1,8,16 --out /tmp/q51g 2>&1 \
+      | tee "$out/log_probe.txt" | tail -3
+    cp /tmp/q51g/ws_probe.json "$out/"
+    ;;
 esac

@@ -46,9 +46,15 @@ CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64,
            ws.WsConfig(8, 128, 6, 1, 1, True, 128), ws.WsConfig(16, 64, 6, 4, 1, True, 80, True),
            ws.WsConfig(8, 64, 6, 8, 1, False, 64, True), ws.WsConfig(16, 256, 4, 3, 2, False, None, True),
            ws.WsConfig(32, 64, 4, 2, 1, True, 80), ws.WsConfig(64, 64, 3, 1, 1, False, 80),
+           # Splits that do not divide the chunk count (runs one chunk apart), summed in the kernel or not; a split
+           # larger than the count (clamped to it).
+           ws.WsConfig(8, 64, 6, 7, 1, True, 80, True), ws.WsConfig(16, 128, 5, 5, 1, False, 80),
+           ws.WsConfig(8, 64, 6, 40, 1, True, 80, True),
            # Stream-K: CTAs taking equal runs of (tile, chunk) steps across tiles, parts summed by the last one.
            ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1), ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
            ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2),
+           # ... three or four CTAs per SM on the decode tiles' 80 / 64 registers.
+           ws.WsConfig(16, 128, 5, 1, 1, False, 80, stream_k=3), ws.WsConfig(8, 64, 6, 1, 1, False, 64, stream_k=4),
            # ... with whole waves of tiles one per CTA and the leftover tiles split (here mostly all leftover).
            ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1, dp_waves=True),
            # ... on tiles of fewer rows of X than a slice of the split tiles' sum (the sum must stay inside the tile).
@@ -197,6 +203,7 @@ def test_fused_split_sum_leaves_counters_zero_and_repeats_exactly():
     x, w, ref = _case(5, 4608, 3584)
     dy = torch.randn(5, 4608, device="cuda").to(torch.bfloat16)
     for run, cfg in ((ws.ws_matmul, ws.WsConfig(16, 64, 6, 4, 1, True, 80, True)),
+                     (ws.ws_matmul, ws.WsConfig(8, 64, 6, 5, 1, True, 80, True)),  # 28 chunks in runs of 5 and 6
                      (ws.ws_matmul_grad_input, ws.WsBwdConfig(8, 4, 8, 80, True))):
         inp = x if run is ws.ws_matmul else dy
         first = run(inp, w, cfg)

@@ -65,7 +65,9 @@ except ImportError:  # pragma: no cover - Triton builds without Gluon (or no Tri
 
 class WsConfig(NamedTuple):
     """Launch parameters of ``_ws_fwd_kernel``: BN rows of W by BM rows of X (8-256: wgmma's N) per CTA, ``stages``
-    shared-memory stages of one 128-element chunk each, ``split_k`` programs along K; ``consumers`` warpgroups (1 or 2)
+    shared-memory stages of one 128-element chunk each, ``split_k`` programs along K (runs of the chunks as even as
+    their count allows; the splits of entries made before run 16 are the divisors of the count that
+    ``nvfp4_gemm._even_split`` took then); ``consumers`` warpgroups (1 or 2)
     share each stage, each taking BN / consumers rows (64 or 128). ``in_flight``: a chunk's wgmmas stay in flight
     under the next chunk's dequantization (two sets of operand registers; one consumer only: with two, the 168
     registers a thread of three warpgroups gets made ptxas serialize the wgmmas); otherwise they retire first.
@@ -83,7 +85,8 @@ class WsConfig(NamedTuple):
     # Split-K partials summed by the last CTA of each tile (an atomic counter per tile and consumer, as
     # ``nvfp4_gemm.FwdConfig.fused``) instead of a second kernel (``nvfp4_gemm._reduce``).
     fused: bool = False
-    # Stream-K (``_ws_fwd_sk_kernel``): ``stream_k`` CTAs per SM, each taking an equal run of the (tile, chunk) steps
+    # Stream-K (``_ws_fwd_sk_kernel``): ``stream_k`` CTAs per SM (1-4; 3 or 4 need ``maxnreg`` 80 / 64 and the
+    # stages to fit), each taking an equal run of the (tile, chunk) steps
     # of the whole product, across tile boundaries; 0: one CTA per tile (and split), as above.
     stream_k: int = 0
     # With ``stream_k``: whole waves of tiles one per CTA, stream-K only over the tiles left after them, each split
@@ -165,11 +168,11 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (1024, 3584, 3584): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.09x the previous entry
     (1, 3584, 18944): None,  # 0.98x of the decode kernels
     (8, 3584, 18944): None,  # 1.01x of the decode kernels
-    (16, 3584, 18944): WsConfig(16, 64, 6, 8, maxnreg=80, fused=True),  # run 10: 1.18x the decode kernels
+    (16, 3584, 18944): WsConfig(16, 64, 6, 4, maxnreg=80, fused=True),  # run 10: 1.18x the decode kernels
     (32, 3584, 18944): WsConfig(32, 64, 4, 4, maxnreg=80),  # run 10: 1.17x the previous entry
     (64, 3584, 18944): WsConfig(64, 64, 5, 4, maxnreg=128),
-    (128, 3584, 18944): WsConfig(128, 128, 4, 8, consumers=2, in_flight=False),
-    (256, 3584, 18944): WsConfig(256, 128, 3, 8, 2, False),  # run 12: 1.06x the previous entry
+    (128, 3584, 18944): WsConfig(128, 128, 4, 4, consumers=2, in_flight=False),
+    (256, 3584, 18944): WsConfig(256, 128, 3, 4, 2, False),  # run 12: 1.06x the previous entry
     (512, 3584, 18944): WsConfig(256, 128, 3, 4, 2, False),  # run 12: 1.08x the previous entry
     (1024, 3584, 18944): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.19x the previous entry
     (1, 4608, 3584): None,  # 0.85x of the decode kernels
@@ -184,7 +187,7 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (1, 5120, 5120): None,  # 0.92x of the decode kernels
     (8, 5120, 5120): None,  # 0.89x of the decode kernels
     (16, 5120, 5120): None,  # 0.90x of the decode kernels
-    (32, 5120, 5120): WsConfig(32, 64, 4, 3, maxnreg=80),  # run 10: 1.35x the previous entry
+    (32, 5120, 5120): WsConfig(32, 64, 4, 4, maxnreg=80),  # run 10: 1.35x the previous entry
     (64, 5120, 5120): WsConfig(64, 64, 5, 1, maxnreg=128),
     (128, 5120, 5120): WsConfig(128, 64, 4, 1),
     (256, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.12-1.16x the previous entry
@@ -357,19 +360,19 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (1024, 3584, 3584): WsConfig(128, 256, 3, 1, 2, False),
     (2048, 3584, 3584): WsConfig(128, 256, 3, 1, 2, False),
     (4096, 3584, 3584): None,  # the slab path
-    (1, 3584, 18944): WsConfig(8, 128, 6, 8, 1, True, 128, True),
-    (8, 3584, 18944): WsConfig(8, 64, 6, 8, 1, True, 80, True),
-    (16, 3584, 18944): WsConfig(16, 64, 6, 4, 1, True, 80, True),
+    (1, 3584, 18944): WsConfig(8, 64, 6, 7, 1, True, 80, True),  # run 16: 7 splits, 1.09x the previous entry
+    (8, 3584, 18944): WsConfig(8, 64, 6, 7, 1, True, 80, True),  # run 16: 7 splits, 1.06x the previous entry
+    (16, 3584, 18944): WsConfig(16, 64, 6, 7, 1, True, 80, True),  # run 16: 7 splits, 1.04x the previous entry
     (32, 3584, 18944): WsConfig(32, 64, 4, 4, 1, False, 64),
     (64, 3584, 18944): WsConfig(64, 64, 5, 4, 1, True, 128),
-    (128, 3584, 18944): WsConfig(128, 128, 4, 8, 2, False),
-    (256, 3584, 18944): WsConfig(128, 256, 3, 8, 2, False),
+    (128, 3584, 18944): WsConfig(128, 128, 4, 4, 2, False),
+    (256, 3584, 18944): WsConfig(128, 256, 3, 4, 2, False),
     (512, 3584, 18944): WsConfig(128, 128, 4, 1, 2, False),
     (1024, 3584, 18944): WsConfig(256, 128, 3, 1, 2, False),  # run 14: 1.04x the previous entry
     (2048, 3584, 18944): WsConfig(128, 256, 3, 1, 2, False),
     (4096, 3584, 18944): WsConfig(128, 256, 3, 1, 2, False),
-    (1, 4608, 3584): WsConfig(8, 128, 6, 8, 1, True, 128, True),
-    (8, 4608, 3584): WsConfig(8, 64, 6, 4, 1, True, 80, True),
+    (1, 4608, 3584): WsConfig(8, 128, 6, 7, 1, True, 128, True),
+    (8, 4608, 3584): WsConfig(8, 64, 6, 1, 1, False, 64, stream_k=4),  # run 16: 1.04-1.06x the previous entry
     (16, 4608, 3584): WsConfig(16, 64, 6, 1, 1, False, 64, stream_k=2),  # run 15: 1.13x the previous entry
     (32, 4608, 3584): WsConfig(32, 64, 4, 4, 1, True, 80),
     (64, 4608, 3584): WsConfig(64, 64, 5, 1, 1, True, 128),
@@ -382,7 +385,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (1, 5120, 5120): WsConfig(8, 64, 6, 4, 1, True, 80, True),
     (8, 5120, 5120): WsConfig(8, 64, 6, 4, 1, True, 80, True),
     (16, 5120, 5120): WsConfig(16, 64, 6, 4, 1, True, 80, True),
-    (32, 5120, 5120): WsConfig(32, 64, 4, 3, 1, True, 80),
+    (32, 5120, 5120): WsConfig(32, 64, 4, 4, 1, True, 80),
     (64, 5120, 5120): WsConfig(64, 64, 5, 1, 1, True, 128),
     (128, 5120, 5120): WsConfig(128, 64),
     (256, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.10-1.12x the previous entry
@@ -390,9 +393,9 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (1024, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: stream-K, 1.04-1.07x the slab path
     (2048, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False),
     (4096, 5120, 5120): WsConfig(128, 256, 3, 1, 2, False),
-    (1, 5120, 13824): WsConfig(8, 128, 5, 8, 1, False, 80, True),
-    (8, 5120, 13824): WsConfig(8, 64, 6, 4, 1, True, 80, True),
-    (16, 5120, 13824): WsConfig(16, 64, 6, 4, 1, True, 80, True),
+    (1, 5120, 13824): WsConfig(8, 128, 6, 6, 1, True, 128, True),  # run 16: 1.06x the previous entry
+    (8, 5120, 13824): WsConfig(8, 128, 6, 6, 1, True, 128, True),  # run 16: 1.04x the previous entry
+    (16, 5120, 13824): WsConfig(16, 128, 6, 6, 1, True, 128, True),  # run 16: 1.04x the previous entry
     (32, 5120, 13824): WsConfig(32, 64, 4, 3, 1, True, 80),
     (64, 5120, 13824): WsConfig(64, 64, 5, 3, 1, True, 128),
     (128, 5120, 13824): WsConfig(128, 128, 4, 3, 2, False),
@@ -402,7 +405,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (1024, 5120, 13824): WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True),
     (2048, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False),
     (4096, 5120, 13824): WsConfig(128, 256, 3, 1, 2, False),
-    (1, 5120, 27648): WsConfig(8, 128, 5, 8, 1, False, 80, True),
+    (1, 5120, 27648): WsConfig(8, 128, 6, 6, 1, True, 128, True),  # run 16: 1.10x the previous entry
     (8, 5120, 27648): WsConfig(8, 128, 5, 1, 1, False, 80, stream_k=2, dp_waves=True),  # run 15: 1.13x
     (16, 5120, 27648): WsConfig(16, 128, 5, 1, 1, False, 80, stream_k=2, dp_waves=True),  # run 15: 1.09x
     (32, 5120, 27648): WsConfig(32, 64, 4, 3, 1, True, 80),
@@ -772,9 +775,9 @@ if gluon is not None:
         else:
             gl.store(ptrs, out.to(gl.bfloat16), mask=mask)
 
-    @gluon.jit(do_not_specialize=["M", "chunks_per_split"])
+    @gluon.jit(do_not_specialize=["M", "n_chunks"])
     def _ws_fwd_kernel(x_desc, w_desc, s_desc, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, stride_ysplit,
-                       chunks_per_split, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr,
+                       n_chunks, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr,
                        CONSUMERS: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
                        CONSUMER_REGS: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr,
                        WORDS: gl.constexpr):
@@ -784,7 +787,10 @@ if gluon is not None:
         num_m = gl.cdiv(M, BM)
         off_m = (pid % num_m) * BM
         off_n = (pid // num_m) * BN
-        c0 = pid_k * chunks_per_split
+        # Split pid_k's run of the K chunks: as even as the count allows (runs differ by one chunk at most), so a
+        # split need not divide the chunk count (e.g. 7 splits of 7B down's 148 chunks fill three CTAs per SM).
+        c0 = pid_k * n_chunks // gl.num_programs(1)
+        chunks_per_split = (pid_k + 1) * n_chunks // gl.num_programs(1) - c0
 
         x_smem, w_smem, s_smem, ready, empty = _fwd_stages(x_desc, w_desc, s_desc, BM, BN, STAGES, CONSUMERS)
 
@@ -1390,17 +1396,17 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     rows = cfg.bn // max(cfg.consumers, 1)
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
             or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)
-            or cfg.stream_k not in (0, 1, 2) or (cfg.stream_k and (cfg.in_flight or cfg.split_k != 1))
+            or cfg.stream_k not in (0, 1, 2, 3, 4) or (cfg.stream_k and (cfg.in_flight or cfg.split_k != 1))
             or (cfg.dp_waves and not cfg.stream_k)):
         raise ValueError(f"unsupported config {cfg}: 1 or 2 consumers of 64 or 128 rows each, BM in (8, 16, 32, 64, "
-                         "128, 256), in_flight with one consumer only, stream_k 0-2 without in_flight or split_k, "
+                         "128, 256), in_flight with one consumer only, stream_k 0-4 without in_flight or split_k, "
                          "dp_waves with stream_k only")
     x2 = x2.contiguous()
     y = kern._out(out, m, w.n, x2)
     kc = w.k_pad // kern.CHUNK
     if cfg.stream_k and _stream_k(x2, w, cfg, y, kc):
         return y
-    split = kern._even_split(kc, cfg.split_k)
+    split = max(1, min(cfg.split_k, kc))  # runs of the chunks as even as the count allows (_ws_fwd_kernel)
     x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
     x_desc = TensorDescriptor(x2, [m, k], [k, 1], [cfg.bm, 64], x_l)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
@@ -1408,7 +1414,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     target, stride_split, counters = kern._split_target(y, split, grid[0] * cfg.consumers, fused=cfg.fused)
     _ensure_cuda_context(x2.device)
     _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, target, y, target if counters is None else counters, w.global_scale,
-                         m, w.n, w.n, stride_split, kc // split, w.n // 32, BM=cfg.bm, BN=cfg.bn,
+                         m, w.n, w.n, stride_split, kc, w.n // 32, BM=cfg.bm, BN=cfg.bn,
                          CONSUMERS=cfg.consumers, STAGES=cfg.stages, OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS,
                          IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))

@@ -1,0 +1,140 @@
+"""Where the decode-shaped forward spends its time: the warp-specialized kernel with parts of each chunk's work left
+out, timed against the kernel itself (the "leave a stage out and take differences" method, for a GPU without
+hardware counters or where they do not say which part of the loop is slow).
+
+The variants are built from ``qerl/kernels/nvfp4_gemm_ws.py``'s own source, edited as text into a module under a
+temporary directory (the shipped kernels stay as they are; an edit whose anchor text is gone fails loudly):
+
+- ``full``: the kernel as shipped;
+- ``no_compute``: the consumer only waits for each stage and releases it (the copies, barriers and epilogue alone);
+- ``no_x``: the full kernel without the copies of X (the wgmmas read whatever the stage holds).
+
+Outputs of the edited variants are wrong by design; only their time is reported, per layer, M and launch config
+(the shipped config of ``TUNED_WORDS`` by default), with the weight in enough copies that L2 serves none of it.
+
+    python benchmarks/ws_probe.py --models 7b --ms 1,8,16 --out benchmarks/out/ws_probe
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from gemm_nvfp4 import SHAPES, bench  # noqa: E402
+
+# Anchor texts in _mma_step / _load_worker and their replacements; each anchor must occur exactly once.
+_MMA = ('''        acc = warpgroup_mma(w_lo, x_smem.index(2 * s).permute((1, 0)), acc, is_async=True)
+        acc = warpgroup_mma(w_hi, x_smem.index(2 * s + 1).permute((1, 0)), acc, is_async=True)
+''', "")
+_STEP_BODY_START = "        codes = w_smem.index(s)\n        if RB < BN:\n            codes = codes.slice(ROW0, RB, dim=0)\n"
+_X_COPIES = ('''            tma.async_copy_global_to_shared(x_desc, [off_m, c * 128], bar, x_smem.index(2 * s))
+            tma.async_copy_global_to_shared(x_desc, [off_m, c * 128 + 64], bar, x_smem.index(2 * s + 1))
+            tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))''',
+             '''            tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))''')
+_X_BYTES = ('''        nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
+        for i in range(n_chunks):''', '''        nbytes: gl.constexpr = w_desc.block_type.nbytes + s_desc.block_type.nbytes
+        for i in range(n_chunks):''')
+# (A variant without the wgmmas alone cannot be made this way: the dequantization whose result no wgmma reads is
+# dropped by the compiler, even as non-pure inline PTX, so it would time the copies alone, as no_compute does.)
+VARIANTS = ("full", "no_compute", "no_x")
+
+
+def _replace_once(src: str, old: str, new: str, what: str) -> str:
+    if src.count(old) != 1:
+        raise RuntimeError(f"{what}: the anchor text occurs {src.count(old)} times in nvfp4_gemm_ws.py (expected 1); "
+                           "update benchmarks/ws_probe.py to the kernel's source")
+    return src.replace(old, new)
+
+
+def variant_source(src: str, variant: str) -> str:
+    """``nvfp4_gemm_ws.py``'s source edited into ``variant`` (see the module docstring)."""
+    if variant == "full":
+        return src
+    if variant == "no_compute":
+        # Cut _mma_step from its first shared-memory load to the wgmmas: the wait for the stage, then the release.
+        for anchor in (_STEP_BODY_START, _MMA[0]):
+            if src.count(anchor) != 1:
+                raise RuntimeError(f"no_compute: an anchor text occurs {src.count(anchor)} times in "
+                                   "nvfp4_gemm_ws.py (expected 1); update benchmarks/ws_probe.py to the kernel's source")
+        start = src.index(_STEP_BODY_START)
+        end = src.index(_MMA[0])
+        if end < start:
+            raise RuntimeError("no_compute: the anchor texts of _mma_step are out of order in nvfp4_gemm_ws.py")
+        return src[:start] + src[end + len(_MMA[0]):]
+    if variant == "no_x":
+        src = _replace_once(src, *_X_COPIES, "no_x")
+        return _replace_once(src, *_X_BYTES, "no_x")
+    raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS}")
+
+
+def load_variant(variant: str, workdir: Path):
+    """The edited module, imported under its own name from ``workdir`` (Gluon compiles from the file's source)."""
+    src = (ROOT / "qerl/kernels/nvfp4_gemm_ws.py").read_text()
+    path = workdir / f"qerl_ws_probe_{variant}.py"
+    path.write_text(variant_source(src, variant))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="7b")
+    p.add_argument("--ms", default="1,8,16")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--out", default="benchmarks/out/ws_probe")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        p.error("needs a Hopper GPU")
+    from qerl import nvfp4
+    from qerl.kernels import nvfp4_gemm as kern
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    if not ws.available():
+        p.error("needs a Hopper GPU and Triton's Gluon")
+    from gemm_ws import _copies
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    props = torch.cuda.get_device_properties(0)
+    l2 = getattr(props, "L2_cache_size", 50 * 2**20)
+    work = Path(tempfile.mkdtemp(prefix="ws_probe_"))
+    mods = {v: load_variant(v, work) for v in args.variants.split(",")}
+    meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
+            "command": "python benchmarks/ws_probe.py " + " ".join(sys.argv[1:] if argv is None else argv)}
+    rows = []
+    for model in args.models.split(","):
+        for layer, n, k in SHAPES[model]:
+            q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+            kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout="words"), l2)
+            for m in (int(v) for v in args.ms.split(",")):
+                x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+                cfg = ws.pick(x, n, k, kws[0].k_pad, words=True)
+                if cfg is None or cfg.stream_k:
+                    print(f"{model} {layer} M={m}: shipped path is not the split/tile kernel ({cfg}); skipped")
+                    continue
+                row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "config": cfg._asdict()}
+                for v, mod in mods.items():
+                    c = mod.WsConfig(*cfg)
+                    row[f"{v}_us"] = bench([lambda kw=kw, c=c, mod=mod, x=x: mod.ws_matmul(x, kw, c) for kw in kws]) * 1e6
+                rows.append(row)
+                print(f"{model} {layer:8} M={m:3} {tuple(cfg)}: " + "  ".join(
+                    f"{v} {row[f'{v}_us']:.1f}" for v in mods), flush=True)
+                (out / "ws_probe.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
