@@ -105,8 +105,9 @@ def wave_splits(tiles: int, slots: int, chunks: int, best: int = 2, min_fill: fl
 
 def fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
     """M <= 16 (run 16): each decode tile of ``small_tiles`` without split-K, with the splits of ``wave_splits`` for
-    its CTAs per SM (``CTAS_PER_SM``) and, where it retires chunks one by one, as stream-K with as many CTAs per SM
-    as fit (3 on 80 registers, 4 on 64)."""
+    its CTAs per SM (``CTAS_PER_SM``; split sums in the kernel, and where ``nvfp4_gemm._fuse_reduction`` would not
+    fuse them, by the second kernel too) and, where it retires chunks one by one, as stream-K with as many CTAs per
+    SM as fit (3 on 80 registers, 4 on 64)."""
     out = []
     chunks = k_pad // kern.CHUNK
     fused = kern._fuse_reduction(m, n)
@@ -116,6 +117,8 @@ def fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
         out.append(ws.WsConfig(bm, bn, st, 1, cons, inf, reg))
         for sp in wave_splits(tiles, ctas * sms, chunks):
             out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, fused))
+            if not fused:  # wide outputs: the split sum in the kernel too (the heuristic is the Triton kernels')
+                out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, True))
         if not inf and cons == 1:
             out.append(ws.WsConfig(bm, bn, st, 1, cons, False, reg, stream_k=ctas))
     return out

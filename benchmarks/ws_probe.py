@@ -7,7 +7,9 @@ temporary directory (the shipped kernels stay as they are; an edit whose anchor 
 
 - ``full``: the kernel as shipped;
 - ``no_compute``: the consumer only waits for each stage and releases it (the copies, barriers and epilogue alone);
-- ``no_x``: the full kernel without the copies of X (the wgmmas read whatever the stage holds).
+- ``no_x``: the full kernel without the copies of X (the wgmmas read whatever the stage holds);
+- ``no_scales``: the full kernel without the copies of the scale bytes;
+- ``codes_only``: ``no_compute`` without the copies of X and of the scales (the code bytes' copies alone).
 
 Outputs of the edited variants are wrong by design; only their time is reported, per layer, M and launch config
 (the shipped config of ``TUNED_WORDS`` by default), with the weight in enough copies that L2 serves none of it.
@@ -47,7 +49,12 @@ _X_BYTES = ('''        nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_d
         for i in range(n_chunks):''')
 # (A variant without the wgmmas alone cannot be made this way: the dequantization whose result no wgmma reads is
 # dropped by the compiler, even as non-pure inline PTX, so it would time the copies alone, as no_compute does.)
-VARIANTS = ("full", "no_compute", "no_x")
+_S_COPY = ('''
+            tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))
+            tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))''',
+           '''
+            tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))''')
+VARIANTS = ("full", "no_compute", "no_x", "no_scales", "codes_only")
 
 
 def _replace_once(src: str, old: str, new: str, what: str) -> str:
@@ -75,6 +82,15 @@ def variant_source(src: str, variant: str) -> str:
     if variant == "no_x":
         src = _replace_once(src, *_X_COPIES, "no_x")
         return _replace_once(src, *_X_BYTES, "no_x")
+    if variant == "no_scales":
+        src = _replace_once(src, *_S_COPY, "no_scales")
+        return _replace_once(src, _X_BYTES[0], _X_BYTES[0].replace(" + s_desc.block_type.nbytes", ""), "no_scales")
+    if variant == "codes_only":  # no_compute, no copies of X or of the scales: the code bytes' copies alone
+        src = variant_source(src, "no_compute")
+        src = _replace_once(src, *_X_COPIES, "codes_only")
+        src = _replace_once(src, *_S_COPY, "codes_only")
+        return _replace_once(src, *_X_BYTES, "codes_only").replace(
+            _X_BYTES[1], _X_BYTES[1].replace(" + s_desc.block_type.nbytes", ""))
     raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS}")
 
 

@@ -1607,4 +1607,19 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | tee "$out/log_probe.txt" | tail -3
     cp /tmp/q51g/ws_probe.json "$out/"
     ;;
+  # 51h: the whole-wave search on the gate_up layers with the split sums in the kernel too (wide outputs), M = 1 / 8 / 16.
+  51h)
+    device_name
+    timeout 300 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --layers gate_up --ms 1,8,16 --tile-set fill \
+      --layouts words --shipped-layout words --out /tmp/q51h 2>&1 | tee "$out/log_search.txt" | tail -4
+    cp /tmp/q51h/gemm_ws.json "$out/gemm_ws_fill_gate_up.json"
+    ;;
+  # 51i: the copy pipeline's parts at M = 8: the probe's variants without the scale copies and with the code bytes'
+  # copies alone, every layer.
+  51i)
+    device_name
+    timeout 300 python3 benchmarks/ws_probe.py --models 7b,14b,32b --ms 8 --out /tmp/q51i 2>&1 \
+      | tee "$out/log_probe.txt" | tail -3
+    cp /tmp/q51i/ws_probe.json "$out/"
+    ;;
 esac
