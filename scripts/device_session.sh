@@ -1622,4 +1622,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | tee "$out/log_probe.txt" | tail -3
     cp /tmp/q51i/ws_probe.json "$out/"
     ;;
+  # 51j: stream-K with chunks in flight (one consumer, 96 registers, two CTAs per SM): the forward's GPU tests against
+  # the fp32 reference and the stream-K repeat tests, then the whole-wave search with those candidates, every layer at
+  # M = 1 / 8 / 16.
+  51j)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "matches_fp32_reference or stream_k or dp_waves" 2>&1 | tail -3 | tee "$out/gpu_tests_ws.txt"
+    timeout 330 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1,8,16 --tile-set fill --layouts words \
+      --shipped-layout words --out /tmp/q51j 2>&1 | tee "$out/log_search.txt" | tail -4
+    cp /tmp/q51j/gemm_ws.json "$out/gemm_ws_fill.json"
+    ;;
 esac
