@@ -107,8 +107,7 @@ def fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
     """M <= 16 (run 16): each decode tile of ``small_tiles`` without split-K, with the splits of ``wave_splits`` for
     its CTAs per SM (``CTAS_PER_SM``; split sums in the kernel, and where ``nvfp4_gemm._fuse_reduction`` would not
     fuse them, by the second kernel too) and, where it retires chunks one by one, as stream-K with as many CTAs per
-    SM as fit (3 on 80 registers, 4 on 64); 64-row tiles with chunks in flight as stream-K on two CTAs per SM (96
-    registers), with and without whole waves of tiles one per CTA."""
+    SM as fit (3 on 80 registers, 4 on 64)."""
     out = []
     chunks = k_pad // kern.CHUNK
     fused = kern._fuse_reduction(m, n)
@@ -122,10 +121,6 @@ def fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
                 out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, True))
         if not inf and cons == 1:
             out.append(ws.WsConfig(bm, bn, st, 1, cons, False, reg, stream_k=ctas))
-        elif inf and cons == 1 and bn == 64:
-            # Chunks in flight under stream-K need 96 registers (ptxas serializes the wgmmas at 80): two CTAs per SM.
-            for dp in (False, True):
-                out.append(ws.WsConfig(bm, bn, st, 1, cons, True, 96, stream_k=2, dp_waves=dp))
     return out
 
 

@@ -1622,9 +1622,9 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | tee "$out/log_probe.txt" | tail -3
     cp /tmp/q51i/ws_probe.json "$out/"
     ;;
-  # 51j: stream-K with chunks in flight (one consumer, 96 registers, two CTAs per SM): the forward's GPU tests against
-  # the fp32 reference and the stream-K repeat tests, then the whole-wave search with those candidates, every layer at
-  # M = 1 / 8 / 16.
+  # 51j (commit 3b2c9ad; the next commit removed that variant): stream-K with chunks in flight (one consumer, 96
+  # registers, two CTAs per SM): the forward's GPU tests against the fp32 reference and the stream-K repeat tests, then
+  # the whole-wave search with those candidates, every layer at M = 1 / 8 / 16.
   51j)
     device_name
     timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \

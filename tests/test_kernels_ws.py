@@ -321,7 +321,7 @@ def test_rejects_configs_it_cannot_build():
     w = kern.KernelWeight(torch.zeros(128, 256, dtype=torch.uint8), torch.zeros(4, 1024, dtype=torch.uint8),
                           torch.ones(1), 128, 512)
     for cfg in (ws.WsConfig(64, 128, consumers=2), ws.WsConfig(24, 64), ws.WsConfig(64, 96),
-                ws.WsConfig(64, 256, consumers=3, in_flight=False), ws.WsConfig(64, 128, 4, 1, 2, True, stream_k=1),
+                ws.WsConfig(64, 256, consumers=3, in_flight=False), ws.WsConfig(64, 64, stream_k=1),
                 ws.WsConfig(64, 64, 4, 2, in_flight=False, stream_k=1), ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=5),
                 ws.WsConfig(128, 128, 4, 1, 2, False, dp_waves=True)):  # whole waves without stream-K
         with pytest.raises(ValueError, match="unsupported config"):

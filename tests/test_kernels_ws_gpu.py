@@ -53,9 +53,6 @@ CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64,
            # Stream-K: CTAs taking equal runs of (tile, chunk) steps across tiles, parts summed by the last one.
            ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1), ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
            ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2),
-           # ... with chunks in flight within each tile (one consumer), and with whole waves of tiles one per CTA.
-           ws.WsConfig(8, 64, 6, 1, 1, True, 96, stream_k=2), ws.WsConfig(16, 64, 6, 1, 1, True, 96, stream_k=2,
-                                                                       dp_waves=True),
            # ... three or four CTAs per SM on the decode tiles' 80 / 64 registers.
            ws.WsConfig(16, 128, 5, 1, 1, False, 80, stream_k=3), ws.WsConfig(8, 64, 6, 1, 1, False, 64, stream_k=4),
            # ... with whole waves of tiles one per CTA and the leftover tiles split (here mostly all leftover).

@@ -238,7 +238,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     elif cfg.stream_k:
         fn = ws._ws_fwd_sk_kernel
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages,
-                 "CONSUMER_REGS": ws.CONSUMER_REGS, "WORDS": words, "IN_FLIGHT": cfg.in_flight}
+                 "CONSUMER_REGS": ws.CONSUMER_REGS, "WORDS": words}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>"}

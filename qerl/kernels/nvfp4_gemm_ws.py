@@ -845,12 +845,10 @@ if gluon is not None:
     def _sk_mma_partition(x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
                           it_begin, it_end, iters, n_chunks, num_m, BM: gl.constexpr, BN: gl.constexpr,
                           ROW0: gl.constexpr, RB: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
-                          WORDS: gl.constexpr, IN_FLIGHT: gl.constexpr = False):
+                          WORDS: gl.constexpr):
         """A consumer warpgroup over this CTA's run of steps (``_sk_load_worker``), rows ROW0 .. ROW0 + RB of each
         tile. A tile the run covers whole is written as bf16; a part of one goes to ``_sk_merge_part``, and the
-        consumer that completes the tile writes its sum. ``IN_FLIGHT`` (one consumer): within a tile, as
-        ``_mma_partition``'s chunks in flight, drained at the tile's end; chunk i's stage is released by chunk i + 1,
-        which may be the next tile's first (the step count ``i`` runs on across tiles)."""
+        consumer that completes the tile writes its sum."""
         mma: gl.constexpr = _mma_layout(BM)
         t0 = it_begin // n_chunks
         ME: gl.constexpr = ROW0 // RB
@@ -859,20 +857,9 @@ if gluon is not None:
             c_lo = gl.maximum(it_begin - t * n_chunks, 0)
             c_hi = gl.minimum(it_end - t * n_chunks, n_chunks)
             acc = gl.zeros([RB, BM], gl.float32, mma)
-            if IN_FLIGHT:
-                for _j in range((c_hi - c_lo) // 2):
-                    acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, True, WORDS)
-                    acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i + 1, BN, ROW0, RB, STAGES, True,
-                                    WORDS)
-                    i += 2
-                if (c_hi - c_lo) % 2 == 1:
-                    acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, True, WORDS)
-                    i += 1
-                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            else:
-                for _c in range(c_lo, c_hi):
-                    acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
-                    i += 1
+            for _c in range(c_lo, c_hi):
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
+                i += 1
             if c_hi - c_lo == n_chunks:
                 _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB)
             else:
@@ -975,8 +962,7 @@ if gluon is not None:
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
     def _ws_fwd_sk_kernel(x_desc, w_desc, s_desc, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, n_chunks, iters,
                           sk_total, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, CONSUMERS: gl.constexpr,
-                          STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr,
-                          IN_FLIGHT: gl.constexpr = False):
+                          STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr):
         """The forward as stream-K: CTA g takes steps g * iters .. of the first ``sk_total`` (tile, chunk) steps (so
         every SM gets the same work whatever the tile count: no last wave of idle SMs), and stays resident across
         tiles; CTAs after those take one whole tile each (``_sk_run``)."""
@@ -988,7 +974,7 @@ if gluon is not None:
             gl.warp_specialize([
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, BM, BN, 0, RB, STAGES,
-                                     CONSUMERS, WORDS, IN_FLIGHT)),
+                                     CONSUMERS, WORDS)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
                                    n_chunks, num_m, s_rows_per_chunk, BM, BN, STAGES)),
             ], [1], [40])
@@ -1410,10 +1396,10 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     rows = cfg.bn // max(cfg.consumers, 1)
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
             or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)
-            or cfg.stream_k not in (0, 1, 2, 3, 4) or (cfg.stream_k and cfg.split_k != 1)
+            or cfg.stream_k not in (0, 1, 2, 3, 4) or (cfg.stream_k and (cfg.in_flight or cfg.split_k != 1))
             or (cfg.dp_waves and not cfg.stream_k)):
         raise ValueError(f"unsupported config {cfg}: 1 or 2 consumers of 64 or 128 rows each, BM in (8, 16, 32, 64, "
-                         "128, 256), in_flight with one consumer only, stream_k 0-4 without split_k, "
+                         "128, 256), in_flight with one consumer only, stream_k 0-4 without in_flight or split_k, "
                          "dp_waves with stream_k only")
     x2 = x2.contiguous()
     y = kern._out(out, m, w.n, x2)
@@ -1480,7 +1466,7 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     _ensure_cuda_context(x2.device)
     _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc, iters,
                                sk_total, w.n // 32, BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers, STAGES=cfg.stages,
-                               CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words, IN_FLIGHT=cfg.in_flight, num_warps=4,
+                               CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words, num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
