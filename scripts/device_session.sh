@@ -1633,4 +1633,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --shipped-layout words --out /tmp/q51j 2>&1 | tee "$out/log_search.txt" | tail -4
     cp /tmp/q51j/gemm_ws.json "$out/gemm_ws_fill.json"
     ;;
+  # 51k: the loader on 24 registers (WsConfig.loader_regs): the forward's GPU tests against the fp32 reference, the
+  # words layout and the fused split sums, then the whole-wave search with those candidates, every layer at M = 1 / 8
+  # / 16.
+  51k)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "matches_fp32_reference or words_layout or fused" 2>&1 | tail -3 | tee "$out/gpu_tests_ws.txt"
+    timeout 360 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1,8,16 --tile-set fill --layouts words \
+      --shipped-layout words --out /tmp/q51k 2>&1 | tee "$out/log_search.txt" | tail -4
+    cp /tmp/q51k/gemm_ws.json "$out/gemm_ws_fill.json"
+    ;;
 esac
