@@ -107,8 +107,7 @@ def fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
     """M <= 16 (run 16): each decode tile of ``small_tiles`` without split-K, with the splits of ``wave_splits`` for
     its CTAs per SM (``CTAS_PER_SM``; split sums in the kernel, and where ``nvfp4_gemm._fuse_reduction`` would not
     fuse them, by the second kernel too) and, where it retires chunks one by one, as stream-K with as many CTAs per
-    SM as fit (3 on 80 registers, 4 on 64); the 64-row tiles with chunks in flight also with the loader on 24
-    registers (``WsConfig.loader_regs``), on 64 registers (four CTAs per SM) and on 80, split or not."""
+    SM as fit (3 on 80 registers, 4 on 64)."""
     out = []
     chunks = k_pad // kern.CHUNK
     fused = kern._fuse_reduction(m, n)
@@ -122,13 +121,6 @@ def fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
                 out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, True))
         if not inf and cons == 1:
             out.append(ws.WsConfig(bm, bn, st, 1, cons, False, reg, stream_k=ctas))
-        if inf and cons == 1 and bn == 64:
-            # The loader on 24 registers: chunks in flight on 64 registers (four CTAs per SM), or more for the
-            # consumer on 80.
-            for regs, per_sm in ((64, 4), (80, 3)):
-                out.append(ws.WsConfig(bm, bn, st, 1, cons, True, regs, loader_regs=24))
-                for sp in wave_splits(tiles, per_sm * sms, chunks):
-                    out.append(ws.WsConfig(bm, bn, st, sp, cons, True, regs, True, loader_regs=24))
     return out
 
 

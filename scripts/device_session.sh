@@ -1633,7 +1633,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --shipped-layout words --out /tmp/q51j 2>&1 | tee "$out/log_search.txt" | tail -4
     cp /tmp/q51j/gemm_ws.json "$out/gemm_ws_fill.json"
     ;;
-  # 51k: the loader on 24 registers (WsConfig.loader_regs): the forward's GPU tests against the fp32 reference, the
+  # 51k (commit 60ad54d; the next commit removed loader_regs): the loader on 24 registers (WsConfig.loader_regs): the
+  # forward's GPU tests against the fp32 reference, the
   # words layout and the fused split sums, then the whole-wave search with those candidates, every layer at M = 1 / 8
   # / 16.
   51k)

@@ -50,8 +50,6 @@ CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64,
            # larger than the count (clamped to it).
            ws.WsConfig(8, 64, 6, 7, 1, True, 80, True), ws.WsConfig(16, 128, 5, 5, 1, False, 80),
            ws.WsConfig(8, 64, 6, 40, 1, True, 80, True),
-           # The loader on 24 registers: chunks in flight on 64 registers a CTA (four per SM), split or not.
-           ws.WsConfig(8, 64, 6, 1, 1, True, 64, loader_regs=24), ws.WsConfig(16, 64, 6, 5, 1, True, 64, True, loader_regs=24),
            # Stream-K: CTAs taking equal runs of (tile, chunk) steps across tiles, parts summed by the last one.
            ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1), ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
            ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2),

@@ -93,10 +93,6 @@ class WsConfig(NamedTuple):
     # into equal runs aligned to the tile (``sk_plan``). Pure stream-K puts every CTA at another point of the
     # reduction, so CTAs sharing an operand tile no longer read it at the same time and L2 stops serving it.
     dp_waves: bool = False
-    # Registers of the loader's warpgroup (one consumer, no stream-K): what it gives up goes to the consumer. At 24
-    # (the least setmaxnreg allows) a consumer on 64 registers a CTA gets enough to keep chunks in flight (ptxas
-    # serializes its wgmmas with the loader on 40), so four such CTAs share an SM instead of three on 80.
-    loader_regs: int = 40
 
 
 class WsBwdConfig(NamedTuple):
@@ -784,7 +780,7 @@ if gluon is not None:
                        n_chunks, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr,
                        CONSUMERS: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
                        CONSUMER_REGS: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr,
-                       WORDS: gl.constexpr, LOADER_REGS: gl.constexpr = 40):
+                       WORDS: gl.constexpr):
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
@@ -808,7 +804,7 @@ if gluon is not None:
                                   STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
-            ], [1], [LOADER_REGS])
+            ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
             gl.warp_specialize([
@@ -1401,11 +1397,10 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
             or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)
             or cfg.stream_k not in (0, 1, 2, 3, 4) or (cfg.stream_k and (cfg.in_flight or cfg.split_k != 1))
-            or (cfg.dp_waves and not cfg.stream_k)
-            or (cfg.loader_regs != 40 and (cfg.consumers != 1 or cfg.stream_k or cfg.loader_regs not in (24, 32)))):
+            or (cfg.dp_waves and not cfg.stream_k)):
         raise ValueError(f"unsupported config {cfg}: 1 or 2 consumers of 64 or 128 rows each, BM in (8, 16, 32, 64, "
                          "128, 256), in_flight with one consumer only, stream_k 0-4 without in_flight or split_k, "
-                         "dp_waves with stream_k only, loader_regs 24 / 32 with one consumer and no stream_k")
+                         "dp_waves with stream_k only")
     x2 = x2.contiguous()
     y = kern._out(out, m, w.n, x2)
     kc = w.k_pad // kern.CHUNK
@@ -1421,8 +1416,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, target, y, target if counters is None else counters, w.global_scale,
                          m, w.n, w.n, stride_split, kc, w.n // 32, BM=cfg.bm, BN=cfg.bn,
                          CONSUMERS=cfg.consumers, STAGES=cfg.stages, OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS,
-                         IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words,
-                         LOADER_REGS=cfg.loader_regs, num_warps=4,
+                         IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
