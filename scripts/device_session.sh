@@ -115,6 +115,17 @@ dispatch_alternating_words() {  # as dispatch_alternating, the new passes on the
     cp ${w}_$pass/gemm_ws.json "$out/dispatch_$pass.json"
   done
 }
+ws_tests_and_fill_search() {  # the warp-specialized kernels' GPU tests (limit $1 s; -k $3 if given), then the
+                              # whole-wave search (gemm_ws.py --tile-set fill) on every layer at M = 1 / 8 / 16 into
+                              # work dir $2
+  local filter=()
+  [ -n "${3:-}" ] && filter=(-k "$3")
+  timeout "$1" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py "${filter[@]}" 2>&1 \
+    | tail -3 | tee "$out/gpu_tests_ws.txt"
+  timeout 360 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1,8,16 --tile-set fill --layouts words \
+    --shipped-layout words --out "$2" 2>&1 | tee "$out/log_search.txt" | tail -4
+  cp "$2/gemm_ws.json" "$out/gemm_ws_fill.json"
+}
 rollout_14b_r32() {  # bundle part 3, then the 14B rank-32 rollouts, NVFP4 on our kernels and BF16, into $out/$1
   source .device/vllm/c3/vllm_unpack.sh .device/vllm
   timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
@@ -1565,11 +1576,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   # M = 1 / 8 / 16, every layer.
   51b)
     device_name
-    timeout 260 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py 2>&1 | tail -3 \
-      | tee "$out/gpu_tests_ws.txt"
-    timeout 300 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1,8,16 --tile-set fill --layouts words \
-      --shipped-layout words --out /tmp/q51b 2>&1 | tee "$out/log_search.txt" | tail -4
-    cp /tmp/q51b/gemm_ws.json "$out/gemm_ws_fill.json"
+    ws_tests_and_fill_search 260 /tmp/q51b
     ;;
   # 51d: the table entries from 51b's search against the previous commit (.device/old), alternating, every layer at
   # M = 1 / 8 / 16; the decode harness on the previous commit and on this one (three passes each).
@@ -1627,22 +1634,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   # the whole-wave search with those candidates, every layer at M = 1 / 8 / 16.
   51j)
     device_name
-    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
-      -k "matches_fp32_reference or stream_k or dp_waves" 2>&1 | tail -3 | tee "$out/gpu_tests_ws.txt"
-    timeout 330 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1,8,16 --tile-set fill --layouts words \
-      --shipped-layout words --out /tmp/q51j 2>&1 | tee "$out/log_search.txt" | tail -4
-    cp /tmp/q51j/gemm_ws.json "$out/gemm_ws_fill.json"
+    ws_tests_and_fill_search 200 /tmp/q51j "matches_fp32_reference or stream_k or dp_waves"
     ;;
   # 51k (commit 60ad54d; the next commit removed loader_regs): the loader on 24 registers (WsConfig.loader_regs): the
-  # forward's GPU tests against the fp32 reference, the
-  # words layout and the fused split sums, then the whole-wave search with those candidates, every layer at M = 1 / 8
-  # / 16.
+  # forward's GPU tests against the fp32 reference, the words layout and the fused split sums, then the whole-wave
+  # search with those candidates, every layer at M = 1 / 8 / 16.
   51k)
     device_name
-    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
-      -k "matches_fp32_reference or words_layout or fused" 2>&1 | tail -3 | tee "$out/gpu_tests_ws.txt"
-    timeout 360 python3 benchmarks/gemm_ws.py --models 7b,14b,32b --ms 1,8,16 --tile-set fill --layouts words \
-      --shipped-layout words --out /tmp/q51k 2>&1 | tee "$out/log_search.txt" | tail -4
-    cp /tmp/q51k/gemm_ws.json "$out/gemm_ws_fill.json"
+    ws_tests_and_fill_search 200 /tmp/q51k "matches_fp32_reference or words_layout or fused"
     ;;
 esac
