@@ -20,6 +20,7 @@ and reports GPU time per kind of kernel.
     python benchmarks/decode_nvfp4.py --compile             # fused elementwise work between the projections
     python benchmarks/decode_nvfp4.py --batches 8 --layers 4
     python benchmarks/decode_nvfp4.py --compile --attention sdpa --profile
+    python benchmarks/decode_nvfp4.py --compile --layout words --swiglu-epilogue   # SiLU x up in gate_up's kernel
 
 Writes decode_nvfp4.json under $OUT (or --out) and prints a table last.
 """
@@ -41,7 +42,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qerl import nvfp4  # noqa: E402
-from qerl.kernels import nvfp4_matmul, prepare_weight  # noqa: E402
+from qerl.kernels import interleave_gate_up, nvfp4_matmul, nvfp4_matmul_swiglu, prepare_weight  # noqa: E402
 from qerl.kernels.decode_attention import decode_attention, rope_and_cache  # noqa: E402
 from qerl.kernels.nvfp4_gemm import load_tuned_configs_file  # noqa: E402
 
@@ -61,23 +62,38 @@ class Qwen7BShape:
 
 CODE_LAYOUT = "pairs"  # the kernel code layout of the NVFP4 weights (--layout)
 ATTENTION = "triton"  # the step around attention: the project's Triton kernels or torch SDPA (--attention)
+SWIGLU_EPILOGUE = False  # NVFP4 gate_up of interleaved rows, SiLU x up in its kernel (--swiglu-epilogue)
 
 
 class Linear:
     """One projection held both ways: BF16 (dequantized NVFP4) and the NVFP4 kernel layout."""
 
-    def __init__(self, n: int, k: int, std: float, bias: bool = False):
+    def __init__(self, n: int, k: int, std: float, bias: bool = False, glu: bool = False):
         w = torch.randn(n, k, device="cuda") * std
         q = nvfp4.quantize(w)
         del w
-        self.kw = prepare_weight(q.packed, q.scale, q.global_scale,
+        packed, scale = q.packed, q.scale
+        if glu:  # the gate and up halves' rows interleaved (nvfp4_matmul_swiglu); the BF16 weight keeps the halves
+            packed = interleave_gate_up(packed[: n // 2], packed[n // 2:])
+            scale = interleave_gate_up(scale[: n // 2], scale[n // 2:])
+        self.glu = glu
+        self.kw = prepare_weight(packed, scale, q.global_scale,
                                  **({} if CODE_LAYOUT == "pairs" else {"layout": CODE_LAYOUT}))
         self.w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.bfloat16)
         self.b = (torch.randn(n, device="cuda") * 0.02).to(torch.bfloat16) if bias else None
 
     def __call__(self, x: torch.Tensor, fp4: bool) -> torch.Tensor:
         """x @ W^T without the bias (the caller fuses it into the next elementwise step)."""
+        if self.glu:
+            raise ValueError("a gate_up of interleaved rows is called through swiglu()")
         return nvfp4_matmul(x, self.kw) if fp4 else F.linear(x, self.w)
+
+    def swiglu(self, x: torch.Tensor, fp4: bool) -> torch.Tensor:
+        """SiLU(x @ G^T) * (x @ U^T) of a gate_up projection: in the NVFP4 kernel's epilogue for a weight of
+        interleaved rows (``glu``), else the projection and then the (compiled) ``silu_mul``."""
+        if fp4 and self.glu:
+            return nvfp4_matmul_swiglu(x, self.kw)
+        return FUSED["silu_mul"](nvfp4_matmul(x, self.kw) if fp4 else F.linear(x, self.w))
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -136,7 +152,7 @@ class Decoder:
                 "ln2": torch.ones(h, device="cuda", dtype=torch.bfloat16),
                 "qkv": Linear(qkv_n, h, h ** -0.5, bias=True),
                 "o": Linear(h, cfg.heads * cfg.head_dim, (cfg.heads * cfg.head_dim) ** -0.5),
-                "gate_up": Linear(2 * i, h, h ** -0.5),
+                "gate_up": Linear(2 * i, h, h ** -0.5, glu=SWIGLU_EPILOGUE),
                 "down": Linear(h, i, i ** -0.5),
             })
         inv = 1.0 / cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, device="cuda").float() / cfg.head_dim)
@@ -197,7 +213,7 @@ class Decoder:
         for i, (layer, (kc, vc)) in enumerate(zip(self.layers, caches)):
             att = self.around_attention(layer["qkv"](x, fp4), layer["qkv"].b, kc, vc, pos, inputs, ATTENTION)
             hdn, x = f["add_rms_norm"](hdn, layer["o"](att, fp4), layer["ln2"], c.eps)
-            delta = layer["down"](f["silu_mul"](layer["gate_up"](x, fp4)), fp4)
+            delta = layer["down"](layer["gate_up"].swiglu(x, fp4), fp4)
             last = i + 1 == len(self.layers)
             hdn, x = f["add_rms_norm"](hdn, delta, self.norm if last else self.layers[i + 1]["ln1"], c.eps)
         return F.linear(x, self.lm_head)
@@ -376,11 +392,15 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1,
                    help="timed passes per batch and format, BF16 and NVFP4 in turn (the medians are reported)")
     p.add_argument("--profile", action="store_true", help="also report GPU time per kind of kernel in one step")
+    p.add_argument("--swiglu-epilogue", action="store_true",
+                   help="NVFP4 model: gate_up's rows interleaved and SiLU x up applied in its kernel's epilogue "
+                        "(nvfp4_matmul_swiglu) instead of the compiled silu_mul after it; BF16 unchanged")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
-    global CODE_LAYOUT, ATTENTION
+    global CODE_LAYOUT, ATTENTION, SWIGLU_EPILOGUE
     CODE_LAYOUT = args.layout
     ATTENTION = args.attention
+    SWIGLU_EPILOGUE = args.swiglu_epilogue
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.configs and Path(args.configs).is_file():
@@ -426,6 +446,7 @@ def main() -> None:
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "triton": triton.__version__, "compile": args.compile, "layers": cfg.layers, "prompt": args.prompt,
             "layout": args.layout, "attention": args.attention, "repeats": args.repeats,
+            "swiglu_epilogue": args.swiglu_epilogue,
             "attention_paths_rel_diff": paths_diff,
             "new_tokens": args.new_tokens,
             "command": " ".join(["python"] + sys.argv)}

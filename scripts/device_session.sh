@@ -1643,4 +1643,26 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     device_name
     ws_tests_and_fill_search 200 /tmp/q51k "matches_fp32_reference or words_layout or fused"
     ;;
+  # 51l: SiLU x up in gate_up's kernel epilogue (nvfp4_matmul_swiglu): its GPU tests and the decode-step tests, then
+  # the decode harness without and with --swiglu-epilogue (three passes each, same machine).
+  51l)
+    device_name
+    { timeout 180 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k swiglu 2>&1 | tail -3
+      timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_decode_attention.py 2>&1 | tail -3
+    } | tee "$out/gpu_tests.txt"
+    mkdir -p /tmp/q51l_dec
+    for v in plain swiglu; do
+      flag=""; [ $v = swiglu ] && flag=--swiglu-epilogue
+      timeout 150 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 $flag \
+        --out /tmp/q51l_$v 2>&1 | tail -5 | tee "/tmp/q51l_dec/log_decode_$v.txt"
+      cp /tmp/q51l_$v/decode_nvfp4.json "/tmp/q51l_dec/decode_$v.json"
+    done
+    tar -cf "$out/decode.tar" -C /tmp/q51l_dec .
+    ;;
+  # 51m: the SiLU x up epilogue's GPU tests again, every failure listed with its assertion.
+  51m)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k swiglu -rf \
+      --tb=line 2>&1 | tail -40 | tee "$out/gpu_tests.txt"
+    ;;
 esac

@@ -318,3 +318,53 @@ def test_adapter_expand_after_the_kernel_from_lora_ws_min_m(m, monkeypatch):
     ref = ref + bias.float() + expand
     assert torch.isfinite(y).all()
     assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
+
+
+def _glu_case(m: int, inter: int, k: int, layout: str):
+    """A gate and an up projection quantized as one [2I, K] weight (one global scale), rows interleaved for the
+    epilogue; the fp32 reference SiLU(x G^T) * (x U^T) from the dequantized rows."""
+    from qerl.kernels.nvfp4_gemm import interleave_gate_up
+
+    q = nvfp4.quantize(torch.randn(2 * inter, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    packed = interleave_gate_up(q.packed[:inter], q.packed[inter:])
+    scale = interleave_gate_up(q.scale[:inter], q.scale[inter:])
+    w = prepare_weight(packed, scale, q.global_scale, **({} if layout == "pairs" else {"layout": layout}))
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    xf = x.float()
+    ref = torch.nn.functional.silu(_fp32_matmul(xf, ref_w[:inter].T)) * _fp32_matmul(xf, ref_w[inter:].T)
+    return x, w, ref
+
+
+@hopper
+@pytest.mark.parametrize("cfg", [ws.WsConfig(8, 64, 6, 1, 1, True, 80), ws.WsConfig(16, 64, 6, 1, 1, True, 80),
+                                 ws.WsConfig(8, 128, 5, 1, 1, False, 80), ws.WsConfig(64, 64, 4, 1, 1, True, 128),
+                                 ws.WsConfig(128, 256, 3, 1, 2, False)], ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("m,inter,k", [(1, 208, 1008), (5, 208, 3584), (16, 1024, 512), (100, 528, 1424)])
+@pytest.mark.parametrize("layout", ["pairs", "words"])
+def test_swiglu_epilogue_matches_fp32_reference(cfg, m, inter, k, layout):
+    """SiLU(gate) * up stored by the kernel: the fp32 reference, every output written (NaN-poisoned before), tiles
+    whose rows run past N (2 x 208 rows on 64- / 128- / 256-row tiles)."""
+    x, w, ref = _glu_case(m, inter, k, layout)
+    out = torch.full((m, inter), float("nan"), device="cuda", dtype=torch.bfloat16)
+    y = ws.ws_matmul(x, w, cfg, out=out, glu=True)
+    assert y.data_ptr() == out.data_ptr() and torch.isfinite(y).all()
+    assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
+
+
+@hopper
+def test_swiglu_dispatch_fuses_where_the_table_allows_and_falls_back_elsewhere():
+    from qerl.kernels.nvfp4_gemm import nvfp4_matmul, nvfp4_matmul_swiglu, swiglu_interleaved
+
+    # 7B gate_up: the unsplit decode tile at M = 8, a stream-K entry at M = 128, two consumers at M = 300 (bucket 512).
+    for m, want_fused in ((8, True), (128, False), (300, True)):
+        x, w, ref = _glu_case(m, 18944, 3584, "words")
+        cfg = ws.pick(x, w.n, w.k, w.k_pad, words=True)
+        assert (cfg is not None and not cfg.stream_k and cfg.split_k == 1) == want_fused
+        y = nvfp4_matmul_swiglu(x, w)
+        assert y.shape == (m, 18944) and torch.isfinite(y).all()
+        assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
+        after = swiglu_interleaved(nvfp4_matmul(x, w))
+        assert float((y.float() - after.float()).norm() / after.float().norm()) < 4e-3
+    with pytest.raises(ValueError, match="without split-K"):
+        ws.ws_matmul(x, w, ws.WsConfig(8, 64, 6, 4, 1, True, 80, True), glu=True)

@@ -9,8 +9,10 @@ from qerl.kernels.nvfp4_gemm import (
     KernelWeight,
     NVFP4MatmulFn,
     codec_from_kernel_weight,
+    interleave_gate_up,
     nvfp4_matmul,
     nvfp4_matmul_grad_input,
+    nvfp4_matmul_swiglu,
     prepare_weight,
     triton_available,
 )
@@ -21,8 +23,10 @@ __all__ = [
     "KernelWeight",
     "NVFP4MatmulFn",
     "codec_from_kernel_weight",
+    "interleave_gate_up",
     "nvfp4_matmul",
     "nvfp4_matmul_grad_input",
+    "nvfp4_matmul_swiglu",
     "prepare_weight",
     "triton_available",
 ]

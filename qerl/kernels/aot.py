@@ -211,7 +211,7 @@ def bwd_loop_global_loads(cfg: kern.BwdConfig, capability: int = 90) -> Counter:
 _WGMMA_SERIALIZED = re.compile(r"\(C751\d\)[^\n]*wgmma[^\n]*serialized")
 
 
-def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = False) -> dict:
+def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = False, glu: bool = False) -> dict:
     """The warp-specialized kernel (``nvfp4_gemm_ws``) compiled for ``cfg`` as ``ws_matmul`` (a ``WsConfig``) or
     ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, spill bytes, whether ptxas
     serialized the wgmmas, the wgmma waits in the SASS (``WARPGROUP.DEPBAR.LE gsb0, n``: n = 2 keeps a chunk's
@@ -247,7 +247,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
         fn = ws._ws_fwd_kernel
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages, "OUT_F32": out_f32,
                  "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight, "FUSED": out_f32 and cfg.fused,
-                 "WORDS": words}
+                 "WORDS": words, "GLU": glu}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>"}

@@ -1495,6 +1495,45 @@ def nvfp4_matmul(
     return y.reshape(*x.shape[:-1], w.n)
 
 
+# Rows per block of ``interleave_gate_up``: wgmma's accumulator gives each thread rows r and r + 8 of a 16-row group,
+# so a gate row and its up row 8 rows on meet in one thread's registers.
+GLU_BLOCK = 8
+
+
+def interleave_gate_up(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """Rows of a gate and an up projection ([I, ...] each, I a multiple of 8; any per-row tensors: dense weights, the
+    codec's packed codes or scales) as one [2I, ...] tensor of alternating blocks of 8 gate rows and the 8 up rows of
+    the same outputs, the row order ``nvfp4_matmul_swiglu`` takes."""
+    if gate.shape != up.shape or gate.shape[0] % GLU_BLOCK:
+        raise ValueError(f"gate and up need the same shape with rows a multiple of {GLU_BLOCK}: "
+                         f"{tuple(gate.shape)}, {tuple(up.shape)}")
+    blocks = (gate.shape[0] // GLU_BLOCK, GLU_BLOCK, *gate.shape[1:])
+    return torch.stack([gate.reshape(blocks), up.reshape(blocks)], 1).reshape(2 * gate.shape[0], *gate.shape[1:])
+
+
+def swiglu_interleaved(y: torch.Tensor) -> torch.Tensor:
+    """SiLU(gate) * up from ``y`` [..., 2I] in ``interleave_gate_up``'s column order: [..., I], in fp32, cast back."""
+    v = y.float().unflatten(-1, (-1, 2, GLU_BLOCK))
+    return (torch.nn.functional.silu(v[..., 0, :]) * v[..., 1, :]).flatten(-2).to(y.dtype)
+
+
+def nvfp4_matmul_swiglu(x: torch.Tensor, w: KernelWeight) -> torch.Tensor:
+    """SiLU(x @ G^T) * (x @ U^T) for an NVFP4 ``w`` whose rows interleave G and U (``interleave_gate_up``, e.g. a
+    Qwen2 MLP's gate_proj and up_proj): bf16 [..., N / 2]. Where the forward runs the warp-specialized kernel without
+    split-K or stream-K (Hopper, decode-sized M), the kernel applies it as it stores the tile: no second kernel, and
+    half the output written; elsewhere it follows ``nvfp4_matmul``."""
+    if w.n % (2 * GLU_BLOCK):
+        raise ValueError(f"a weight of interleaved gate and up rows has a multiple of {2 * GLU_BLOCK} rows, not {w.n}")
+    x2 = _as_2d(x, w.k, "x")
+    if x2.is_cuda and x2.shape[0] > 0:
+        from qerl.kernels import nvfp4_gemm_ws
+
+        cfg = nvfp4_gemm_ws.pick(x2, w.n, w.k, w.k_pad, w.words)
+        if cfg is not None and not cfg.stream_k and min(cfg.split_k, w.k_pad // CHUNK) == 1:
+            return nvfp4_gemm_ws.ws_matmul(x2, w, cfg, glu=True).reshape(*x.shape[:-1], w.n // 2)
+    return swiglu_interleaved(nvfp4_matmul(x2, w)).reshape(*x.shape[:-1], w.n // 2)
+
+
 NO_LORA_CONSTEXPRS = {"LORA_SLICES": 0, "LORA_R": 1, "LORA_RC": 1, "LORA_DOT": False}
 
 

@@ -735,7 +735,7 @@ if gluon is not None:
     def _mma_partition(x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
                        stride_ysplit, pid_k, off_m, off_n, n_chunks, BM: gl.constexpr, BN: gl.constexpr,
                        ROW0: gl.constexpr, RB: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
-                       IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr, WORDS: gl.constexpr):
+                       IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr, WORDS: gl.constexpr, GLU: gl.constexpr):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
         registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
         previous stage's and then releases that stage (each consumer arrives once; the loader waits for all).
@@ -772,15 +772,39 @@ if gluon is not None:
                 total = _sum_splits(ptrs - pid_k.to(gl.int64) * stride_ysplit, stride_ysplit, mask, acc)
                 dest = out_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None]
                 gl.store(dest, total.to(gl.bfloat16), mask=mask)
+        elif GLU:
+            _glu_store(y_ptr, out, off_m, off_n + ROW0, M, N, stride_ym, RB, BM)
         else:
             gl.store(ptrs, out.to(gl.bfloat16), mask=mask)
+
+    @gluon.jit
+    def _row_pairs(v, RB: gl.constexpr, BM: gl.constexpr):
+        """[RB, BM] in wgmma's accumulator layout -> (rows 16g + r, rows 16g + 8 + r) as two [RB / 16, 8, BM]: a
+        thread holds rows r and r + 8 of its 16-row group in registers, so no data moves."""
+        return gl.split(gl.permute(gl.reshape(v, [RB // 16, 2, 8, BM]), (0, 2, 3, 1)))
+
+    @gluon.jit
+    def _glu_store(y_ptr, out, off_m, n0, M, N, stride_ym, RB: gl.constexpr, BM: gl.constexpr):
+        """SiLU(gate) * up into Y [M, N / 2] (bf16) from ``out``, the tile's rows n0 .. n0 + RB of a weight whose rows
+        alternate 8 gate rows and the 8 up rows of the same outputs (``nvfp4_gemm.interleave_gate_up``): rows 16g + r
+        and 16g + 8 + r give output column n0 / 2 + 8g + r."""
+        mma: gl.constexpr = out.type.layout
+        r = gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
+        m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        col = gl.broadcast(gl.expand_dims(n0 // 2 + (r // 16) * 8 + r % 8, 1), out)[0]
+        row = gl.broadcast(gl.expand_dims(m, 0), out)[0]
+        gate, up = _row_pairs(out, RB, BM)
+        col, _c = _row_pairs(col, RB, BM)
+        row, _r = _row_pairs(row, RB, BM)
+        y = gate / (1.0 + gl.exp(-gate)) * up
+        gl.store(y_ptr + row.to(gl.int64) * stride_ym + col, y.to(gl.bfloat16), mask=(row < M) & (col < N // 2))
 
     @gluon.jit(do_not_specialize=["M", "n_chunks"])
     def _ws_fwd_kernel(x_desc, w_desc, s_desc, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, stride_ysplit,
                        n_chunks, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr,
                        CONSUMERS: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
                        CONSUMER_REGS: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr,
-                       WORDS: gl.constexpr):
+                       WORDS: gl.constexpr, GLU: gl.constexpr = False):
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
@@ -801,7 +825,7 @@ if gluon is not None:
             gl.warp_specialize([
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB,
-                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS)),
+                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [1], [40])
@@ -810,10 +834,10 @@ if gluon is not None:
             gl.warp_specialize([
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB,
-                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS)),
+                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU)),
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, RB, RB,
-                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS)),
+                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [4, 1], [CONSUMER_REGS, 40])
@@ -1387,12 +1411,17 @@ def weight_descriptors(w: kern.KernelWeight, rows: int) -> tuple:
     return w_desc, s_desc
 
 
-def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.Tensor | None = None) -> torch.Tensor:
+def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.Tensor | None = None,
+              glu: bool = False) -> torch.Tensor:
     """``x2 @ W^T`` for a contiguous bf16 ``x2`` [M, K] on the warp-specialized kernel: bf16 [M, N] (``out`` if
-    given). No bias or adapter epilogue (``nvfp4_gemm.add_bias_and_lora_`` adds them after)."""
+    given). No bias or adapter epilogue (``nvfp4_gemm.add_bias_and_lora_`` adds them after). ``glu``: W's rows
+    interleave a gate and an up projection (``nvfp4_gemm.interleave_gate_up``) and the kernel stores SiLU(gate) * up,
+    bf16 [M, N / 2], as it writes the tile (configs without split-K or stream-K only)."""
     m, k = x2.shape
     if not supports(m, w.n, w.k) or k != w.k:
         raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
+    if glu and (cfg.stream_k or min(cfg.split_k, w.k_pad // kern.CHUNK) > 1):
+        raise ValueError(f"the SiLU x up epilogue needs a config without split-K or stream-K, not {cfg}")
     rows = cfg.bn // max(cfg.consumers, 1)
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
             or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)
@@ -1402,7 +1431,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          "128, 256), in_flight with one consumer only, stream_k 0-4 without in_flight or split_k, "
                          "dp_waves with stream_k only")
     x2 = x2.contiguous()
-    y = kern._out(out, m, w.n, x2)
+    y = kern._out(out, m, w.n // 2 if glu else w.n, x2)
     kc = w.k_pad // kern.CHUNK
     if cfg.stream_k and _stream_k(x2, w, cfg, y, kc):
         return y
@@ -1414,9 +1443,9 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     target, stride_split, counters = kern._split_target(y, split, grid[0] * cfg.consumers, fused=cfg.fused)
     _ensure_cuda_context(x2.device)
     _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, target, y, target if counters is None else counters, w.global_scale,
-                         m, w.n, w.n, stride_split, kc, w.n // 32, BM=cfg.bm, BN=cfg.bn,
+                         m, w.n, y.shape[1], stride_split, kc, w.n // 32, BM=cfg.bm, BN=cfg.bn,
                          CONSUMERS=cfg.consumers, STAGES=cfg.stages, OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS,
-                         IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, num_warps=4,
+                         IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, GLU=glu, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
