@@ -32,6 +32,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_q)
 
 
+def run_interpreted(script: str, timeout: int = 300) -> dict:
+    """Run ``script`` (Python source that prints a JSON report as its last line) in a fresh interpreter with Triton's
+    CPU interpreter on (it must be switched on before triton is imported, hence the subprocess); the report."""
+    import json
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=str(ROOT),
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def run_quantize(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run llm-compressor/quantize_nvfp4.py in the quantize env (llmcompressor cannot share the train env)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

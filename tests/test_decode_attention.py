@@ -5,12 +5,6 @@ changing under a captured CUDA graph."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -23,8 +17,7 @@ from qerl.kernels.decode_attention import (  # noqa: E402
     rope_and_cache,
     rope_and_cache_reference,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import run_interpreted  # noqa: E402
 
 # Runs in a subprocess: the interpreter must be switched on before triton is imported.
 _SCRIPT = r"""
@@ -87,11 +80,7 @@ print(json.dumps({"seed": seed, "results": results, "rope": rope}))
 
 
 def test_decode_attention_matches_reference_under_interpreter():
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, cwd=str(ROOT),
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = run_interpreted(_SCRIPT)
     assert len(report["results"]) == 5
     for r in report["results"]:
         where = f"case {r['case']} (seed {report['seed']})"

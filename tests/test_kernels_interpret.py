@@ -7,12 +7,6 @@ contract and is checked on the GPU (tests/test_kernels_gpu.py).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -28,8 +22,7 @@ from qerl.kernels.nvfp4_gemm import (  # noqa: E402
     encode_e5m3,
     prepare_weight,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import run_interpreted  # noqa: E402
 
 # Runs inside the subprocess: every launcher mode on odd shapes, against dequantize + matmul in fp32.
 _SCRIPT = r"""
@@ -225,11 +218,7 @@ print(json.dumps({"seed": seed, "results": results, "fused_equals_two_kernel": s
 
 
 def test_kernels_match_reference_under_interpreter():
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, cwd=str(ROOT),
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = run_interpreted(_SCRIPT)
     results = report["results"]
     assert len(results) >= 30
     assert report["counters"] == 0, "fused split reductions must be used and must reset their tile counters"
