@@ -115,6 +115,12 @@ dispatch_alternating_words() {  # as dispatch_alternating, the new passes on the
     cp ${w}_$pass/gemm_ws.json "$out/dispatch_$pass.json"
   done
 }
+marlin_vs_dispatch() {  # vLLM's Marlin against the default dispatch on words (the rollout layout), forward, every
+                        # layer at M = 1-128, in the same run (vLLM unpacked; work dir $1)
+  timeout 400 python3 benchmarks/gemm_ws.py --dispatch-only --shipped-layout words --marlin --models 7b,14b,32b \
+    --ms 1,4,8,16,32,64,128 --out "$1" 2>&1 | tee "$out/log_marlin.txt" | tail -10
+  cp "$1/gemm_ws.json" "$out/gemm_ws_marlin.json"
+}
 ws_tests_and_fill_search() {  # the warp-specialized kernels' GPU tests (limit $1 s; -k $3 if given), then the
                               # whole-wave search (gemm_ws.py --tile-set fill) on every layer at M = 1 / 8 / 16 into
                               # work dir $2
@@ -1416,9 +1422,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   49d)
     source .device/vllm4/c4/vllm_unpack.sh .device/vllm4
     device_name
-    timeout 400 python3 benchmarks/gemm_ws.py --dispatch-only --shipped-layout words --marlin --models 7b,14b,32b \
-      --ms 1,4,8,16,32,64,128 --out /tmp/q49d 2>&1 | tee "$out/log_marlin.txt" | tail -10
-    cp /tmp/q49d/gemm_ws.json "$out/gemm_ws_marlin.json"
+    marlin_vs_dispatch /tmp/q49d
     ;;
   # 49e: the decode step's Triton kernels' GPU tests (rope + cache write added); the decode harness with them against
   # the torch step (profile, attention per split count); then the words table's new 7B gate_up entry at M = 128
@@ -1547,9 +1551,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   50d)
     source .device/vllm4/c4/vllm_unpack.sh .device/vllm4
     device_name
-    timeout 400 python3 benchmarks/gemm_ws.py --dispatch-only --shipped-layout words --marlin --models 7b,14b,32b \
-      --ms 1,4,8,16,32,64,128 --out /tmp/q50d 2>&1 | tee "$out/log_marlin.txt" | tail -10
-    cp /tmp/q50d/gemm_ws.json "$out/gemm_ws_marlin.json"
+    marlin_vs_dispatch /tmp/q50d
     ;;
   # 50e: after a review refactor of the decode harness (one method for the step around attention, one capture
   # helper): the decode-step GPU tests and 50b's harness runs again.
