@@ -141,28 +141,23 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
     each stream-K candidate also with its whole waves of tiles one per CTA (``WsConfig.dp_waves``)."""
     out = []
     if tile_set in ("table", "table+wide"):
-        cfg = (ws.TUNED_WORDS if words else ws.TUNED).get((m, n, k_pad))
-        if cfg is None and words:  # the slab path's cells: the config for shapes the table lacks
-            cfg = ws.default_words_config(m, n, k_pad, sms)
+        cfg = _table_config(m, n, k_pad, sms, words)
         out = [] if cfg is None else [cfg]
         if tile_set == "table":
             return _with_stream_k(out, stream_k, dp_waves)
     if tile_set == "stages":  # the table's config with deeper or shallower rings of stages (run 16)
-        cfg = (ws.TUNED_WORDS if words else ws.TUNED).get((m, n, k_pad))
-        if cfg is None and words:
-            cfg = ws.default_words_config(m, n, k_pad, sms)
-        if cfg is None:
-            return []
-        return [cfg] + [cfg._replace(stages=st) for st in (4, 8, 10) if st != cfg.stages]
+        cfg = _table_config(m, n, k_pad, sms, words)
+        return [] if cfg is None else [cfg] + [cfg._replace(stages=st) for st in (4, 8, 10) if st != cfg.stages]
     if tile_set == "fill":
-        cfg = (ws.TUNED_WORDS if words else ws.TUNED).get((m, n, k_pad))
+        cfg = _table_config(m, n, k_pad, sms, words)
         fill = fill_candidates(m, n, k_pad, sms)
         return ([cfg] if cfg is not None and cfg not in fill else []) + fill
     small = m < ws.MIN_M
     tiles_of = {"default": small_tiles(m) if small else TILES, "occupancy": OCCUPANCY_TILES,
                 "all": TILES + OCCUPANCY_TILES, "wide": WIDE_TILES, "table+wide": WIDE_TILES}
     if tile_set not in tiles_of:
-        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all, table, wide or table+wide")
+        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all, table, wide, table+wide, fill or "
+                         "stages")
     chunks = k_pad // kern.CHUNK
     fused = kern._fuse_reduction(m, n)
     for bm, bn, st, cons, inf, reg in tiles_of[tile_set]:
@@ -170,6 +165,15 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
             if sp <= chunks // 2:
                 out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, fused and sp > 1))
     return _with_stream_k(out, stream_k, dp_waves)
+
+
+def _table_config(m: int, n: int, k_pad: int, sms: int, words: bool) -> ws.WsConfig | None:
+    """The config the table (``TUNED``, or with ``words`` ``TUNED_WORDS``) holds for this M bucket, the shipped
+    kernel itself; on words also the config for cells the table lacks or sends to the slab path."""
+    cfg = (ws.TUNED_WORDS if words else ws.TUNED).get((m, n, k_pad))
+    if cfg is None and words:
+        cfg = ws.default_words_config(m, n, k_pad, sms)
+    return cfg
 
 
 def _with_stream_k(cfgs: list, stream_k: bool, dp_waves: bool = False) -> list:

@@ -1529,7 +1529,7 @@ def nvfp4_matmul_swiglu(x: torch.Tensor, w: KernelWeight) -> torch.Tensor:
         from qerl.kernels import nvfp4_gemm_ws
 
         cfg = nvfp4_gemm_ws.pick(x2, w.n, w.k, w.k_pad, w.words)
-        if cfg is not None and not cfg.stream_k and min(cfg.split_k, w.k_pad // CHUNK) == 1:
+        if cfg is not None and nvfp4_gemm_ws.glu_epilogue(cfg, w):
             return nvfp4_gemm_ws.ws_matmul(x2, w, cfg, glu=True).reshape(*x.shape[:-1], w.n // 2)
     return swiglu_interleaved(nvfp4_matmul(x2, w)).reshape(*x.shape[:-1], w.n // 2)
 

@@ -1411,6 +1411,12 @@ def weight_descriptors(w: kern.KernelWeight, rows: int) -> tuple:
     return w_desc, s_desc
 
 
+def glu_epilogue(cfg: WsConfig, w: kern.KernelWeight) -> bool:
+    """Whether ``ws_matmul(..., glu=True)`` takes ``cfg`` on ``w``: one CTA sums each tile whole (no split of the
+    chunks, no stream-K), so its epilogue holds a gate row and its up row together."""
+    return not cfg.stream_k and min(cfg.split_k, w.k_pad // kern.CHUNK) == 1
+
+
 def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.Tensor | None = None,
               glu: bool = False) -> torch.Tensor:
     """``x2 @ W^T`` for a contiguous bf16 ``x2`` [M, K] on the warp-specialized kernel: bf16 [M, N] (``out`` if
@@ -1420,7 +1426,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     m, k = x2.shape
     if not supports(m, w.n, w.k) or k != w.k:
         raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
-    if glu and (cfg.stream_k or min(cfg.split_k, w.k_pad // kern.CHUNK) > 1):
+    if glu and not glu_epilogue(cfg, w):
         raise ValueError(f"the SiLU x up epilogue needs a config without split-K or stream-K, not {cfg}")
     rows = cfg.bn // max(cfg.consumers, 1)
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
