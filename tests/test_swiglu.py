@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from qerl.kernels.nvfp4_gemm import GLU_BLOCK, interleave_gate_up, swiglu_interleaved
+from qerl.kernels.nvfp4_gemm import (
+    GLU_BLOCK,
+    KernelWeight,
+    interleave_gate_up,
+    nvfp4_matmul_swiglu,
+    swiglu_interleaved,
+)
 
 
 def test_interleaved_rows_alternate_blocks_of_gate_and_up():
@@ -36,3 +42,8 @@ def test_rejects_rows_that_do_not_pair():
         interleave_gate_up(torch.zeros(12, 4), torch.zeros(12, 4))
     with pytest.raises(ValueError, match="same shape"):
         interleave_gate_up(torch.zeros(16, 4), torch.zeros(16, 5))
+    # A weight whose rows cannot hold whole gate / up blocks: one error naming the rule, before any kernel runs.
+    w = KernelWeight(torch.zeros(40, 64, dtype=torch.uint8), torch.zeros(1, 320, dtype=torch.uint8), torch.ones(1),
+                     40, 128)
+    with pytest.raises(ValueError, match="multiple of 16 rows"):
+        nvfp4_matmul_swiglu(torch.zeros(2, 128, dtype=torch.bfloat16), w)
