@@ -21,6 +21,17 @@ and reports GPU time per kind of kernel.
     python benchmarks/decode_nvfp4.py --batches 8 --layers 4
     python benchmarks/decode_nvfp4.py --compile --attention sdpa --profile
     python benchmarks/decode_nvfp4.py --compile --layout words --swiglu-epilogue   # SiLU x up in gate_up's kernel
+    python benchmarks/decode_nvfp4.py --compile --layout words --swiglu-epilogue --fused-norm   # RMSNorms too
+    python benchmarks/decode_nvfp4.py --compile --layout words --swiglu-epilogue --fused-norm --rope-epilogue
+
+``--rope-epilogue`` (NVFP4 model, Triton step): the QKV bias, RoPE and the KV-cache write in the QKV projection's
+kernel epilogue (``qerl.kernels.fused_qkv``) instead of ``rope_and_cache`` after it.
+
+``--fused-norm`` (NVFP4 model): the residual add and RMSNorm after o_proj and down_proj move into the projections
+around them (``qerl.kernels.fused_norm``): o / down add the residual and write the norm's input times its weight and
+its row statistics, qkv / gate_up scale their output rows by the norm's factor; the first layer's input norm and the
+final norm stay separate steps. Above ``NORM_EPILOGUE_MAX_M`` rows (batch 64) the projections are followed by one
+add + RMSNorm kernel instead. The BF16 model keeps cuBLAS and the compiled add + RMSNorm.
 
 Writes decode_nvfp4.json under $OUT (or --out) and prints a table last.
 """
@@ -44,6 +55,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import interleave_gate_up, nvfp4_matmul, nvfp4_matmul_swiglu, prepare_weight  # noqa: E402
 from qerl.kernels.decode_attention import decode_attention, rope_and_cache  # noqa: E402
+from qerl.kernels.fused_norm import (  # noqa: E402
+    NORM_EPILOGUE_MAX_M,
+    NormStats,
+    nvfp4_matmul_add_norm,
+    nvfp4_matmul_normed,
+)
+from qerl.kernels.fused_qkv import nvfp4_qkv_rope_cache  # noqa: E402
+from qerl.kernels.graphs import capture  # noqa: E402
 from qerl.kernels.nvfp4_gemm import load_tuned_configs_file  # noqa: E402
 
 
@@ -63,6 +82,8 @@ class Qwen7BShape:
 CODE_LAYOUT = "pairs"  # the kernel code layout of the NVFP4 weights (--layout)
 ATTENTION = "triton"  # the step around attention: the project's Triton kernels or torch SDPA (--attention)
 SWIGLU_EPILOGUE = False  # NVFP4 gate_up of interleaved rows, SiLU x up in its kernel (--swiglu-epilogue)
+FUSED_NORM = False  # NVFP4 model: residual add + RMSNorm in the projections' epilogues (--fused-norm)
+ROPE_EPILOGUE = False  # NVFP4 model: QKV bias + RoPE + KV-cache write in qkv's kernel epilogue (--rope-epilogue)
 
 
 class Linear:
@@ -123,12 +144,20 @@ def bias_rope(qkv: torch.Tensor, bias: torch.Tensor, cos: torch.Tensor, sin: tor
     return q, k, v.view(b, kv_heads, head_dim)
 
 
+def norm_input(h: torch.Tensor, w: torch.Tensor):
+    """An RMSNorm split for ``nvfp4_matmul_normed``: (h * w, sum of h**2 per row as [1, M]), as
+    ``qerl.kernels.fused_norm.rms_norm_input`` (written here so that torch.compile makes it one kernel)."""
+    hf = h.float()
+    return (hf * w.float()).to(h.dtype), hf.pow(2).sum(-1)[None, :]
+
+
 def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
     gate, up = gate_up.chunk(2, -1)
     return F.silu(gate) * up
 
 
-FUSED = {"add_rms_norm": add_rms_norm, "bias_rope": bias_rope, "silu_mul": silu_mul, "rms_norm": rms_norm}
+FUSED = {"add_rms_norm": add_rms_norm, "bias_rope": bias_rope, "silu_mul": silu_mul, "rms_norm": rms_norm,
+         "norm_input": norm_input}
 
 
 def compile_elementwise() -> None:
@@ -209,29 +238,56 @@ class Decoder:
         hdn = self.embed[tok]
         inputs = self.attention_inputs(pos, ATTENTION)
         f = FUSED
+        if fp4 and FUSED_NORM:
+            return self.step_fused_norm(hdn, pos, caches, inputs)
         x = f["rms_norm"](hdn, self.layers[0]["ln1"], c.eps)
         for i, (layer, (kc, vc)) in enumerate(zip(self.layers, caches)):
-            att = self.around_attention(layer["qkv"](x, fp4), layer["qkv"].b, kc, vc, pos, inputs, ATTENTION)
+            if fp4 and ROPE_EPILOGUE:
+                att = self.qkv_attention(x, None, layer, kc, vc, pos, inputs)
+            else:
+                att = self.around_attention(layer["qkv"](x, fp4), layer["qkv"].b, kc, vc, pos, inputs, ATTENTION)
             hdn, x = f["add_rms_norm"](hdn, layer["o"](att, fp4), layer["ln2"], c.eps)
             delta = layer["down"](layer["gate_up"].swiglu(x, fp4), fp4)
             last = i + 1 == len(self.layers)
             hdn, x = f["add_rms_norm"](hdn, delta, self.norm if last else self.layers[i + 1]["ln1"], c.eps)
         return F.linear(x, self.lm_head)
 
+    def qkv_attention(self, x: torch.Tensor, stats: NormStats | None, layer: dict, kc: torch.Tensor,
+                      vc: torch.Tensor, pos: torch.Tensor, inputs: dict) -> torch.Tensor:
+        """The NVFP4 model's QKV projection with bias, RoPE and the cache write in its kernel (``--rope-epilogue``;
+        ``stats``: ``x`` is an RMSNorm's input times its weight), then the Triton decode attention: [B, H * D]."""
+        if ATTENTION != "triton":
+            raise ValueError("--rope-epilogue runs with the Triton step around attention (--attention triton)")
+        c = self.cfg
+        q = nvfp4_qkv_rope_cache(x, layer["qkv"].kw, layer["qkv"].b, self.cos, self.sin, pos, kc, vc, c.heads,
+                                 norm=stats)
+        return self.attention(q, kc, vc, inputs, ATTENTION).reshape(x.shape[0], c.heads * c.head_dim)
 
-def capture(fn, warmups: int = 1):
-    """(a CUDA graph of ``fn()``, what ``fn`` returned while captured): ``warmups`` calls on a side stream first
-    (compiles kernels, sizes cuBLAS workspaces)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(warmups):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    return graph, out
+    def step_fused_norm(self, hdn: torch.Tensor, pos: torch.Tensor, caches, inputs: dict) -> torch.Tensor:
+        """``step`` of the NVFP4 model with the RMSNorms inside the projections (``--fused-norm``): from the
+        embeddings ``hdn`` [B, hidden] to the logits."""
+        c, f = self.cfg, FUSED
+        if hdn.shape[0] <= NORM_EPILOGUE_MAX_M:  # the first norm deferred to qkv's epilogue, as the later ones
+            u, sumsq = f["norm_input"](hdn, self.layers[0]["ln1"])
+            stats = NormStats(sumsq, c.eps)
+        else:  # above, the projections hand on normalized inputs (nvfp4_matmul_add_norm)
+            u, stats = f["rms_norm"](hdn, self.layers[0]["ln1"], c.eps), NormStats(None, c.eps)
+        for i, (layer, (kc, vc)) in enumerate(zip(self.layers, caches)):
+            if ROPE_EPILOGUE:
+                att = self.qkv_attention(u, stats, layer, kc, vc, pos, inputs)
+            else:
+                qkv = nvfp4_matmul_normed(u, layer["qkv"].kw, stats)
+                att = self.around_attention(qkv, layer["qkv"].b, kc, vc, pos, inputs, ATTENTION)
+            hdn, u, stats = nvfp4_matmul_add_norm(att, layer["o"].kw, hdn, layer["ln2"], c.eps)
+            gate_up = layer["gate_up"]
+            act = nvfp4_matmul_normed(u, gate_up.kw, stats, swiglu=gate_up.glu)
+            if not gate_up.glu:
+                act = f["silu_mul"](act)
+            if i + 1 == len(self.layers):  # the final norm feeds the BF16 lm_head: a separate step
+                hdn, x = f["add_rms_norm"](hdn, layer["down"](act, True), self.norm, c.eps)
+            else:
+                hdn, u, stats = nvfp4_matmul_add_norm(act, layer["down"].kw, hdn, self.layers[i + 1]["ln1"], c.eps)
+        return F.linear(x, self.lm_head)
 
 
 def run_batch(model: Decoder, batch: int, prompt: int, new_tokens: int, fp4: bool) -> dict:
@@ -395,12 +451,20 @@ def main() -> None:
     p.add_argument("--swiglu-epilogue", action="store_true",
                    help="NVFP4 model: gate_up's rows interleaved and SiLU x up applied in its kernel's epilogue "
                         "(nvfp4_matmul_swiglu) instead of the compiled silu_mul after it; BF16 unchanged")
+    p.add_argument("--fused-norm", action="store_true",
+                   help="NVFP4 model: residual add + RMSNorm in the o / down projections' epilogues and the norm's "
+                        "row scale in qkv / gate_up's (qerl.kernels.fused_norm); BF16 unchanged")
+    p.add_argument("--rope-epilogue", action="store_true",
+                   help="NVFP4 model: the QKV bias, RoPE and KV-cache write in the QKV projection's kernel epilogue "
+                        "(qerl.kernels.fused_qkv) instead of rope_and_cache; BF16 unchanged")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
-    global CODE_LAYOUT, ATTENTION, SWIGLU_EPILOGUE
+    global CODE_LAYOUT, ATTENTION, SWIGLU_EPILOGUE, FUSED_NORM, ROPE_EPILOGUE
     CODE_LAYOUT = args.layout
     ATTENTION = args.attention
     SWIGLU_EPILOGUE = args.swiglu_epilogue
+    FUSED_NORM = args.fused_norm
+    ROPE_EPILOGUE = args.rope_epilogue
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.configs and Path(args.configs).is_file():
@@ -446,7 +510,8 @@ def main() -> None:
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "triton": triton.__version__, "compile": args.compile, "layers": cfg.layers, "prompt": args.prompt,
             "layout": args.layout, "attention": args.attention, "repeats": args.repeats,
-            "swiglu_epilogue": args.swiglu_epilogue,
+            "swiglu_epilogue": args.swiglu_epilogue, "fused_norm": args.fused_norm,
+            "rope_epilogue": args.rope_epilogue,
             "attention_paths_rel_diff": paths_diff,
             "new_tokens": args.new_tokens,
             "command": " ".join(["python"] + sys.argv)}

@@ -72,6 +72,19 @@ decode_steps_compared() {  # the decode harness on the Triton step (with the pro
   done
   tar -cf "$out/decode.tar" -C "$w" .
 }
+decode_epilogue_variants() {  # the decode harness with SiLU x up in gate_up's kernel (swiglu), with the RMSNorms
+                              # folded into the projections too (norm), and with qkv's RoPE epilogue too (rope), three
+                              # passes each (work dir prefix $1, limit $2 s each, $3: extra flags of the rope run)
+  local w=$1 limit=$2 extra=$3 v flag
+  mkdir -p ${w}_dec
+  for v in swiglu norm rope; do
+    flag=""; [ $v = norm ] && flag="--fused-norm"; [ $v = rope ] && flag="--fused-norm --rope-epilogue $extra"
+    timeout "$limit" python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --swiglu-epilogue \
+      $flag --out ${w}_$v 2>&1 | tail -12 | tee "${w}_dec/log_decode_$v.txt"
+    cp ${w}_$v/decode_nvfp4.json "${w}_dec/decode_$v.json"
+  done
+  tar -cf "$out/decode.tar" -C ${w}_dec .
+}
 dispatch_alternating() {  # benchmarks/gemm_ws.py --dispatch-only ARGS (nvfp4_matmul's default dispatch and BF16) on
                           # the previous code (.device/old, the script copied in) and this code in turn, twice (limit
                           # $1 s each, work dir prefix $2), the SM clock logged around each pass
@@ -1666,5 +1679,83 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     device_name
     timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k swiglu -rf \
       --tb=line 2>&1 | tail -40 | tee "$out/gpu_tests.txt"
+    ;;
+  # Run 17. 52a: the RMSNorm epilogues' GPU tests (kernels, the fused_norm functions at 7B decode shapes under a CUDA
+  # graph), the SiLU x up tests (now also after splits summed in the kernel) and the decode-step tests.
+  52a)
+    device_name
+    { timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_fused_norm.py \
+        -k "norm or swiglu or epilogues" -rf --tb=line 2>&1 | tail -30
+      timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_decode_attention.py 2>&1 | tail -3
+    } | tee "$out/gpu_tests.txt"
+    ;;
+  # 52b: the decode harness with SiLU x up in gate_up's kernel, without and with the RMSNorms folded into the
+  # projections (--fused-norm), three alternating passes each; the folded run also profiled.
+  52b)
+    device_name
+    mkdir -p /tmp/q52b_dec
+    for v in swiglu fused; do
+      flag=""; [ $v = fused ] && flag="--fused-norm --profile"
+      timeout 280 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --swiglu-epilogue $flag \
+        --out /tmp/q52b_$v 2>&1 | tail -9 | tee "/tmp/q52b_dec/log_decode_$v.txt"
+      cp /tmp/q52b_$v/decode_nvfp4.json "/tmp/q52b_dec/decode_$v.json"
+    done
+    tar -cf "$out/decode.tar" -C /tmp/q52b_dec .
+    ;;
+  # 52c: the RoPE + KV-cache epilogue's GPU tests, the RMSNorm ones again (configs reshaped for the epilogues), then
+  # the decode harness with SiLU x up and the folded norms, without and with the QKV epilogue, three passes each.
+  52c)
+    device_name
+    { timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_fused_qkv.py \
+        tests/test_fused_norm.py -k "rope or norm" -rf --tb=line 2>&1 | tail -30
+    } | tee "$out/gpu_tests.txt"
+    mkdir -p /tmp/q52c_dec
+    for v in norm rope; do
+      flag=""; [ $v = rope ] && flag="--rope-epilogue --profile"
+      timeout 150 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --swiglu-epilogue \
+        --fused-norm $flag --out /tmp/q52c_$v 2>&1 | tail -9 | tee "/tmp/q52c_dec/log_decode_$v.txt"
+      cp /tmp/q52c_$v/decode_nvfp4.json "/tmp/q52c_dec/decode_$v.json"
+    done
+    tar -cf "$out/decode.tar" -C /tmp/q52c_dec .
+    ;;
+  # 52d: what each epilogue costs and saves per 7B layer at M = 1 / 8 / 64 (benchmarks/epilogues.py).
+  52d)
+    device_name
+    timeout 400 python3 benchmarks/epilogues.py --ms 1,8,64 --out "$out" 2>&1 | tail -20
+    ;;
+  # 52e: the epilogue operands loaded before the chunk loop: the epilogue tests again, then 52d's benchmark.
+  52e)
+    device_name
+    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_fused_qkv.py \
+      tests/test_fused_norm.py -k "rope or norm or swiglu" -rf --tb=line 2>&1 | tail -15 | tee "$out/gpu_tests.txt"
+    timeout 250 python3 benchmarks/epilogues.py --ms 1,8,16,64 --out "$out" 2>&1 | tail -20
+    ;;
+  # 52f: the epilogues up to NORM_EPILOGUE_MAX_M / ROPE_MAX_M rows, one add + RMSNorm kernel above: their tests,
+  # then the decode harness with SiLU x up alone, with the folded norms, and with the QKV epilogue too, in turn.
+  52f)
+    device_name
+    timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_fused_qkv.py \
+      tests/test_fused_norm.py -k "rope or norm or swiglu or epilogues" -rf --tb=line 2>&1 | tail -8 \
+      | tee "$out/gpu_tests.txt"
+    decode_epilogue_variants /tmp/q52f 100 ""
+    ;;
+  # 52g: launch configs for qkv's RoPE epilogue at M = 1 / 8 / 16 next to the table's (benchmarks/epilogues.py).
+  52g)
+    device_name
+    timeout 400 python3 benchmarks/epilogues.py --ms 1,8,16 --rope-search --out "$out" 2>&1 | tail -40
+    ;;
+  # 52h: qkv's RoPE epilogue on 52g's config: its tests, then 52f's three harness runs again.
+  52h)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_fused_qkv.py \
+      -k "rope" -rf --tb=line 2>&1 | tail -6 | tee "$out/gpu_tests.txt"
+    decode_epilogue_variants /tmp/q52h 150 --profile
+    ;;
+  # 52i: the GPU test suite on the final kernel code.
+  52i)
+    device_name
+    timeout 580 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py \
+      tests/test_kernels_ws_gpu.py tests/test_decode_attention.py tests/test_fused_norm.py tests/test_fused_qkv.py \
+      -rf --tb=line 2>&1 | tail -15 | tee "$out/gpu_tests.txt"
     ;;
 esac

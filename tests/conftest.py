@@ -32,6 +32,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_q)
 
 
+def hopper_gpu() -> bool:
+    """Whether the warp-specialized Gluon kernels can run here (a Hopper GPU, Triton with Gluon)."""
+    if not torch.cuda.is_available():
+        return False
+    from qerl.kernels import nvfp4_gemm_ws
+
+    return nvfp4_gemm_ws.available()
+
+
+def capture_graph(fn):
+    """(a CUDA graph of ``fn()``, what ``fn`` returned while captured), after one warm-up call on a side stream."""
+    from qerl.kernels.graphs import capture
+
+    return capture(fn)
+
+
 def run_interpreted(script: str, timeout: int = 300) -> dict:
     """Run ``script`` (Python source that prints a JSON report as its last line) in a fresh interpreter with Triton's
     CPU interpreter on (it must be switched on before triton is imported, hence the subprocess); the report."""

@@ -17,7 +17,7 @@ from qerl.kernels.decode_attention import (  # noqa: E402
     rope_and_cache,
     rope_and_cache_reference,
 )
-from tests.conftest import run_interpreted  # noqa: E402
+from tests.conftest import capture_graph, run_interpreted  # noqa: E402
 
 # Runs in a subprocess: the interpreter must be switched on before triton is imported.
 _SCRIPT = r"""
@@ -129,15 +129,7 @@ def test_decode_attention_rejects_bad_input(bad):
 
 def _graph(fn) -> torch.cuda.CUDAGraph:
     """A CUDA graph of ``fn`` after one warm-up call on a side stream."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph
+    return capture_graph(fn)[0]
 
 
 @pytest.mark.parametrize("bad", ["width", "tables", "positions"])

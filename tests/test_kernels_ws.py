@@ -202,6 +202,34 @@ def test_stream_k_compiles_with_tile_counters_and_a_clean_chunk_loop():
                 assert sk["registers"] <= cfg.maxnreg
 
 
+@needs_ptxas
+def test_rmsnorm_epilogues_compile_on_the_7b_decode_configs_and_leave_the_chunk_loop_alone():
+    # The residual + RMSNorm epilogue (o / down: unsplit and splits summed in the kernel), the norm's row scale
+    # (qkv / gate_up, with SiLU x up, and on stream-K) and qkv's bias + RoPE + KV-cache write: within the decode tiles' register caps, nothing spilled or
+    # serialized, and the chunk loop of the kernel without them up to register moves (only the stores after it
+    # change; the loop found as the densest in wgmmas: waits in the epilogue close other stretches that hold some).
+    cases = [(ws.WsConfig(8, 64, 6, 4, 1, True, 80, True), True, {"add_norm": True}),
+             (ws.WsConfig(8, 64, 6, 7, 1, True, 80, True), True, {"add_norm": True}),
+             (ws.WsConfig(8, 64, 6, 1, 1, True, 80), False, {"add_norm": True}),
+             (ws.WsConfig(8, 64, 6, 1, 1, True, 80), False, {"glu": True, "row_norm": True}),
+             (ws.WsConfig(16, 64, 6, 4, 1, True, 80, True), True, {"glu": True, "row_norm": True}),
+             (ws.WsConfig(8, 128, 6, 7, 1, True, 128, True), True, {"row_norm": True}),
+             (ws.WsConfig(8, 64, 6, 1, 1, False, 64, stream_k=4), False, {"row_norm": True}),
+             (ws.WsConfig(8, 128, 6, 7, 1, True, 128, True), True, {"rope": True, "row_norm": True}),
+             (ws.WsConfig(8, 128, 4, 7, 1, False, 80, True), True, {"rope": True, "row_norm": True}),
+             (ws.WsConfig(16, 128, 6, 1, 1, True, 128), False, {"rope": True})]
+    for cfg, out_f32, kw in cases:
+        with_epi = aot.ws_report(cfg, out_f32=out_f32, words=True, **kw)
+        without = aot.ws_report(cfg, out_f32=out_f32, words=True)
+        assert not with_epi["wgmma_serialized"] and with_epi["spill_bytes"] == 0, (cfg, kw, with_epi)
+        assert with_epi["registers"] <= cfg.maxnreg, (cfg, kw, with_epi)
+        loop, ref = with_epi["chunk_loop_opcodes"], without["chunk_loop_opcodes"]
+        assert loop["HGMMA"] == ref["HGMMA"] >= 8 and "LDL" not in loop and "STL" not in loop, (cfg, kw, loop)
+        for op in ("LDS", "HMUL2", "HFMA2", "PRMT", "SYNCS"):  # the decode and the barriers, as before
+            assert loop.get(op) == ref.get(op), (cfg, kw, op, loop, ref)
+        assert sum(loop.values()) <= 1.05 * sum(ref.values()), (cfg, kw, loop, ref)
+
+
 def _runs(plan: tuple[int, int, int], steps: int) -> list[tuple[int, int]]:
     """The [begin, end) runs of the (tile, step) sequence that ``_sk_run`` gives each CTA of a launch of ``plan``."""
     iters, sk_total, grid = plan

@@ -359,12 +359,187 @@ def test_swiglu_dispatch_fuses_where_the_table_allows_and_falls_back_elsewhere()
     # 7B gate_up: the unsplit decode tile at M = 8, a stream-K entry at M = 128, two consumers at M = 300 (bucket 512).
     for m, want_fused in ((8, True), (128, False), (300, True)):
         x, w, ref = _glu_case(m, 18944, 3584, "words")
-        cfg = ws.pick(x, w.n, w.k, w.k_pad, words=True)
-        assert (cfg is not None and not cfg.stream_k and cfg.split_k == 1) == want_fused
+        assert (ws.epilogue_config(x, w, reshape=False) is not None) == want_fused
         y = nvfp4_matmul_swiglu(x, w)
         assert y.shape == (m, 18944) and torch.isfinite(y).all()
         assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
         after = swiglu_interleaved(nvfp4_matmul(x, w))
         assert float((y.float() - after.float()).norm() / after.float().norm()) < 4e-3
-    with pytest.raises(ValueError, match="without split-K"):
-        ws.ws_matmul(x, w, ws.WsConfig(8, 64, 6, 4, 1, True, 80, True), glu=True)
+    with pytest.raises(ValueError, match="SiLU x up epilogue needs a config without stream-K"):
+        ws.ws_matmul(x, w, ws.WsConfig(8, 64, 6, 4, 1, True, 80), glu=True)  # splits summed by a second kernel
+
+
+# --------------------------------------------------------------------------------- RMSNorm in the epilogues
+def _case_words(m: int, n: int, k: int):
+    """``_case`` on the "words" code layout (the rollout forward's)."""
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    return x, prepare_weight(q.packed, q.scale, q.global_scale, layout="words"), _fp32_matmul(x.float(), ref_w.T)
+
+
+def _norm_case(m: int, n: int, k: int, layout: str = "words", glu: bool = False):
+    """A projection whose input is an RMSNorm's input times its weight (u = h * g) with its statistics; the fp32
+    reference rmsnorm(h) * g @ W^T (SiLU(gate) * up for ``glu``: rows interleaved for the epilogue)."""
+    from qerl.kernels.nvfp4_gemm import interleave_gate_up
+
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    packed, scale = q.packed, q.scale
+    if glu:
+        packed = interleave_gate_up(packed[: n // 2], packed[n // 2:])
+        scale = interleave_gate_up(scale[: n // 2], scale[n // 2:])
+    w = prepare_weight(packed, scale, q.global_scale, **({} if layout == "pairs" else {"layout": layout}))
+    h = (torch.randn(m, k, device="cuda") * 3).to(torch.bfloat16)
+    g = (1 + 0.3 * torch.randn(k, device="cuda")).to(torch.bfloat16)
+    u = (h.float() * g.float()).to(torch.bfloat16)
+    # Statistics as a producing kernel leaves them: partial sums over column blocks, to be summed by the consumer.
+    sumsq = torch.stack([c.float().pow(2).sum(-1) for c in h.chunk(5, dim=1)]).contiguous()
+    eps = 1e-6
+    x = h.float() * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + eps) * g.float()
+    ref = _fp32_matmul(x, ref_w.T)
+    if glu:
+        ref = torch.nn.functional.silu(ref[:, : n // 2]) * ref[:, n // 2:]
+    return u, w, (sumsq, eps), ref
+
+
+NORM_CONFIGS = [ws.WsConfig(8, 64, 6, 1, 1, True, 80), ws.WsConfig(16, 64, 6, 4, 1, True, 80, True),
+                ws.WsConfig(8, 64, 6, 7, 1, True, 80, True), ws.WsConfig(8, 128, 6, 7, 1, True, 128, True),
+                ws.WsConfig(64, 64, 4, 1, 1, True, 128), ws.WsConfig(128, 256, 3, 1, 2, False),
+                ws.WsConfig(16, 256, 4, 3, 2, False, None, True)]
+NORM_SK_CONFIGS = [ws.WsConfig(8, 64, 6, 1, 1, False, 64, stream_k=4), ws.WsConfig(16, 64, 6, 1, 1, False, 64,
+                                                                                     stream_k=2),
+                   ws.WsConfig(8, 128, 5, 1, 1, False, 80, stream_k=2, dp_waves=True),
+                   ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1)]
+_ids = lambda c: "x".join(map(str, c))  # noqa: E731
+
+
+@hopper
+@pytest.mark.parametrize("cfg", NORM_CONFIGS + NORM_SK_CONFIGS, ids=_ids)
+@pytest.mark.parametrize("m,n,k", [(1, 320, 1008), (5, 4608, 3584), (100, 544, 1424)])
+def test_row_norm_epilogue_matches_rmsnorm_then_matmul(cfg, m, n, k):
+    """The RMSNorm's row scale applied to the stored tiles (unsplit, splits summed in the kernel, stream-K parts and
+    whole tiles): the fp32 reference of norm-then-projection, every output written (NaN-poisoned before)."""
+    u, w, row_norm, ref = _norm_case(m, n, k)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    y = ws.ws_matmul(u, w, cfg, out=out, row_norm=row_norm)
+    assert y.data_ptr() == out.data_ptr() and torch.isfinite(y).all()
+    assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
+
+
+@hopper
+@pytest.mark.parametrize("cfg", NORM_CONFIGS, ids=_ids)
+@pytest.mark.parametrize("row_norm", [False, True])
+def test_swiglu_epilogue_with_and_without_the_row_norm(cfg, row_norm):
+    """SiLU x up from the whole tile of one CTA, now also after splits summed in the kernel, with the norm's row
+    scale applied before SiLU."""
+    m, inter, k = 5, 208, 3584
+    if row_norm:
+        x, w, stats, ref = _norm_case(m, 2 * inter, k, glu=True)
+    else:
+        (x, w, ref), stats = _glu_case(m, inter, k, "words"), None
+    out = torch.full((m, inter), float("nan"), device="cuda", dtype=torch.bfloat16)
+    y = ws.ws_matmul(x, w, cfg, out=out, glu=True, row_norm=stats)
+    assert y.data_ptr() == out.data_ptr() and torch.isfinite(y).all()
+    assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
+
+
+@hopper
+@pytest.mark.parametrize("cfg", NORM_CONFIGS, ids=_ids)
+@pytest.mark.parametrize("m,n,k", [(1, 320, 1008), (8, 3584, 3584), (100, 544, 1424)])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_add_norm_epilogue_writes_the_sum_the_next_norm_input_and_its_statistics(cfg, m, n, k, in_place):
+    """h = residual + x @ W^T, u = h * g and the partial sums of h**2 (one row per tile of the config's columns),
+    all NaN-poisoned before; h may overwrite the residual."""
+    x, w, ref = _case_words(m, n, k)
+    residual = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+    g = (1 + 0.3 * torch.randn(n, device="cuda")).to(torch.bfloat16)
+    want_h = residual.float() + ref
+    out = residual if in_place else torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    u = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    sumsq = torch.full((ws.norm_slots(cfg, n), m), float("nan"), device="cuda")
+    y = ws.ws_matmul(x, w, cfg, out=out, add_norm=(residual.clone() if not in_place else residual, g, u, sumsq))
+    assert y.data_ptr() == out.data_ptr() and torch.isfinite(y).all() and torch.isfinite(u).all()
+    assert float((y.float() - want_h).norm() / want_h.norm()) < 4e-3
+    # u and the statistics follow the stored (bf16) h exactly, up to the product's rounding to bf16.
+    assert torch.allclose(u.float(), (y.float() * g.float()).to(torch.bfloat16).float(), rtol=1e-2, atol=1e-2)
+    assert torch.isfinite(sumsq).all()
+    assert torch.allclose(sumsq.sum(0), y.float().pow(2).sum(-1), rtol=1e-4)
+
+
+@hopper
+def test_epilogues_refuse_configs_that_split_a_tile_across_ctas():
+    x, w, _ = _case_words(8, 3584, 3584)
+    residual = torch.zeros(8, 3584, device="cuda", dtype=torch.bfloat16)
+    g = torch.ones(3584, device="cuda", dtype=torch.bfloat16)
+    u = torch.empty_like(residual)
+    for cfg in (ws.WsConfig(8, 64, 6, 4, 1, True, 80), ws.WsConfig(8, 64, 6, 1, 1, False, 64, stream_k=4)):
+        sumsq = torch.empty(ws.norm_slots(cfg, 3584), 8, device="cuda")
+        with pytest.raises(ValueError, match="residual \\+ RMSNorm epilogue needs a config"):
+            ws.ws_matmul(x, w, cfg, add_norm=(residual, g, u, sumsq))
+    with pytest.raises(ValueError, match="row scale needs"):
+        ws.ws_matmul(x, w, ws.WsConfig(8, 64, 6, 4, 1, True, 80), row_norm=(torch.zeros(1, 8, device="cuda"), 1e-6))
+    with pytest.raises(ValueError, match="sumsq must be a contiguous"):
+        ws.ws_matmul(x, w, ws.WsConfig(8, 64, 6, 1, 1, True, 80),
+                     add_norm=(residual, g, u, torch.empty(3, 8, device="cuda")))
+
+
+# ------------------------------------------------------------------------- bias + RoPE + KV cache in the epilogue
+ROPE_CONFIGS = [ws.WsConfig(8, 128, 4, 7, 1, False, 80, True), ws.WsConfig(8, 128, 6, 7, 1, True, 128, True),
+                ws.WsConfig(8, 128, 6, 1, 1, True, 128),
+                ws.WsConfig(16, 128, 6, 3, 1, True, 128, True), ws.WsConfig(32, 128, 4, 2, 1, True, 128, True),
+                ws.WsConfig(64, 128, 4, 3, 1, False, None, True), ws.WsConfig(128, 256, 3, 1, 2, False)]
+
+
+@hopper
+@pytest.mark.parametrize("cfg", ROPE_CONFIGS, ids=_ids)
+@pytest.mark.parametrize("m", [1, 5, 16, 40])
+@pytest.mark.parametrize("per_row_pos,bias,row_norm", [(False, True, False), (True, False, False),
+                                                       (True, True, True)])
+def test_rope_epilogue_matches_rope_and_cache_on_the_fp32_product(cfg, m, per_row_pos, bias, row_norm):
+    """q rotated and stored, k rotated and v written into the caches at each row's position (one for all, or one per
+    row), the bias and the RMSNorm row scale applied first; q NaN-poisoned, every cache position but the written ones
+    left as it was."""
+    from qerl.kernels.decode_attention import rope_and_cache_reference
+
+    heads, kv, d, k, length = 4, 2, 128, 1008, 50
+    n = (heads + 2 * kv) * d
+    if row_norm:
+        x, w, stats, ref = _norm_case(m, n, k)
+    else:
+        (x, w, ref), stats = _case_words(m, n, k), None
+    b = (torch.randn(n, device="cuda") * 0.1).to(torch.bfloat16) if bias else None
+    ang = torch.arange(length, device="cuda").float()[:, None] / 10 ** (torch.arange(0, d, 2, device="cuda") / d)
+    cos = torch.cat([ang.cos(), ang.cos()], -1).to(torch.bfloat16)
+    sin = torch.cat([ang.sin(), ang.sin()], -1).to(torch.bfloat16)
+    pos = (torch.randperm(length, device="cuda")[:m] if per_row_pos else torch.tensor([length - 3], device="cuda"))
+    kc = torch.randn(m, kv, length, d, device="cuda").to(torch.bfloat16)
+    vc = torch.randn_like(kc)
+    want_k, want_v = kc.clone(), vc.clone()
+    want_q = rope_and_cache_reference(ref, b, cos, sin, pos, want_k, want_v, heads)
+    q = torch.full((m, heads * d), float("nan"), device="cuda", dtype=torch.bfloat16)
+    y = ws.ws_matmul(x, w, cfg, out=q, row_norm=stats, rope=ws.RopeEpilogue(b, cos, sin, pos, kc, vc, heads))
+    assert y.data_ptr() == q.data_ptr() and torch.isfinite(q).all()
+    assert _rel(q.view(m, heads, d), want_q) < 4e-3
+    rows = torch.arange(m, device="cuda")
+    p = pos.expand(m) if pos.numel() == 1 else pos
+    for got, want in ((kc, want_k), (vc, want_v)):
+        assert _rel(got[rows, :, p], want[rows, :, p]) < 4e-3
+        got[rows, :, p] = want[rows, :, p]
+        assert torch.equal(got, want)  # nothing else written
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.float() - b.float()).norm() / b.float().norm())
+
+
+@hopper
+def test_rope_epilogue_refuses_tiles_that_are_not_one_head():
+    x, w, _ = _case_words(8, 1024, 1008)
+    kc = torch.zeros(8, 2, 16, 128, device="cuda", dtype=torch.bfloat16)
+    cos = torch.ones(16, 128, device="cuda", dtype=torch.bfloat16)
+    rope = ws.RopeEpilogue(None, cos, cos, torch.tensor([3], device="cuda"), kc, kc.clone(), 4)
+    with pytest.raises(ValueError, match="tiles of one head"):
+        ws.ws_matmul(x, w, ws.WsConfig(8, 64, 6, 1, 1, True, 80), rope=rope)
+    with pytest.raises(ValueError, match="RoPE \\+ KV-cache epilogue needs a config"):
+        ws.ws_matmul(x, w, ws.WsConfig(8, 128, 5, 1, 1, False, 80, stream_k=2), rope=rope)

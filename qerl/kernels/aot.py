@@ -114,6 +114,13 @@ def mma_loop_instructions(sass: str) -> list[str]:
     return min(loops, key=len) if loops else []
 
 
+def densest_mma_loop_instructions(sass: str) -> list[str]:
+    """The loop body with the most wgmma (``HGMMA``) per instruction: the chunk loop itself, where a backward branch
+    of a wait further on (e.g. in an epilogue) closes longer stretches that also hold wgmmas, some shorter than it."""
+    loops = [body for body in _loops(sass) if any(t.startswith("HGMMA") for t in body)]
+    return max(loops, key=lambda b: sum(t.startswith("HGMMA") for t in b) / len(b)) if loops else []
+
+
 def _loops(sass: str) -> list[list[str]]:
     """Every stretch of a SASS listing closed by a backward branch (a loop body, from its label to the branch)."""
     instrs, labels = [], {}
@@ -211,7 +218,8 @@ def bwd_loop_global_loads(cfg: kern.BwdConfig, capability: int = 90) -> Counter:
 _WGMMA_SERIALIZED = re.compile(r"\(C751\d\)[^\n]*wgmma[^\n]*serialized")
 
 
-def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = False, glu: bool = False) -> dict:
+def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = False, glu: bool = False,
+              row_norm: bool = False, add_norm: bool = False, norm_nt: int = 64, rope: bool = False) -> dict:
     """The warp-specialized kernel (``nvfp4_gemm_ws``) compiled for ``cfg`` as ``ws_matmul`` (a ``WsConfig``) or
     ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, spill bytes, whether ptxas
     serialized the wgmmas, the wgmma waits in the SASS (``WARPGROUP.DEPBAR.LE gsb0, n``: n = 2 keeps a chunk's
@@ -238,21 +246,27 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     elif cfg.stream_k:
         fn = ws._ws_fwd_sk_kernel
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages,
-                 "CONSUMER_REGS": ws.CONSUMER_REGS, "WORDS": words}
+                 "CONSUMER_REGS": ws.CONSUMER_REGS, "WORDS": words, "ROW_NORM": row_norm, "NORM_NT": norm_nt}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>"}
-        pointers = {"y_ptr": "*bf16", "part_ptr": "*fp32", "cnt_ptr": "*i32", "gs_ptr": "*fp32"}
+        pointers = {"y_ptr": "*bf16", "part_ptr": "*fp32", "cnt_ptr": "*i32", "gs_ptr": "*fp32",
+                    "norm_ptr": "*fp32" if row_norm else "*bf16", "eps": "fp32"}
     else:
         fn = ws._ws_fwd_kernel
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages, "OUT_F32": out_f32,
                  "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight, "FUSED": out_f32 and cfg.fused,
-                 "WORDS": words, "GLU": glu}
+                 "WORDS": words, "GLU": glu, "ROW_NORM": row_norm, "NORM_NT": norm_nt, "ADD_NORM": add_norm,
+                 "ROPE": rope, "ROPE_BIAS": rope}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>"}
         pointers = {"y_ptr": "*fp32" if out_f32 else "*bf16", "out_ptr": "*bf16",
-                    "cnt_ptr": "*i32" if out_f32 and cfg.fused else "*fp32", "gs_ptr": "*fp32"}
+                    "cnt_ptr": "*i32" if out_f32 and cfg.fused else "*fp32", "gs_ptr": "*fp32",
+                    "norm_ptr": "*fp32" if row_norm else "*bf16", "eps": "fp32", "res_ptr": "*bf16", "u_ptr": "*bf16",
+                    "g_ptr": "*bf16", "ssq_ptr": "*fp32" if add_norm else "*bf16", "rope_bias_ptr": "*bf16",
+                    "cos_ptr": "*bf16", "sin_ptr": "*bf16", "pos_ptr": "*i64" if rope else "*bf16", "k_ptr": "*bf16",
+                    "v_ptr": "*bf16"}
     sig = {n: "constexpr" if n in const else descs.get(n) or pointers.get(n, "i32") for n in fn.arg_names}
     skip = {p.name for p in fn.params if p.do_not_specialize}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
@@ -269,4 +283,5 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
             "counter_atomics": len(re.findall(r"\bATOMG\.", sass)),
             "consumer_barriers": len(re.findall(r"BAR\.SYNC\S* 0x[0-9a-f]+, 0x80\b", sass)),
             "loop_opcodes": dict(main_loop_opcodes(sass).most_common()),
-            "mma_loop_opcodes": dict(_opcodes(mma_loop_instructions(sass)).most_common())}
+            "mma_loop_opcodes": dict(_opcodes(mma_loop_instructions(sass)).most_common()),
+            "chunk_loop_opcodes": dict(_opcodes(densest_mma_loop_instructions(sass)).most_common())}

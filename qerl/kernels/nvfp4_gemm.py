@@ -1519,17 +1519,18 @@ def swiglu_interleaved(y: torch.Tensor) -> torch.Tensor:
 
 def nvfp4_matmul_swiglu(x: torch.Tensor, w: KernelWeight) -> torch.Tensor:
     """SiLU(x @ G^T) * (x @ U^T) for an NVFP4 ``w`` whose rows interleave G and U (``interleave_gate_up``, e.g. a
-    Qwen2 MLP's gate_proj and up_proj): bf16 [..., N / 2]. Where the forward runs the warp-specialized kernel without
-    split-K or stream-K (Hopper, decode-sized M), the kernel applies it as it stores the tile: no second kernel, and
-    half the output written; elsewhere it follows ``nvfp4_matmul``."""
+    Qwen2 MLP's gate_proj and up_proj): bf16 [..., N / 2]. Where the forward runs the warp-specialized kernel with each
+    tile summed in one CTA (the table's config as it is, ``nvfp4_gemm_ws.epilogue_config``: Hopper, decode-sized M),
+    the kernel applies it as it stores the tile: no second kernel, and half the output written; elsewhere it follows
+    ``nvfp4_matmul``."""
     if w.n % (2 * GLU_BLOCK):
         raise ValueError(f"a weight of interleaved gate and up rows has a multiple of {2 * GLU_BLOCK} rows, not {w.n}")
     x2 = _as_2d(x, w.k, "x")
     if x2.is_cuda and x2.shape[0] > 0:
         from qerl.kernels import nvfp4_gemm_ws
 
-        cfg = nvfp4_gemm_ws.pick(x2, w.n, w.k, w.k_pad, w.words)
-        if cfg is not None and nvfp4_gemm_ws.glu_epilogue(cfg, w):
+        cfg = nvfp4_gemm_ws.epilogue_config(x2, w, reshape=False)  # else the product, then SiLU x up
+        if cfg is not None:
             return nvfp4_gemm_ws.ws_matmul(x2, w, cfg, glu=True).reshape(*x.shape[:-1], w.n // 2)
     return swiglu_interleaved(nvfp4_matmul(x2, w)).reshape(*x.shape[:-1], w.n // 2)
 
@@ -1614,14 +1615,16 @@ def nvfp4_matmul_grad_input(
     return dx.reshape(*dy.shape[:-1], w.k)
 
 
-def _split_target(dest: torch.Tensor, split: int, tiles: int, fused: bool):
+def _split_target(dest: torch.Tensor, split: int, tiles: int, fused: bool, cols: int | None = None):
     """``(target, stride_split, counters)`` for a launch writing ``dest`` [M, cols]: ``dest`` itself without a split,
-    else an fp32 [split, M, cols] workspace of partials, with the tile counters when the kernel sums them itself
-    (``fused``) or None when ``_reduce`` must (not fused, or no counters during a graph capture)."""
+    else an fp32 [split, M, cols] workspace of partials (``cols``: the product's columns where the epilogue stores
+    fewer, e.g. SiLU x up), with the tile counters when the kernel sums them itself (``fused``) or None when
+    ``_reduce`` must (not fused, or no counters during a graph capture)."""
     if split == 1:
         return dest, 0, None
-    ws = torch.empty((split, *dest.shape), dtype=torch.float32, device=dest.device)
-    return ws, dest.numel(), _split_counters(dest.device, tiles) if fused else None
+    cols = dest.shape[1] if cols is None else cols
+    ws = torch.empty((split, dest.shape[0], cols), dtype=torch.float32, device=dest.device)
+    return ws, dest.shape[0] * cols, _split_counters(dest.device, tiles) if fused else None
 
 
 def _reg_cap(maxnreg: int | None) -> dict:

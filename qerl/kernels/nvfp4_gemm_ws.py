@@ -40,6 +40,13 @@ tile (``sk_plan``), so that the CTAs of a wave read the same operand tiles at th
 input gradient also runs two consumer warpgroups per CTA, one per half of the chunk (``WsBwdConfig.consumers``), so
 that a 256-row tile of dY fits the registers. ``TUNED`` / ``TUNED_BWD`` say where ``nvfp4_matmul`` /
 ``nvfp4_matmul_grad_input`` take these kernels; measured speed in benchmarks/RESULTS.md (runs 9-14).
+
+Epilogues of the forward for a decode step (``ws_matmul``'s ``glu`` / ``row_norm`` / ``add_norm`` / ``rope``; the
+whole tile in one CTA: unsplit, or split tiles summed by the last CTA, ``tile_epilogue``): SiLU x up of interleaved
+gate / up rows; an RMSNorm's row scale (``qerl.kernels.fused_norm``, also on stream-K); the residual add with the
+next RMSNorm's input and statistics; a QKV projection's bias, RoPE and KV-cache write (``qerl.kernels.fused_qkv``).
+On the decode tiles (BM <= 32) their operands are loaded before the chunk loop, so that the loads' latency hides
+under it (``_epilogue_operands``).
 """
 
 from __future__ import annotations
@@ -733,15 +740,29 @@ if gluon is not None:
 
     @gluon.jit
     def _mma_partition(x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
-                       stride_ysplit, pid_k, off_m, off_n, n_chunks, BM: gl.constexpr, BN: gl.constexpr,
-                       ROW0: gl.constexpr, RB: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
-                       IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr, WORDS: gl.constexpr, GLU: gl.constexpr):
+                       stride_om, stride_ysplit, pid_k, off_m, off_n, n_chunks, norm_ptr, norm_tiles, norm_k, eps,
+                       res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride,
+                       k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, BM: gl.constexpr,
+                       BN: gl.constexpr, ROW0: gl.constexpr, RB: gl.constexpr, STAGES: gl.constexpr,
+                       OUT_F32: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr, WORDS: gl.constexpr,
+                       GLU: gl.constexpr, ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, ADD_NORM: gl.constexpr,
+                       ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
         registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
         previous stage's and then releases that stage (each consumer arrives once; the loader waits for all).
         Split-K (``OUT_F32``): the fp32 partial goes to split ``pid_k`` of ``y_ptr``; with ``FUSED`` the consumer
-        that finishes its rows' last split sums them into ``out_ptr`` (bf16), as ``nvfp4_gemm._last_split``."""
+        that finishes its rows' last split sums them into ``out_ptr`` (bf16), as ``nvfp4_gemm._last_split``. The
+        whole tile (unsplit, or that sum) goes through ``_store_tile``'s epilogue."""
         mma: gl.constexpr = _mma_layout(BM)
+        # The epilogue's operands, loaded before the chunk loop on the decode tiles so that their latency hides under
+        # it (loaded after it, the RMSNorm scale alone added ~0.9-1.6 us to 7B qkv / gate_up at M = 8); on wider tiles
+        # after it (held across it they spill: the operands grow with BM, the registers do not).
+        EARLY: gl.constexpr = BM <= 32
+        if EARLY:
+            r, res, gw, rbias, cos, sin, pos = _epilogue_operands(
+                off_m, off_n + ROW0, M, N, stride_om, norm_ptr, norm_tiles, norm_k, eps, res_ptr, g_ptr,
+                rope_bias_ptr, cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride, mma, RB, BM, ROW_NORM, NORM_NT,
+                ADD_NORM, ROPE, ROPE_BIAS)
         acc = gl.zeros([RB, BM], gl.float32, mma)
         if IN_FLIGHT:
             # A chunk's wgmmas stay in flight under the next chunk's dequantization. Two chunks per trip: their
@@ -760,22 +781,163 @@ if gluon is not None:
             for i in range(n_chunks):
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
 
+        if not EARLY:
+            r, res, gw, rbias, cos, sin, pos = _epilogue_operands(
+                off_m, off_n + ROW0, M, N, stride_om, norm_ptr, norm_tiles, norm_k, eps, res_ptr, g_ptr,
+                rope_bias_ptr, cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride, mma, RB, BM, ROW_NORM, NORM_NT,
+                ADD_NORM, ROPE, ROPE_BIAS)
         out = acc * (16384.0 / gl.load(gs_ptr))  # the dequantized tiles carry 2**-14 and no 1 / global_scale
-        offs_n = off_n + ROW0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
-        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
-        ptrs = y_ptr + pid_k.to(gl.int64) * stride_ysplit + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None]
-        mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
         if OUT_F32:
+            offs_n = off_n + ROW0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
+            offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+            ptrs = (y_ptr + pid_k.to(gl.int64) * stride_ysplit + offs_m[None, :].to(gl.int64) * stride_ym
+                    + offs_n[:, None])
+            mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
             gl.store(ptrs, out, mask=mask)
             # Each consumer counts its own rows' splits (a counter per CTA tile and consumer).
             if FUSED and _last_split(cnt_ptr, gl.program_id(0) * (BN // RB) + ROW0 // RB):
                 total = _sum_splits(ptrs - pid_k.to(gl.int64) * stride_ysplit, stride_ysplit, mask, acc)
-                dest = out_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None]
-                gl.store(dest, total.to(gl.bfloat16), mask=mask)
-        elif GLU:
-            _glu_store(y_ptr, out, off_m, off_n + ROW0, M, N, stride_ym, RB, BM)
+                _store_tile(out_ptr, total, off_m, off_n + ROW0, M, N, stride_om, r, res, gw, u_ptr, ssq_ptr, rbias,
+                            cos, sin, pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU,
+                            ROW_NORM, ADD_NORM, ROPE, ROPE_BIAS)
         else:
-            gl.store(ptrs, out.to(gl.bfloat16), mask=mask)
+            _store_tile(y_ptr, out, off_m, off_n + ROW0, M, N, stride_om, r, res, gw, u_ptr, ssq_ptr, rbias, cos, sin,
+                        pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU, ROW_NORM,
+                        ADD_NORM, ROPE, ROPE_BIAS)
+
+    @gluon.jit
+    def _store_tile(y_ptr, out, off_m, n0, M, N, stride_ym, r, res, gw, u_ptr, ssq_ptr, rbias, cos, sin, pos, k_ptr,
+                    v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB: gl.constexpr, BM: gl.constexpr,
+                    GLU: gl.constexpr, ROW_NORM: gl.constexpr, ADD_NORM: gl.constexpr, ROPE: gl.constexpr,
+                    ROPE_BIAS: gl.constexpr):
+        """A whole fp32 tile ``out`` (rows n0 .. n0 + RB of Y^T, columns off_m ..) into Y: scaled per row of X by
+        the RMSNorm factor ``r`` (``ROW_NORM``), then stored as bf16, or as SiLU(gate) * up (``GLU``), or added to
+        the residual with the next RMSNorm's input and statistics (``ADD_NORM``, ``_add_norm_store``), or as one
+        attention head's q, k or v (``ROPE``, ``_rope_store``); the operands as ``_epilogue_operands`` loaded them."""
+        mma: gl.constexpr = out.type.layout
+        offs_n = n0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
+        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        if ROW_NORM:
+            out = out * gl.expand_dims(r, 0)
+        if GLU:
+            _glu_store(y_ptr, out, off_m, n0, M, N, stride_ym, RB, BM)
+        elif ADD_NORM:
+            _add_norm_store(y_ptr, res, u_ptr, gw, ssq_ptr, out, offs_n, offs_m, M, N, stride_ym, n0 // RB)
+        elif ROPE:
+            _rope_store(y_ptr, out, offs_m, n0, M, stride_ym, rbias, cos, sin, pos, k_ptr, v_ptr, stride_kb, stride_kh,
+                        stride_kl, heads, kv_heads, ROPE_BIAS)
+        else:
+            mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
+            gl.store(y_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None], out.to(gl.bfloat16),
+                     mask=mask)
+
+    @gluon.jit
+    def _epilogue_operands(off_m, n0, M, N, stride_ym, norm_ptr, norm_tiles, norm_k, eps, res_ptr, g_ptr, rope_bias_ptr,
+                           cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride, mma: gl.constexpr, RB: gl.constexpr,
+                           BM: gl.constexpr, ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, ADD_NORM: gl.constexpr,
+                           ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr):
+        """What ``_store_tile``'s epilogue reads besides the product, for the tile's rows n0 .. n0 + RB and columns
+        off_m ..: (RMSNorm scale [BM], residual [RB, BM] bf16, norm weight [RB], bias [RB], cos and sin [RB, BM],
+        positions [BM]), in the accumulator's layout; 0 / 1 where the epilogue has none."""
+        offs_n = n0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
+        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        r = 1.0
+        res = 0.0
+        gw = 0.0
+        rbias = 0.0
+        cos = 1.0
+        sin = 0.0
+        pos = 0
+        if ROW_NORM:
+            r = _norm_scale(norm_ptr, off_m, M, norm_tiles, norm_k, eps, NORM_NT, BM, gl.SliceLayout(0, mma))
+        if ADD_NORM:
+            mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
+            res = gl.load(res_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None], mask=mask, other=0.0)
+            gw = gl.load(g_ptr + offs_n, mask=offs_n < N, other=0.0)
+        if ROPE:
+            if ROPE_BIAS:
+                rbias = gl.load(rope_bias_ptr + offs_n)
+            rows = offs_m < M
+            pos = gl.load(pos_ptr + offs_m * pos_stride, mask=rows, other=0)
+            d = gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
+            tab = gl.expand_dims(pos.to(gl.int64) * stride_cos, 0) + gl.expand_dims(d, 1)
+            mask = gl.broadcast(gl.expand_dims(rows, 0), tab)[0]
+            cos = gl.load(cos_ptr + tab, mask=mask, other=0.0)
+            sin = gl.load(sin_ptr + tab, mask=mask, other=0.0)
+        return r, res, gw, rbias, cos, sin, pos
+
+    @gluon.jit
+    def _norm_scale(norm_ptr, off_m, M, norm_tiles, norm_k, eps, NT: gl.constexpr, BM: gl.constexpr,
+                    LAYOUT: gl.constexpr):
+        """rsqrt(sum of h**2 / norm_k + eps) for rows off_m .. off_m + BM of X (``LAYOUT``), from the partial sums
+        of squares [norm_tiles, M] fp32 at ``norm_ptr`` (``qerl.kernels.fused_norm.NormStats``), all of a slice of
+        partials in one load (a loop over them waits on L2 once per partial), summed in a fixed order."""
+        TB: gl.constexpr = NT if NT * BM <= 2048 else (2048 // BM if 2048 // BM >= 1 else 1)
+        lay: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [4, 1], [1, 0])
+        m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, lay))
+        total = gl.zeros([BM], gl.float32, gl.SliceLayout(0, lay))
+        for t0 in gl.static_range(0, NT, TB):
+            t = t0 + gl.arange(0, TB, layout=gl.SliceLayout(1, lay))
+            part = gl.load(norm_ptr + t[:, None].to(gl.int64) * M + m[None, :],
+                           mask=(t < norm_tiles)[:, None] & (m < M)[None, :], other=0.0)
+            total += gl.sum(part, axis=0)
+        return gl.convert_layout(gl.rsqrt(total / norm_k + eps), LAYOUT)
+
+    @gluon.jit
+    def _half_swap(v):
+        """[D, BM] in wgmma's accumulator layout -> rows d + D / 2 and d - D / 2 swapped (rotate-half's partner rows):
+        with D = 128 a thread holds rows r and r + 64 in registers (the fourth warp ends at row 63), so no data
+        moves."""
+        D: gl.constexpr = v.type.shape[0]
+        BM: gl.constexpr = v.type.shape[1]
+        lo, hi = gl.split(gl.permute(gl.reshape(v, [2, D // 2, BM]), (1, 2, 0)))
+        swapped = gl.reshape(gl.permute(gl.join(hi, lo), (2, 0, 1)), [D, BM])
+        return gl.convert_layout(swapped, v.type.layout, assert_trivial=True)
+
+    @gluon.jit
+    def _rope_store(q_ptr, out, offs_m, n0, M, stride_qm, bias, cos, sin, pos, k_ptr, v_ptr, stride_kb, stride_kh,
+                    stride_kl, heads, kv_heads, HAS_BIAS: gl.constexpr):
+        """One attention head of a fused QKV projection (the tile's rows n0 .. n0 + D, D = the head dim, one head
+        per tile): the ``bias`` [D] added, q and k rotated at each row's position ``pos`` [BM] (rotate-half RoPE;
+        ``cos`` / ``sin`` [D, BM]: the tables' rows at the positions), q stored into Q [M, heads * D], k and v into
+        the caches [B, KV, L, D] at the position, as ``qerl.kernels.decode_attention.rope_and_cache``."""
+        mma: gl.constexpr = out.type.layout
+        D: gl.constexpr = out.type.shape[0]
+        d = gl.arange(0, D, layout=gl.SliceLayout(1, mma))
+        head = n0 // D
+        if HAS_BIAS:
+            out = out + gl.expand_dims(bias.to(gl.float32), 1)
+        mask = gl.broadcast(gl.expand_dims(offs_m < M, 0), out)[0]
+        if head < heads + kv_heads:
+            sign = gl.expand_dims(gl.where(d < D // 2, -1.0, 1.0), 1)
+            out = out * cos.to(gl.float32) + _half_swap(out) * sign * sin.to(gl.float32)
+        if head < heads:
+            dest = q_ptr + gl.expand_dims(offs_m.to(gl.int64) * stride_qm, 0) + gl.expand_dims(n0 + d, 1)
+        else:
+            kv = head - heads
+            base = v_ptr
+            if kv < kv_heads:
+                base = k_ptr
+            else:
+                kv -= kv_heads
+            dest = (base + gl.expand_dims(offs_m.to(gl.int64) * stride_kb + pos.to(gl.int64) * stride_kl, 0)
+                    + kv * stride_kh + gl.expand_dims(d, 1))
+        gl.store(dest, out.to(gl.bfloat16), mask=mask)
+
+    @gluon.jit
+    def _add_norm_store(y_ptr, res, u_ptr, g, ssq_ptr, out, offs_n, offs_m, M, N, stride_ym, slot):
+        """h = residual + ``out`` into Y (bf16), the next RMSNorm's input h * g into U, and this tile's sums of h**2
+        per row of X into row ``slot`` of the statistics [N / RB, M] (fp32, one row per tile of RB columns of Y:
+        written, not accumulated, so no buffer needs zeroing and the next projection sums them in a fixed order).
+        Y, U and the residual are [M, N] with row stride ``stride_ym``; Y may be the residual itself (every CTA of
+        a tile reads its residual before its chunks, and only the last to finish writes the tile)."""
+        mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
+        offs = offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None]
+        h = (out + res.to(gl.float32)).to(gl.bfloat16)
+        gl.store(y_ptr + offs, h, mask=mask)
+        hf = gl.where(mask, h.to(gl.float32), 0.0)
+        gl.store(u_ptr + offs, (hf * gl.expand_dims(g.to(gl.float32), 1)).to(gl.bfloat16), mask=mask)
+        gl.store(ssq_ptr + slot * M + offs_m, gl.sum(hf * hf, axis=0), mask=offs_m < M)
 
     @gluon.jit
     def _row_pairs(v, RB: gl.constexpr, BM: gl.constexpr):
@@ -800,11 +962,16 @@ if gluon is not None:
         gl.store(y_ptr + row.to(gl.int64) * stride_ym + col, y.to(gl.bfloat16), mask=(row < M) & (col < N // 2))
 
     @gluon.jit(do_not_specialize=["M", "n_chunks"])
-    def _ws_fwd_kernel(x_desc, w_desc, s_desc, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, stride_ysplit,
-                       n_chunks, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr,
+    def _ws_fwd_kernel(x_desc, w_desc, s_desc, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, stride_om,
+                       stride_ysplit,
+                       n_chunks, s_rows_per_chunk, norm_ptr, norm_tiles, norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr,
+                       rope_bias_ptr, cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb,
+                       stride_kh, stride_kl, heads, kv_heads, BM: gl.constexpr, BN: gl.constexpr,
                        CONSUMERS: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
                        CONSUMER_REGS: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr,
-                       WORDS: gl.constexpr, GLU: gl.constexpr = False):
+                       WORDS: gl.constexpr, GLU: gl.constexpr = False, ROW_NORM: gl.constexpr = False,
+                       NORM_NT: gl.constexpr = 1, ADD_NORM: gl.constexpr = False, ROPE: gl.constexpr = False,
+                       ROPE_BIAS: gl.constexpr = False):
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
@@ -824,8 +991,11 @@ if gluon is not None:
         if CONSUMERS == 1:
             gl.warp_specialize([
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
-                                  stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB,
-                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU)),
+                                  stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
+                                  norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
+                                  stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
+                                  heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [1], [40])
@@ -833,11 +1003,17 @@ if gluon is not None:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
             gl.warp_specialize([
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
-                                  stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, 0, RB,
-                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU)),
+                                  stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
+                                  norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
+                                  stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
+                                  heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS)),
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
-                                  stride_ym, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, BM, BN, RB, RB,
-                                  STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU)),
+                                  stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
+                                  norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
+                                  stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
+                                  heads, kv_heads, BM, BN, RB, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [4, 1], [CONSUMER_REGS, 40])
@@ -867,15 +1043,22 @@ if gluon is not None:
 
     @gluon.jit
     def _sk_mma_partition(x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
-                          it_begin, it_end, iters, n_chunks, num_m, BM: gl.constexpr, BN: gl.constexpr,
-                          ROW0: gl.constexpr, RB: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr,
-                          WORDS: gl.constexpr):
+                          it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles, norm_k, eps,
+                          BM: gl.constexpr, BN: gl.constexpr, ROW0: gl.constexpr, RB: gl.constexpr,
+                          STAGES: gl.constexpr, CONSUMERS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr,
+                          NORM_NT: gl.constexpr):
         """A consumer warpgroup over this CTA's run of steps (``_sk_load_worker``), rows ROW0 .. ROW0 + RB of each
         tile. A tile the run covers whole is written as bf16; a part of one goes to ``_sk_merge_part``, and the
-        consumer that completes the tile writes its sum."""
+        consumer that completes the tile writes its sum. ``ROW_NORM``: rows of X scaled as ``_store_tile``'s."""
         mma: gl.constexpr = _mma_layout(BM)
         t0 = it_begin // n_chunks
         ME: gl.constexpr = ROW0 // RB
+        # The RMSNorm scale of the first tile's rows of X, loaded before the chunks on the decode tiles (as
+        # ``_epilogue_operands``); tiles of other rows of X (M > BM), and wider tiles, load theirs at the store.
+        m_first = (t0 % num_m) * BM
+        r_first = 1.0
+        if ROW_NORM and BM <= 32:
+            r_first = _norm_scale(norm_ptr, m_first, M, norm_tiles, norm_k, eps, NORM_NT, BM, gl.SliceLayout(0, mma))
         i = 0
         for t in range(t0, (it_end - 1) // n_chunks + 1):
             c_lo = gl.maximum(it_begin - t * n_chunks, 0)
@@ -885,11 +1068,22 @@ if gluon is not None:
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
                 i += 1
             if c_hi - c_lo == n_chunks:
+                if ROW_NORM:
+                    if BM <= 32:
+                        r = r_first
+                        if (t % num_m) * BM != m_first:
+                            r = _norm_scale(norm_ptr, (t % num_m) * BM, M, norm_tiles, norm_k, eps, NORM_NT, BM,
+                                            gl.SliceLayout(0, mma))
+                    else:
+                        r = _norm_scale(norm_ptr, (t % num_m) * BM, M, norm_tiles, norm_k, eps, NORM_NT, BM,
+                                        gl.SliceLayout(0, mma))
+                    acc = acc * gl.expand_dims(r, 0)
                 _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB)
             else:
                 if _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, c_hi - c_lo, n_chunks, CONSUMERS, ME):
                     _sk_sum_parts(part_ptr, y_ptr, gs_ptr, t, iters, n_chunks, (t % num_m) * BM,
-                                  (t // num_m) * BN + ROW0, M, N, stride_ym, RB, BM, CONSUMERS, ME)
+                                  (t // num_m) * BN + ROW0, M, N, stride_ym, norm_ptr, norm_tiles, norm_k, eps, RB,
+                                  BM, CONSUMERS, ME, ROW_NORM, NORM_NT, r_first, m_first)
 
     @gluon.jit
     def _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM: gl.constexpr, BN: gl.constexpr,
@@ -940,8 +1134,9 @@ if gluon is not None:
         return gl.load(part_ptr + h_slot * PART + offs, mask=(offs >= 0) & (h < h1), other=0.0, cache_modifier=".cg")
 
     @gluon.jit
-    def _sk_sum_parts(part_ptr, out_ptr, gs_ptr, t, iters, n_steps, m0, col0, M, N, stride_om, RB: gl.constexpr,
-                      BM: gl.constexpr, CONSUMERS: gl.constexpr, ME: gl.constexpr):
+    def _sk_sum_parts(part_ptr, out_ptr, gs_ptr, t, iters, n_steps, m0, col0, M, N, stride_om, norm_ptr, norm_tiles,
+                      norm_k, eps, RB: gl.constexpr, BM: gl.constexpr, CONSUMERS: gl.constexpr, ME: gl.constexpr,
+                      ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, r_first, m_first):
         """Tile t's sum over every CTA's part (``_sk_merge_part``), in CTA order (the same bits whichever CTA
         finishes last), into ``out[m0 + m, col0 + r]`` as bf16. Read in slices of the [BM, RB] parts in a layout of
         whole 16-byte runs along the output's columns, the first four parts' loads of a slice issued together: the
@@ -966,6 +1161,15 @@ if gluon is not None:
                 total += _sk_part_slice(part_ptr, h, h1, t, iters, n_steps, offs, RB * BM, CONSUMERS, ME)
             ptrs = out_ptr + (m0 + mm)[None, :].to(gl.int64) * stride_om + (col0 + r)[:, None]
             mask = (m0 + mm < M)[None, :] & (col0 + r < N)[:, None]
+            if ROW_NORM:  # rows of X scaled as ``_store_tile``'s (the partition's prefetched scale if it is theirs)
+                if SM == BM and BM <= 32:
+                    rs = gl.convert_layout(r_first, gl.SliceLayout(0, lay))
+                    if m0 != m_first:
+                        rs = _norm_scale(norm_ptr, m0, M, norm_tiles, norm_k, eps, NORM_NT, SM, gl.SliceLayout(0, lay))
+                else:
+                    rs = _norm_scale(norm_ptr, m0 + s0, M, norm_tiles, norm_k, eps, NORM_NT, SM,
+                                     gl.SliceLayout(0, lay))
+                total = total * gl.expand_dims(rs, 0)
             gl.store(ptrs, (total * scale).to(gl.bfloat16), mask=mask)
 
     @gluon.jit
@@ -985,8 +1189,10 @@ if gluon is not None:
 
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
     def _ws_fwd_sk_kernel(x_desc, w_desc, s_desc, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, n_chunks, iters,
-                          sk_total, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, CONSUMERS: gl.constexpr,
-                          STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr):
+                          sk_total, s_rows_per_chunk, norm_ptr, norm_tiles, norm_k, eps, BM: gl.constexpr,
+                          BN: gl.constexpr, CONSUMERS: gl.constexpr, STAGES: gl.constexpr,
+                          CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr = False,
+                          NORM_NT: gl.constexpr = 1):
         """The forward as stream-K: CTA g takes steps g * iters .. of the first ``sk_total`` (tile, chunk) steps (so
         every SM gets the same work whatever the tile count: no last wave of idle SMs), and stays resident across
         tiles; CTAs after those take one whole tile each (``_sk_run``)."""
@@ -997,8 +1203,8 @@ if gluon is not None:
         if CONSUMERS == 1:
             gl.warp_specialize([
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
-                                     stride_ym, it_begin, it_end, iters, n_chunks, num_m, BM, BN, 0, RB, STAGES,
-                                     CONSUMERS, WORDS)),
+                                     stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
+                                     norm_k, eps, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
                                    n_chunks, num_m, s_rows_per_chunk, BM, BN, STAGES)),
             ], [1], [40])
@@ -1006,11 +1212,11 @@ if gluon is not None:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
             gl.warp_specialize([
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
-                                     stride_ym, it_begin, it_end, iters, n_chunks, num_m, BM, BN, 0, RB, STAGES,
-                                     CONSUMERS, WORDS)),
+                                     stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
+                                     norm_k, eps, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT)),
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
-                                     stride_ym, it_begin, it_end, iters, n_chunks, num_m, BM, BN, RB, RB, STAGES,
-                                     CONSUMERS, WORDS)),
+                                     stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
+                                     norm_k, eps, BM, BN, RB, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
                                    n_chunks, num_m, s_rows_per_chunk, BM, BN, STAGES)),
             ], [4, 1], [CONSUMER_REGS, 40])
@@ -1327,7 +1533,8 @@ if gluon is not None:
             else:
                 if _sk_merge_part(part_ptr, cnt_ptr, _bwd_k_order(acc), t, t0, j_hi - j_lo, n_steps, 2, HALF):
                     _sk_sum_parts(part_ptr, dx_ptr, gs_ptr, t, iters, n_steps, (t % num_m) * BM,
-                                  (t // num_m) * 128 + 64 * HALF, M, K, stride_xm, 64, BM, 2, HALF)
+                                  (t // num_m) * 128 + 64 * HALF, M, K, stride_xm, gs_ptr, 0, 1, 0.0, 64, BM, 2, HALF,
+                                  False, 1, 1.0, 0)
 
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
     def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, n_steps, iters,
@@ -1411,23 +1618,93 @@ def weight_descriptors(w: kern.KernelWeight, rows: int) -> tuple:
     return w_desc, s_desc
 
 
-def glu_epilogue(cfg: WsConfig, w: kern.KernelWeight) -> bool:
-    """Whether ``ws_matmul(..., glu=True)`` takes ``cfg`` on ``w``: one CTA sums each tile whole (no split of the
-    chunks, no stream-K), so its epilogue holds a gate row and its up row together."""
-    return not cfg.stream_k and min(cfg.split_k, w.k_pad // kern.CHUNK) == 1
+def tile_epilogue(cfg: WsConfig, w: kern.KernelWeight) -> bool:
+    """Whether ``cfg`` on ``w`` hands each output tile whole to one CTA's epilogue, as ``ws_matmul``'s SiLU x up
+    (``glu``) and residual + RMSNorm (``add_norm``) epilogues need (a gate row next to its up row; a tile's every
+    column of one row of X): no stream-K, and no split of the chunks or splits summed by the last CTA (``fused``)."""
+    return not cfg.stream_k and (min(cfg.split_k, w.k_pad // kern.CHUNK) == 1 or cfg.fused)
+
+
+def epilogue_config(x2: torch.Tensor, w: kern.KernelWeight, whole: bool = True,
+                    reshape: bool = True) -> WsConfig | None:
+    """The config ``ws_matmul`` applies its epilogues with for ``x2`` on ``w``: ``pick``'s if it hands each tile
+    whole to one CTA where ``whole`` is asked (SiLU x up, residual + RMSNorm; ``tile_epilogue``), or at least sums
+    split tiles in the kernel (the RMSNorm row scale alone also runs on stream-K). ``reshape``: else made to (stream-K
+    becomes one CTA per tile, splits are summed by the last CTA: cheaper than the epilogue's work in torch after
+    the product), otherwise None. None also where ``pick`` has none, or while a CUDA graph is being captured before
+    the split tiles' counters exist (a launch before the capture allocates them)."""
+    cfg = pick(x2, w.n, w.k, w.k_pad, w.words)
+    if cfg is None:
+        return None
+    split = min(cfg.split_k, w.k_pad // kern.CHUNK)
+    if not (tile_epilogue(cfg, w) or (cfg.stream_k and not whole)):
+        if not reshape:
+            return None
+        if cfg.stream_k:
+            cfg = cfg._replace(stream_k=0, dp_waves=False)
+        if split > 1:
+            cfg = cfg._replace(fused=True)
+    tiles = -(-x2.shape[0] // cfg.bm) * -(-w.n // cfg.bn) * cfg.consumers
+    if (cfg.stream_k or split > 1) and kern._split_counters(x2.device, tiles) is None:
+        return None
+    return cfg
+
+
+def norm_slots(cfg: WsConfig, n: int) -> int:
+    """Rows of the RMSNorm statistics an ``add_norm`` launch of ``cfg`` writes for N = ``n``: one per tile of
+    BN / consumers columns (``_add_norm_store``)."""
+    return -(-n // (cfg.bn // max(cfg.consumers, 1)))
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+class RopeEpilogue(NamedTuple):
+    """``ws_matmul``'s epilogue for a fused QKV projection in a decode step (one new token per row of X, as
+    ``qerl.kernels.decode_attention.rope_and_cache``): the ``bias`` [(H + 2 KV) D] (or None) added, q and k rotated
+    at ``positions`` ([M], or [1] for all rows) with the ``cos`` / ``sin`` tables [L, D], k and v written into the
+    caches [M, KV, L, D] there; the output is q [M, H * D]. The config's tiles must be one head each (BN /
+    consumers = D)."""
+
+    bias: torch.Tensor | None
+    cos: torch.Tensor
+    sin: torch.Tensor
+    positions: torch.Tensor
+    k_cache: torch.Tensor
+    v_cache: torch.Tensor
+    heads: int
 
 
 def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.Tensor | None = None,
-              glu: bool = False) -> torch.Tensor:
+              glu: bool = False, row_norm: tuple[torch.Tensor, float] | None = None,
+              add_norm: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+              rope: RopeEpilogue | None = None) -> torch.Tensor:
     """``x2 @ W^T`` for a contiguous bf16 ``x2`` [M, K] on the warp-specialized kernel: bf16 [M, N] (``out`` if
-    given). No bias or adapter epilogue (``nvfp4_gemm.add_bias_and_lora_`` adds them after). ``glu``: W's rows
-    interleave a gate and an up projection (``nvfp4_gemm.interleave_gate_up``) and the kernel stores SiLU(gate) * up,
-    bf16 [M, N / 2], as it writes the tile (configs without split-K or stream-K only)."""
+    given). No bias or adapter epilogue (``nvfp4_gemm.add_bias_and_lora_`` adds them after). Epilogues, as the
+    kernel writes each tile (``glu`` and ``add_norm`` with ``tile_epilogue`` configs only):
+
+    - ``glu``: W's rows interleave a gate and an up projection (``nvfp4_gemm.interleave_gate_up``) and the kernel
+      stores SiLU(gate) * up, bf16 [M, N / 2].
+    - ``row_norm`` = (sumsq [T, M] fp32, eps): row m of the product scaled by rsqrt(sum_t sumsq[t, m] / K + eps),
+      i.e. ``x2`` is an RMSNorm's input times its weight and these are its statistics
+      (``qerl.kernels.fused_norm``), applied before ``glu``.
+    - ``add_norm`` = (residual [M, N] bf16, norm weight [N] bf16, u [M, N] bf16, sumsq [norm_slots, M] fp32): the
+      output is residual + x2 @ W^T, and the kernel also writes the next RMSNorm's input (output * weight) into u
+      and its statistics into sumsq.
+    - ``rope`` (``RopeEpilogue``): bias, RoPE and the KV-cache write of a QKV projection; the output is q."""
     m, k = x2.shape
     if not supports(m, w.n, w.k) or k != w.k:
         raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
-    if glu and not glu_epilogue(cfg, w):
-        raise ValueError(f"the SiLU x up epilogue needs a config without split-K or stream-K, not {cfg}")
+    if (glu or add_norm is not None or rope is not None) and not tile_epilogue(cfg, w):
+        name = "SiLU x up" if glu else "residual + RMSNorm" if add_norm is not None else "RoPE + KV-cache"
+        raise ValueError(f"the {name} epilogue needs a config without stream-K whose splits (if any) the kernel "
+                         f"sums itself (fused), not {cfg}")
+    if glu + (add_norm is not None) + (rope is not None) > 1:
+        raise ValueError("glu, add_norm and rope are different epilogues: pass one")
+    if row_norm is not None and not (tile_epilogue(cfg, w) or cfg.stream_k):
+        raise ValueError(f"the RMSNorm row scale needs a config whose splits (if any) the kernel sums itself (fused) "
+                         f"or stream-K, not {cfg}")
     rows = cfg.bn // max(cfg.consumers, 1)
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
             or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)
@@ -1437,25 +1714,90 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          "128, 256), in_flight with one consumer only, stream_k 0-4 without in_flight or split_k, "
                          "dp_waves with stream_k only")
     x2 = x2.contiguous()
-    y = kern._out(out, m, w.n // 2 if glu else w.n, x2)
+    rope_args = _rope_args(rope, cfg, m, w.n, x2)
+    y = kern._out(out, m, w.n // 2 if glu else rope.heads * rope.cos.shape[1] if rope is not None else w.n, x2)
+    norm = _norm_args(row_norm, add_norm, cfg, m, w.n, x2)
     kc = w.k_pad // kern.CHUNK
-    if cfg.stream_k and _stream_k(x2, w, cfg, y, kc):
+    if cfg.stream_k and add_norm is None and _stream_k(x2, w, cfg, y, kc, norm):
         return y
     split = max(1, min(cfg.split_k, kc))  # runs of the chunks as even as the count allows (_ws_fwd_kernel)
     x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
     x_desc = TensorDescriptor(x2, [m, k], [k, 1], [cfg.bm, 64], x_l)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
-    target, stride_split, counters = kern._split_target(y, split, grid[0] * cfg.consumers, fused=cfg.fused)
+    # Split partials are [split, M, N] (N columns even where the epilogue stores fewer, as ``glu`` does).
+    target, stride_split, counters = kern._split_target(y, split, grid[0] * cfg.consumers, fused=cfg.fused,
+                                                        cols=w.n)
+    epilogue = glu or row_norm is not None or add_norm is not None or rope is not None
+    if split > 1 and counters is None and epilogue:
+        raise RuntimeError("the kernel's epilogue needs the split tiles' counters, which cannot be allocated while a "
+                           "CUDA graph is captured: run this call once before capturing it")
     _ensure_cuda_context(x2.device)
     _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, target, y, target if counters is None else counters, w.global_scale,
-                         m, w.n, y.shape[1], stride_split, kc, w.n // 32, BM=cfg.bm, BN=cfg.bn,
+                         m, w.n, w.n, y.shape[1], stride_split, kc, w.n // 32, *norm["args"], *rope_args,
+                         BM=cfg.bm, BN=cfg.bn,
                          CONSUMERS=cfg.consumers, STAGES=cfg.stages, OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS,
-                         IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, GLU=glu, num_warps=4,
-                         **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
+                         IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, GLU=glu,
+                         ROW_NORM=row_norm is not None, NORM_NT=norm["nt"], ADD_NORM=add_norm is not None,
+                         ROPE=rope is not None, ROPE_BIAS=rope is not None and rope.bias is not None,
+                         num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
     return y
+
+
+def _rope_args(rope: RopeEpilogue | None, cfg: WsConfig, m: int, n: int, like: torch.Tensor) -> list:
+    """The kernel's RoPE arguments (bias, cos, sin, cos row stride, positions, their stride, k and v caches, the
+    caches' batch / head / position strides, heads, KV heads), checked; dummies without ``rope``."""
+    if rope is None:
+        return [like, like, like, 0, like, 0, like, like, 0, 0, 0, 0, 0]
+    kc, vc = rope.k_cache, rope.v_cache
+    if kc.dim() != 4 or vc.shape != kc.shape or vc.stride() != kc.stride() or kc.shape[0] != m:
+        raise ValueError(f"rope's caches must be two [{m}, KV, L, D] tensors of one layout, not {tuple(kc.shape)} "
+                         f"/ {tuple(vc.shape)}")
+    _, kv, length, d = kc.shape
+    rb = cfg.bn // max(cfg.consumers, 1)
+    if rb != d or n != (rope.heads + 2 * kv) * d:
+        raise ValueError(f"the RoPE epilogue needs tiles of one head ({d} rows: BN / consumers, not {rb}) and "
+                         f"N = (heads + 2 KV) D = {(rope.heads + 2 * kv) * d}, not {n}")
+    if (rope.cos.shape != (length, d) or rope.sin.shape != rope.cos.shape or rope.sin.stride() != rope.cos.stride()
+            or rope.cos.stride(-1) != 1 or kc.stride(-1) != 1 or kc.dtype != torch.bfloat16
+            or vc.dtype != torch.bfloat16):
+        raise ValueError(f"rope's cos / sin tables must be [{length}, {d}] of one stride, contiguous rows, and the "
+                         "caches bf16 with contiguous rows")
+    if rope.positions.numel() not in (1, m) or rope.positions.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"rope's positions must be an integer tensor of 1 or {m} entries, not "
+                         f"{tuple(rope.positions.shape)} {rope.positions.dtype}")
+    if rope.bias is not None and (rope.bias.shape != (n,) or not rope.bias.is_contiguous()):
+        raise ValueError(f"rope's bias must be a contiguous [{n}] tensor, not {tuple(rope.bias.shape)}")
+    pos = rope.positions.reshape(-1)
+    return [like if rope.bias is None else rope.bias, rope.cos, rope.sin, rope.cos.stride(0), pos,
+            0 if pos.numel() == 1 else pos.stride(0), kc, vc, kc.stride(0), kc.stride(1), kc.stride(2), rope.heads, kv]
+
+
+def _norm_args(row_norm, add_norm, cfg: WsConfig, m: int, n: int, like: torch.Tensor) -> dict:
+    """The kernels' RMSNorm arguments (norm_ptr, norm_tiles, norm_k, eps, then res_ptr, u_ptr, g_ptr, ssq_ptr) and
+    NORM_NT, checked; dummies where unused (one compiled variant per epilogue, whatever the tensors)."""
+    k = like.shape[1]
+    args: list = [like, 1, k, 0.0]
+    nt = 1
+    if row_norm is not None:
+        sumsq, eps = row_norm
+        if sumsq.dtype != torch.float32 or sumsq.dim() != 2 or sumsq.shape[1] != m or not sumsq.is_contiguous():
+            raise ValueError(f"row_norm's statistics must be a contiguous fp32 [T, {m}] tensor, not "
+                             f"{tuple(sumsq.shape)} {sumsq.dtype}")
+        args = [sumsq, sumsq.shape[0], k, float(eps)]
+        nt = _pow2(sumsq.shape[0])
+    if add_norm is None:
+        return {"args": args + [like, like, like, like], "nt": nt, "row_norm": row_norm is not None}
+    residual, weight, u, sumsq_out = add_norm
+    for name, t, shape, dtype in (("residual", residual, (m, n), torch.bfloat16), ("norm weight", weight, (n,),
+                                  torch.bfloat16), ("u", u, (m, n), torch.bfloat16),
+                                  ("sumsq", sumsq_out, (norm_slots(cfg, n), m), torch.float32)):
+        if tuple(t.shape) != shape or t.dtype != dtype or not t.is_contiguous():
+            raise ValueError(f"add_norm's {name} must be a contiguous {dtype} {list(shape)} tensor, not "
+                             f"{tuple(t.shape)} {t.dtype}")
+    return {"args": args + [residual, u, weight, sumsq_out], "nt": nt, "row_norm": row_norm is not None}
 
 
 # Stream-K runs of ``dp_waves`` shorter than this many steps are not made: a split tile's parts (fp32 stores, an
@@ -1484,9 +1826,10 @@ def sk_plan(tiles: int, steps: int, ctas_per_wave: int, dp_waves: bool = False) 
     return steps // d, rem * steps, rem * d + tiles - rem
 
 
-def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Tensor, kc: int) -> bool:
-    """``ws_matmul`` on ``_ws_fwd_sk_kernel``: ``cfg.stream_k`` CTAs per SM share the tiles' chunks evenly. False
-    (nothing launched) while a CUDA graph is being captured and the tile counters would have to be allocated."""
+def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Tensor, kc: int, norm: dict) -> bool:
+    """``ws_matmul`` on ``_ws_fwd_sk_kernel``: ``cfg.stream_k`` CTAs per SM share the tiles' chunks evenly (``norm``:
+    ``_norm_args``, its row scale only). False (nothing launched) while a CUDA graph is being captured and the tile
+    counters would have to be allocated."""
     m = x2.shape[0]
     tiles = -(-m // cfg.bm) * -(-w.n // cfg.bn)
     counters = kern._split_counters(x2.device, tiles * cfg.consumers)
@@ -1500,8 +1843,9 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
     _ensure_cuda_context(x2.device)
     _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc, iters,
-                               sk_total, w.n // 32, BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers, STAGES=cfg.stages,
-                               CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words, num_warps=4,
+                               sk_total, w.n // 32, *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
+                               STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words,
+                               ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 

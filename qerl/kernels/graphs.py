@@ -1,0 +1,24 @@
+"""CUDA-graph capture for the decode paths' kernels (benchmarks/decode_nvfp4.py, the GPU tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+def capture(fn: Callable[[], Any], warmups: int = 1) -> tuple[torch.cuda.CUDAGraph, Any]:
+    """(a CUDA graph of ``fn()``, what ``fn`` returned while captured): ``warmups`` calls on a side stream first
+    (they compile kernels, size cuBLAS workspaces and allocate what a capture cannot, e.g. the split tiles'
+    counters of ``qerl.kernels.nvfp4_gemm``)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(warmups):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
