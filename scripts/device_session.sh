@@ -1758,4 +1758,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       tests/test_kernels_ws_gpu.py tests/test_decode_attention.py tests/test_fused_norm.py tests/test_fused_qkv.py \
       -rf --tb=line 2>&1 | tail -15 | tee "$out/gpu_tests.txt"
     ;;
+  # 52j: after the review (the harness's graph capture in qerl.kernels.graphs): the decode-step and epilogue
+  # function tests, and the harness with every epilogue once more.
+  52j)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_decode_attention.py tests/test_fused_norm.py \
+      tests/test_fused_qkv.py -rf --tb=line 2>&1 | tail -4 | tee "$out/gpu_tests.txt"
+    timeout 150 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --swiglu-epilogue --fused-norm \
+      --rope-epilogue --out "$out" 2>&1 | tail -6
+    ;;
 esac
