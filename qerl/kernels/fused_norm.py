@@ -163,6 +163,8 @@ def _check_norm_weight(weight: torch.Tensor, k: int) -> None:
 
 
 def _ws_config(x2: torch.Tensor, w: KernelWeight, swiglu: bool = False, epilogue: bool = False):
+    """The warp-specialized forward's config for an epilogue on ``x2`` (``nvfp4_gemm_ws.epilogue_config``: the whole
+    tile in one CTA for SiLU x up and the residual + norm, stream-K allowed for the row scale alone), or None."""
     if not x2.is_cuda or x2.shape[0] == 0:
         return None
     from qerl.kernels import nvfp4_gemm_ws as ws
