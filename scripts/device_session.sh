@@ -1767,4 +1767,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 150 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --swiglu-epilogue --fused-norm \
       --rope-epilogue --out "$out" 2>&1 | tail -6
     ;;
+  # 52k: after the review's test-helper and benchmark-import changes: the kernel tests that use them, one M of
+  # benchmarks/epilogues.py.
+  52k)
+    device_name
+    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "rope or add_norm or refuse or words_layout or tuned_shapes" -rf --tb=line 2>&1 | tail -4 \
+      | tee "$out/gpu_tests.txt"
+    timeout 200 python3 benchmarks/epilogues.py --ms 8 --out "$out" 2>&1 | tail -18
+    ;;
 esac

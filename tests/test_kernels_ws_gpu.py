@@ -29,11 +29,12 @@ def _fp32_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         torch.backends.cuda.matmul.allow_tf32 = prev
 
 
-def _case(m: int, n: int, k: int):
+def _case(m: int, n: int, k: int, layout: str = "pairs"):
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
     x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-    return x, prepare_weight(q.packed, q.scale, q.global_scale), _fp32_matmul(x.float(), ref_w.T)
+    w = prepare_weight(q.packed, q.scale, q.global_scale, **({} if layout == "pairs" else {"layout": layout}))
+    return x, w, _fp32_matmul(x.float(), ref_w.T)
 
 
 CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64, 4), ws.WsConfig(64, 128, 6),
@@ -372,10 +373,7 @@ def test_swiglu_dispatch_fuses_where_the_table_allows_and_falls_back_elsewhere()
 # --------------------------------------------------------------------------------- RMSNorm in the epilogues
 def _case_words(m: int, n: int, k: int):
     """``_case`` on the "words" code layout (the rollout forward's)."""
-    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
-    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
-    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-    return x, prepare_weight(q.packed, q.scale, q.global_scale, layout="words"), _fp32_matmul(x.float(), ref_w.T)
+    return _case(m, n, k, layout="words")
 
 
 def _norm_case(m: int, n: int, k: int, layout: str = "words", glu: bool = False):

@@ -103,8 +103,8 @@ def nvfp4_matmul_add_norm(x: torch.Tensor, w: KernelWeight, residual: torch.Tens
     if residual.shape != (m, w.n) or residual.dtype != torch.bfloat16:
         raise ValueError(f"residual must be bf16 [{m}, {w.n}], not {tuple(residual.shape)} {residual.dtype}")
     _check_norm_weight(norm_weight, w.n)
-    cfg = _ws_config(x2, w, epilogue=True)
-    if cfg is not None and m <= NORM_EPILOGUE_MAX_M:
+    cfg = _ws_config(x2, w, epilogue=True) if m <= NORM_EPILOGUE_MAX_M else None
+    if cfg is not None:
         from qerl.kernels import nvfp4_gemm_ws as ws
 
         residual = residual.contiguous()
