@@ -338,6 +338,20 @@ def kernel_kind(name: str) -> str:
     return "other"
 
 
+def kernel_times(prof, steps: int) -> tuple[dict[str, float], list[dict]]:
+    """A profiler's GPU time per step: microseconds by ``kernel_kind``, and per kernel (slowest first)."""
+    kinds: dict[str, float] = {}
+    kernels = []
+    for ev in prof.key_averages():
+        us = ev.self_device_time_total / steps
+        if us <= 0:
+            continue
+        kinds[kernel_kind(ev.key)] = kinds.get(kernel_kind(ev.key), 0.0) + us
+        kernels.append({"name": ev.key[:120], "us_per_step": us, "calls_per_step": ev.count / steps})
+    kernels.sort(key=lambda r: -r["us_per_step"])
+    return kinds, kernels
+
+
 def profile_step(model: Decoder, batch: int, prompt: int, fp4: bool) -> dict:
     """GPU time of one eager decode step by kind of kernel (PyTorch profiler, the kernels of three steps averaged
     per step; the SDPA math path's batched matmuls count as cuBLAS GEMMs, see ``time_attention``)."""
@@ -354,15 +368,7 @@ def profile_step(model: Decoder, batch: int, prompt: int, fp4: bool) -> dict:
         for _ in range(steps):
             model.step(tok, pos, caches, fp4)
         torch.cuda.synchronize()
-    kinds: dict[str, float] = {}
-    kernels = []
-    for ev in prof.key_averages():
-        us = ev.self_device_time_total / steps
-        if us <= 0:
-            continue
-        kinds[kernel_kind(ev.key)] = kinds.get(kernel_kind(ev.key), 0.0) + us
-        kernels.append({"name": ev.key[:120], "us_per_step": us, "calls_per_step": ev.count / steps})
-    kernels.sort(key=lambda r: -r["us_per_step"])
+    kinds, kernels = kernel_times(prof, steps)
     del caches
     return {"batch": batch, "fp4": fp4, "us_per_step_by_kind": kinds, "us_per_step": sum(kinds.values()),
             "top_kernels": kernels[:15]}

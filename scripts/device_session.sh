@@ -1776,4 +1776,36 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | tee "$out/gpu_tests.txt"
     timeout 200 python3 benchmarks/epilogues.py --ms 8 --out "$out" 2>&1 | tail -18
     ;;
+  53a)  # run 18: the transformers rollout backend's compiled decode (static cache + CUDA graphs), NVFP4 vs BF16
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_rollout_hf.py tests/test_lora.py \
+      tests/test_loading.py -rf --tb=short 2>&1 | tail -15 | tee "$out/gpu_tests.txt"
+    timeout 420 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0 --modes compiled,eager \
+      --out "$out" 2>&1 | grep -v Warning | tail -12
+    ;;
+  53b)  # where a compiled step's time goes (batch 8), a rank-32 adapter, and batches 1 and 64
+    device_name
+    timeout 200 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0 --modes compiled --profile \
+      --repeats 1 --out "$out/profile" 2>&1 | grep -v Warning | tail -4
+    timeout 200 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --modes compiled \
+      --out "$out/rank32" 2>&1 | grep -v Warning | tail -3
+    timeout 170 python3 benchmarks/rollout_hf.py --batches 1,64 --lora-ranks 0 --modes compiled \
+      --out "$out/batches" 2>&1 | grep -v Warning | tail -4
+    ;;
+  53c)  # the GPU tests of the packed module, the kernels and the rollout backend on the final code
+    device_name
+    timeout 560 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_nvfp4.py tests/test_kernels_gpu.py \
+      tests/test_rollout_hf.py -rf --tb=short 2>&1 | tail -15 | tee "$out/gpu_tests.txt"
+    ;;
+  53d)  # batch 8 again (three passes, another machine) and batch 64
+    device_name
+    timeout 560 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --modes compiled \
+      --out "$out" 2>&1 | grep -v Warning | tail -5
+    ;;
+  53e)  # the host's side of a compiled step (batch 8): operators run from Python per step, and torch's perf hints
+    device_name
+    TORCH_LOGS=perf_hints timeout 300 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0 --modes compiled \
+      --profile --repeats 1 --out "$out" > "$out/log.txt" 2>&1
+    grep -v Warning "$out/log.txt" | grep -i "skipping\|cudagraph\|rank 0\|host ops" | head -20
+    ;;
 esac

@@ -1,6 +1,6 @@
 """The GPU benchmarks' host-side logic, on CPU: benchmarks/read_pattern.py's box layouts and grids,
-benchmarks/gemm_ws.py's whole-wave splits, and benchmarks/ws_probe.py's edits of the kernel source (which must fail
-loudly, not silently time the unedited kernel, when the kernel's text moves)."""
+benchmarks/gemm_ws.py's whole-wave splits, decode_nvfp4.py's profile sums, and benchmarks/ws_probe.py's edits of the
+kernel source (which must fail loudly, not silently time the unedited kernel, when the kernel's text moves)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ def _load(name: str):
     try:
         spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "benchmarks" / f"{name}.py")
         mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod  # dataclasses look their module up there
         spec.loader.exec_module(mod)
         return mod
     finally:
@@ -97,3 +98,21 @@ def test_probe_variants_edit_the_kernel_source():
     with pytest.raises(RuntimeError, match="anchor"):
         wp.variant_source(src.replace("is_async=True)\n        acc = warpgroup_mma(w_hi", "is_async=True)\n"
                                       "        acc = warpgroup_mma( w_hi"), "no_compute")
+
+
+def test_kernel_times_sum_by_kind_per_step():
+    """decode_nvfp4.kernel_times (used by decode_nvfp4.py and rollout_hf.py --profile): each kernel's GPU time per
+    step, summed by kind; events without GPU time (host-side ops) left out."""
+    from types import SimpleNamespace
+
+    dn = _load("decode_nvfp4")
+    events = [SimpleNamespace(key="_fwd_kernel", self_device_time_total=600.0, count=6),
+              SimpleNamespace(key="nvjet_sm90_tst_384x8_64x4_2x1_v_bz_TNT", self_device_time_total=90.0, count=3),
+              SimpleNamespace(key="cudnn_generated_fort_native_sdpa_sm80_flash_fprop", self_device_time_total=30.0,
+                              count=3),
+              SimpleNamespace(key="triton_poi_fused_mul_silu_8", self_device_time_total=12.0, count=3),
+              SimpleNamespace(key="aten::mm", self_device_time_total=0.0, count=3)]
+    kinds, kernels = dn.kernel_times(SimpleNamespace(key_averages=lambda: events), steps=3)
+    assert kinds == {"nvfp4_gemm": 200.0, "cublas_gemm": 30.0, "attention": 10.0, "fused_elementwise": 4.0}
+    assert [k["name"] for k in kernels] == [e.key for e in events[:4]]
+    assert kernels[0]["calls_per_step"] == 2.0

@@ -386,3 +386,20 @@ def test_weight_descriptors_address_each_chunks_codes_and_scales():
                 assert torch.equal(box[:valid], scales[c, n0 : n0 + valid])
                 codes = w_desc.base[n0 : n0 + rows, c * 64 : c * 64 + 64]
                 assert torch.equal(codes, w.codes[n0 : n0 + valid, c * 64 : (c + 1) * 64])
+
+
+def test_split_counters_grow_without_freeing_the_old_buffer(monkeypatch):
+    """A larger launch replaces the tile counters; the old buffer stays allocated, since CUDA graphs captured
+    before still write there on replay. ``reserve_split_counters`` makes room ahead of time."""
+    from qerl.kernels import nvfp4_gemm
+
+    monkeypatch.setattr(nvfp4_gemm, "_COUNTERS", {})
+    monkeypatch.setattr(nvfp4_gemm, "_RETIRED_COUNTERS", [])
+    cpu = torch.device("cpu")
+    first = nvfp4_gemm._split_counters(cpu, 10)
+    assert first.numel() == 4096 and not first.any()
+    assert nvfp4_gemm._split_counters(cpu, 4000) is first
+    nvfp4_gemm.reserve_split_counters(cpu)
+    grown = nvfp4_gemm._split_counters(cpu, 1)
+    assert grown is not first and grown.numel() == nvfp4_gemm.COUNTERS_RESERVE and not grown.any()
+    assert len(nvfp4_gemm._RETIRED_COUNTERS) == 1 and nvfp4_gemm._RETIRED_COUNTERS[0] is first

@@ -15,6 +15,7 @@ from qerl.kernels.nvfp4_gemm import (
     nvfp4_matmul_grad_input,
     nvfp4_matmul_swiglu,
     prepare_weight,
+    reserve_split_counters,
     triton_available,
 )
 
@@ -29,5 +30,6 @@ __all__ = [
     "nvfp4_matmul_grad_input",
     "nvfp4_matmul_swiglu",
     "prepare_weight",
+    "reserve_split_counters",
     "triton_available",
 ]

@@ -1645,6 +1645,9 @@ def _even_split(steps: int, want: int) -> int:
 # again, so launches on one stream (eager or CUDA-graph replays) share them; launches of these kernels running
 # concurrently on two streams of one device would not, and need FwdConfig/BwdConfig(fused=False).
 _COUNTERS: dict[tuple[str, int | None], torch.Tensor] = {}
+# Buffers replaced by larger ones stay allocated: CUDA graphs captured with them still write there on replay.
+_RETIRED_COUNTERS: list[torch.Tensor] = []
+COUNTERS_RESERVE = 1 << 16  # tiles reserve_split_counters makes room for (256 KiB of int32)
 
 
 def _split_counters(device: torch.device, tiles: int) -> torch.Tensor | None:
@@ -1657,8 +1660,18 @@ def _split_counters(device: torch.device, tiles: int) -> torch.Tensor | None:
         if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
             return None
         size = max(tiles, 4096, 0 if buf is None else 2 * buf.numel())
+        if buf is not None:
+            _RETIRED_COUNTERS.append(buf)
         buf = _COUNTERS[key] = torch.zeros(size, dtype=torch.int32, device=device)
     return buf
+
+
+def reserve_split_counters(device: torch.device, tiles: int = COUNTERS_RESERVE) -> None:
+    """Allocate ``device``'s tile counters for ``tiles`` tiles now. For callers about to record CUDA graphs through
+    torch.compile (mode "reduce-overhead"): its warm-up runs allocate from the graphs' memory pool, where a buffer
+    the launcher keeps between calls would be a live allocation the pool does not track (torch refuses to record
+    then)."""
+    _split_counters(device, tiles)
 
 
 def _reduce(ws: torch.Tensor, out: torch.Tensor, split: int) -> None:

@@ -1,0 +1,203 @@
+"""Rollout throughput of the project's transformers backend (``qerl.rollout.hf``) at Qwen2.5-7B shape, NVFP4 vs BF16.
+
+Two ``Qwen2ForCausalLM`` models with random weights (no checkpoint needed): one whose linear layers are NVFP4
+(``qerl.modules.quantize_``, the fused kernels' layout), one whose BF16 weights are the first one's dequantized
+weights, so both compute the same function up to rounding. Each generates ``--new-tokens`` tokens for a batch of
+random ``--prompt``-token prompts through ``HFRolloutBackend.generate``, exactly as a training step's rollouts do
+(sampling at temperature 1, per-token log-probabilities returned, AQN off), with a LoRA adapter of ``--lora-rank``
+on every projection (0: none), and reports generated tokens per second of wall time (prefill and the log-probability
+gather included). ``--modes``: ``compiled`` (the CUDA default: static KV cache, decode step compiled into CUDA
+graphs) and ``eager`` (dynamic cache, no compilation: what the backend did before). The first call of each model
+and mode compiles and is reported as ``first_call_s``; then ``--repeats`` timed calls per model, BF16 and NVFP4 in
+turn, and the ratio of the medians.
+
+    python benchmarks/rollout_hf.py                                  # batch 8, no adapter, compiled
+    python benchmarks/rollout_hf.py --batches 1,8 --lora-ranks 0,32 --modes compiled,eager
+    python benchmarks/rollout_hf.py --profile                        # where a step's wall time goes
+
+Unlike ``benchmarks/decode_nvfp4.py`` (the decode step written for the kernels: fused qkv and gate_up, the Triton
+step around attention, the projections' epilogues), this runs transformers' Qwen2 modules as they are: separate
+q / k / v and gate / up projections, its own attention and sampling loop. Writes rollout_hf.json under $OUT (or
+--out) after every measurement and prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # decode_nvfp4's kernel classes for --profile
+
+from qerl.modules import NVFP4Linear, quantize_, use_kernel_layout  # noqa: E402
+from qerl.rollout.base import SamplingSettings  # noqa: E402
+from qerl.rollout.hf import HFRolloutBackend  # noqa: E402
+
+QWEN7B = dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_attention_heads=28,
+              num_key_value_heads=4, max_position_embeddings=4096, rope_theta=1e6, rms_norm_eps=1e-6,
+              tie_word_embeddings=False)
+
+
+def build_models(layers: int):
+    """(bf16 model, nvfp4 model) on CUDA computing the same function up to rounding."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(num_hidden_layers=layers, pad_token_id=0, eos_token_id=1, **QWEN7B)
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device("cuda"):
+            bf16 = Qwen2ForCausalLM(config)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    with torch.no_grad():
+        for name, p in bf16.named_parameters():
+            if p.ndim == 2:  # weights of unit-variance outputs, so the logits are not flat
+                p.normal_(0.0, p.shape[1] ** -0.5)
+            elif "bias" in name:
+                p.normal_(0.0, 0.02)
+    nvfp4 = copy.deepcopy(bf16)
+    quantize_(nvfp4)
+    with torch.no_grad():
+        for name, m in nvfp4.named_modules():
+            if isinstance(m, NVFP4Linear):
+                bf16.get_submodule(name).weight.copy_(m.dequantized_weight(torch.bfloat16))
+    use_kernel_layout(nvfp4)
+    torch.cuda.empty_cache()
+    return bf16.eval(), nvfp4.eval()
+
+
+def with_adapter(model, rank: int):
+    if rank == 0:
+        return model
+    from qerl.lora import attach_lora
+
+    peft_model = attach_lora(model, r=rank, alpha=rank)
+    with torch.no_grad():  # a trained adapter's B is not zero; peft starts it at zero
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.01)
+    return peft_model.eval()
+
+
+def timed_generate(backend: HFRolloutBackend, prompts: list[list[int]], settings: SamplingSettings) -> dict:
+    torch.cuda.synchronize()
+    result = backend.generate(prompts, settings)
+    torch.cuda.synchronize()
+    return {"seconds": result.seconds, "tokens": result.num_tokens, "tok_s": result.tokens_per_second}
+
+
+def profile_generate(backend: HFRolloutBackend, prompts: list[list[int]], settings: SamplingSettings) -> dict:
+    """Two more (warm) calls under the PyTorch profiler: wall time per generated step against the GPU time of its
+    kernels per step by kind (``decode_nvfp4.kernel_times``; the eager prefill's kernels included), the difference
+    being time the GPU waited on the host; then the host's operators per step (CPU activity only)."""
+    from decode_nvfp4 import kernel_times
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        result = backend.generate(prompts, settings)
+        torch.cuda.synchronize()
+    steps = settings.max_new_tokens
+    kinds, kernels = kernel_times(prof, steps)
+    # Then the host's side: the operators torch ran from Python per step (inside CUDA graphs none run), slowest first.
+    with profile(activities=[ProfilerActivity.CPU]) as host:
+        host_result = backend.generate(prompts, settings)
+        torch.cuda.synchronize()
+    ops = sorted(({"name": ev.key[:120], "self_cpu_us_per_step": ev.self_cpu_time_total / steps,
+                   "calls_per_step": ev.count / steps} for ev in host.key_averages()),
+                 key=lambda r: -r["self_cpu_us_per_step"])
+    return {"wall_us_per_step": result.seconds * 1e6 / steps, "gpu_us_per_step": sum(kinds.values()),
+            "gpu_us_per_step_by_kind": kinds, "top_kernels": kernels[:12],
+            "host_profiled_wall_us_per_step": host_result.seconds * 1e6 / steps, "top_host_ops": ops[:25]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--batches", default="8")
+    p.add_argument("--lora-ranks", default="0")
+    p.add_argument("--modes", default="compiled", help="comma list of compiled, eager")
+    p.add_argument("--layers", type=int, default=28)
+    p.add_argument("--prompt", type=int, default=128)
+    p.add_argument("--new-tokens", type=int, default=256)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--profile", action="store_true", help="one more call per model under the PyTorch profiler")
+    p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    args = p.parse_args()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Every model, batch and mode compiles the same Qwen2 forward anew: more than dynamo's default of 8 entries.
+    torch._dynamo.config.cache_size_limit = 64
+    torch._dynamo.config.accumulated_cache_size_limit = 512
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    bf16, nvfp4 = build_models(args.layers)
+    print(f"built two {args.layers}-layer models in {time.perf_counter() - t0:.1f}s; "
+          f"{torch.cuda.memory_allocated() / 2**30:.1f} GiB allocated", flush=True)
+    import transformers
+    import triton
+
+    props = torch.cuda.get_device_properties(0)
+    meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
+            "triton": triton.__version__, "transformers": transformers.__version__, "layers": args.layers,
+            "prompt": args.prompt, "new_tokens": args.new_tokens, "repeats": args.repeats,
+            "command": " ".join(["python"] + sys.argv)}
+    # A token id past the vocabulary: no row stops early, every call generates batch x new_tokens tokens.
+    eos = [QWEN7B["vocab_size"]]
+    tok = argparse.Namespace(pad_token_id=0, eos_token_id=eos[0])
+    settings = SamplingSettings(max_new_tokens=args.new_tokens, temperature=1.0, seed=0)
+    rows = []
+    for rank in (int(r) for r in args.lora_ranks.split(",")):
+        models = {"bf16": with_adapter(bf16, rank), "nvfp4": with_adapter(nvfp4, rank)}
+        for mode in args.modes.split(","):
+            compiled = {"compiled": True, "eager": False}[mode]
+            backends = {name: HFRolloutBackend(m, tok, eos, static_cache=compiled, compile=compiled)
+                        for name, m in models.items()}
+            for batch in (int(b) for b in args.batches.split(",")):
+                g = torch.Generator().manual_seed(batch)
+                prompts = [torch.randint(2, QWEN7B["vocab_size"], (args.prompt,), generator=g).tolist()
+                           for _ in range(batch)]
+                row = {"lora_rank": rank, "mode": mode, "batch": batch}
+                for name, backend in backends.items():
+                    row[f"{name}_first_call_s"] = timed_generate(backend, prompts, settings)["seconds"]
+                passes = [{name: timed_generate(b, prompts, settings) for name, b in backends.items()}
+                          for _ in range(args.repeats)]
+                for name in backends:
+                    row[f"{name}_tok_s_passes"] = [q[name]["tok_s"] for q in passes]
+                    row[f"{name}_tok_s"] = statistics.median(row[f"{name}_tok_s_passes"])
+                    row[f"{name}_tokens"] = passes[0][name]["tokens"]
+                row["ratio"] = row["nvfp4_tok_s"] / row["bf16_tok_s"]
+                if args.profile:
+                    row["profile"] = {name: profile_generate(b, prompts, settings) for name, b in backends.items()}
+                row["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                (out_dir / "rollout_hf.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        if rank:  # take the adapters off again for the next rank
+            for m in models.values():
+                m.unload()
+    print(f"\n{props.name}, {args.layers} layers, {args.new_tokens} new tokens (prompt {args.prompt})")
+    print(f"{'rank':>4s} {'mode':>8s} {'batch':>5s} {'BF16 tok/s':>11s} {'NVFP4 tok/s':>12s} {'ratio':>6s} "
+          f"{'first call s (BF16/NVFP4)':>26s}")
+    for r in rows:
+        print(f"{r['lora_rank']:4d} {r['mode']:>8s} {r['batch']:5d} {r['bf16_tok_s']:11.0f} {r['nvfp4_tok_s']:12.0f} "
+              f"{r['ratio']:6.2f} {r['bf16_first_call_s']:12.1f} / {r['nvfp4_first_call_s']:.1f}")
+    for r in rows:
+        for name, prof in r.get("profile", {}).items():
+            kinds = ", ".join(f"{k} {v:.0f}" for k, v in sorted(prof["gpu_us_per_step_by_kind"].items()))
+            print(f"rank {r['lora_rank']} {r['mode']} batch {r['batch']} {name}: wall {prof['wall_us_per_step']:.0f} "
+                  f"us a step, GPU {prof['gpu_us_per_step']:.0f} ({kinds})")
+            print("  host ops, self us / calls a step: " + ", ".join(
+                f"{op['name'][:40]} {op['self_cpu_us_per_step']:.0f} / {op['calls_per_step']:.1f}"
+                for op in prof["top_host_ops"][:8]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""The transformers rollout backend's KV caches: the static cache gives what the dynamic one gives and is reused
+between calls; on CUDA the compiled decode step (CUDA graphs) reads norm weights and adapters as they are now."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from qerl.rollout.base import SamplingSettings
+from qerl.rollout.hf import CACHE_BUCKET, HFRolloutBackend
+
+TOKENIZER = SimpleNamespace(pad_token_id=0, eos_token_id=1)  # the backend reads only these two
+GREEDY = SamplingSettings(max_new_tokens=12, temperature=0.0)
+
+
+def _tiny_policy(device: str, dtype: torch.dtype, hidden: int = 128, intermediate: int = 256):
+    """A random two-layer Qwen2 with NVFP4 linear layers (kernel layout on CUDA) and a LoRA adapter whose B is not
+    zero, so the adapter changes what is generated."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from qerl.lora import attach_lora
+    from qerl.modules import quantize_, use_kernel_layout
+
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=256, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                         tie_word_embeddings=False, pad_token_id=0, eos_token_id=1)
+    model = Qwen2ForCausalLM(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 2:
+                p.normal_(0.0, p.shape[1] ** -0.5)
+    model = model.to(device=device, dtype=dtype)
+    quantize_(model)
+    if device == "cuda":
+        assert use_kernel_layout(model) > 0
+    peft_model = attach_lora(model, r=4, alpha=8)
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.2)
+    peft_model.eval()
+    return peft_model
+
+
+def _prompts(widths: tuple[int, ...], seed: int = 1) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(2, 256, (w,), generator=g).tolist() for w in widths]
+
+
+def _mismatch(model, prompts, result) -> float:
+    """The largest difference between a rollout's log-probabilities and an eager forward's over its tokens."""
+    return max((_teacher_forced_logprobs(model, p, c) - torch.tensor(lp)).abs().max().item()
+               for p, c, lp in zip(prompts, result.completion_ids, result.logprobs))
+
+
+def _teacher_forced_logprobs(model, prompt: list[int], completion: list[int]) -> torch.Tensor:
+    """Log-probabilities of ``completion``'s tokens from one eager forward over prompt + completion."""
+    device = next(model.parameters()).device
+    ids = torch.tensor([prompt + completion], device=device)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion, device=device)[:, None])[:, 0].cpu()
+
+
+def test_static_cache_generates_what_the_dynamic_cache_does():
+    model = _tiny_policy("cpu", torch.float32)
+    prompts = _prompts((5, 9, 7))  # unequal widths: left padding under the static cache's mask
+    dynamic = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
+    static_backend = HFRolloutBackend(model, TOKENIZER, static_cache=True)
+    static = static_backend.generate(prompts, GREEDY)
+    assert static_backend._cache is not None  # the static path ran
+    assert static.completion_ids == dynamic.completion_ids
+    assert len({tuple(c) for c in static.completion_ids}) > 1  # the prompts lead to different completions
+    for a, b in zip(static.logprobs, dynamic.logprobs):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+
+
+def test_static_cache_is_reused_and_emptied_between_calls():
+    model = _tiny_policy("cpu", torch.float32)
+    backend = HFRolloutBackend(model, TOKENIZER, static_cache=True)
+    first = backend.generate(_prompts((6, 8)), GREEDY)
+    cache = backend._cache
+    assert backend._cache_shape == (2, CACHE_BUCKET)
+    # Other prompts in between fill the cache; the same prompts again must give the same tokens (no stale keys).
+    backend.generate(_prompts((8, 8), seed=7), GREEDY)
+    again = backend.generate(_prompts((6, 8)), GREEDY)
+    assert backend._cache is cache
+    assert again.completion_ids == first.completion_ids
+    backend.generate(_prompts((6, 8, 5)), GREEDY)  # another batch size: a new cache
+    assert backend._cache is not cache and backend._cache_shape == (3, CACHE_BUCKET)
+    long = SamplingSettings(max_new_tokens=CACHE_BUCKET, temperature=0.0)
+    backend.generate(_prompts((6, 8, 5)), long)  # longer than the bucket: rounded up to the next one
+    assert backend._cache_shape == (3, 2 * CACHE_BUCKET)
+
+
+def test_compile_needs_cuda_and_the_static_cache():
+    model = _tiny_policy("cpu", torch.float32)
+    with pytest.raises(ValueError, match="needs the static KV cache"):
+        HFRolloutBackend(model, TOKENIZER, static_cache=False, compile=True)
+    with pytest.raises(ValueError, match="needs the model on CUDA"):
+        HFRolloutBackend(model, TOKENIZER, compile=True).generate(_prompts((4,)), GREEDY)
+
+
+@pytest.mark.gpu
+def test_compiled_decode_reads_norms_and_adapter_in_place():
+    """The compiled decode step's tokens and log-probabilities are the model's as it is at each call: after the
+    first call has recorded the CUDA graphs, norm weights (AQN writes noise there) and the adapter (the trainer
+    updates it) change in place, and the next call's log-probabilities follow them."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    model = _tiny_policy("cuda", torch.bfloat16)
+    backend = HFRolloutBackend(model, TOKENIZER)  # CUDA defaults: static cache, compiled
+    prompts = _prompts((6, 6))
+    settings = SamplingSettings(max_new_tokens=24, temperature=0.0)
+
+    def mismatch(result) -> float:
+        return _mismatch(model, prompts, result)
+
+    clean = backend.generate(prompts, settings)
+    assert hasattr(model.base_model.model, "_compiled_call")  # transformers compiled the decode step
+    assert all(len(c) == 24 for c in clean.completion_ids)
+    assert mismatch(clean) < 0.05
+    clean_state = {n: p.detach().clone() for n, p in model.named_parameters() if "norm" in n or "lora_B" in n}
+    with torch.no_grad():
+        g = torch.Generator(device="cuda").manual_seed(3)
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.mul_(1 + 0.3 * torch.randn(p.shape, device="cuda", generator=g).to(p.dtype))
+            elif "lora_B" in name:
+                p.normal_(0.0, 0.2, generator=g)
+    changed = backend.generate(prompts, settings)
+    assert mismatch(changed) < 0.05  # the graphs read the new weights...
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name in clean_state:
+                p.copy_(clean_state[name])
+    assert mismatch(changed) > 0.5  # ...which differ enough that the old ones would not have matched
+
+
+@pytest.mark.gpu
+def test_compiled_decode_with_split_kernels(monkeypatch):
+    """Layers wide enough that the decode-sized products run split kernels, whose tile counters the launcher keeps
+    between calls: the backend allocates them before generating, since the compiled step's warm-up runs allocate
+    from the CUDA graphs' pool and torch refuses to record graphs while a buffer allocated there outlives them (a
+    7B-shaped model whose prefill ran no split kernel failed so)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    from qerl.kernels import nvfp4_gemm
+
+    monkeypatch.setattr(nvfp4_gemm, "_COUNTERS", {})  # as in a fresh process
+    model = _tiny_policy("cuda", torch.bfloat16, hidden=1024, intermediate=2816)
+    backend = HFRolloutBackend(model, TOKENIZER)
+    backend._cache_kwargs(torch.device("cuda"), 2, 32)  # what generate() does first
+    reserved = dict(nvfp4_gemm._COUNTERS)
+    assert [b.numel() for b in reserved.values()] == [nvfp4_gemm.COUNTERS_RESERVE]
+    prompts = _prompts((6, 6))
+    result = backend.generate(prompts, SamplingSettings(max_new_tokens=16, temperature=0.0))
+    assert all(len(c) == 16 for c in result.completion_ids)
+    assert _mismatch(model, prompts, result) < 0.05
+    assert all(nvfp4_gemm._COUNTERS[k] is b for k, b in reserved.items())  # no launch needed a larger buffer
