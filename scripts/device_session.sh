@@ -1808,4 +1808,25 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --profile --repeats 1 --out "$out" > "$out/log.txt" 2>&1
     grep -v Warning "$out/log.txt" | grep -i "skipping\|cudagraph\|rank 0\|host ops" | head -20
     ;;
+  53f)  # the backend's own static-cache loop (no host sync per token): GPU tests, then batch 8 and 64
+    device_name
+    timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_rollout_hf.py tests/test_kernels_gpu.py \
+      -k "rollout or compiled or packed_linear" -rf --tb=short 2>&1 | tail -6 | tee "$out/gpu_tests.txt"
+    timeout 400 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --modes compiled \
+      --out "$out" 2>&1 | grep -v Warning | tail -4
+    ;;
+  53g)  # the same loop: a rank-32 adapter at batch 8, then where a batch-8 step's time goes
+    device_name
+    timeout 260 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --modes compiled \
+      --out "$out/rank32" 2>&1 | grep -v Warning | tail -3
+    timeout 300 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0 --modes compiled --profile --repeats 1 \
+      --out "$out/profile" 2>&1 | grep -v Warning | grep "rank 0\|host ops"
+    ;;
+  53h)  # batch 8 once more; it also ran the compiled step without guards on the modules' attributes
+    # (StaticDecoder(module_guards=False), torch.compiler.skip_guard_on_all_nn_modules_unsafe): torch 2.11 failed
+    # with KeyError 'weight' while compiling it, and the option was removed.
+    device_name
+    timeout 280 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0 --modes compiled \
+      --out "$out/guards" 2>&1 | grep -v Warning | tail -2
+    ;;
 esac

@@ -1,5 +1,6 @@
-"""The transformers rollout backend's KV caches: the static cache gives what the dynamic one gives and is reused
-between calls; on CUDA the compiled decode step (CUDA graphs) reads norm weights and adapters as they are now."""
+"""The transformers rollout backend's two paths: the static-cache loop (``qerl.rollout.static_decode``) gives what
+transformers' ``generate`` on a dynamic cache gives (greedy and seeded sampling, EOS handling) and keeps its cache
+between calls; on CUDA its compiled decode step (CUDA graphs) reads norm weights and adapters as they are now."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 import torch
 
 from qerl.rollout.base import SamplingSettings
-from qerl.rollout.hf import CACHE_BUCKET, HFRolloutBackend
+from qerl.rollout.hf import HFRolloutBackend
+from qerl.rollout.static_decode import CACHE_BUCKET, STOP_CHECK_EVERY
 
 TOKENIZER = SimpleNamespace(pad_token_id=0, eos_token_id=1)  # the backend reads only these two
 GREEDY = SamplingSettings(max_new_tokens=12, temperature=0.0)
@@ -71,29 +73,63 @@ def test_static_cache_generates_what_the_dynamic_cache_does():
     dynamic = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
     static_backend = HFRolloutBackend(model, TOKENIZER, static_cache=True)
     static = static_backend.generate(prompts, GREEDY)
-    assert static_backend._cache is not None  # the static path ran
+    assert static_backend.decoder._cache is not None  # the static path ran
     assert static.completion_ids == dynamic.completion_ids
     assert len({tuple(c) for c in static.completion_ids}) > 1  # the prompts lead to different completions
     for a, b in zip(static.logprobs, dynamic.logprobs):
         torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
 
 
+def test_seeded_sampling_and_eos_match_generate():
+    """Every sampling setting the backend passes on, with a seed: the same tokens as transformers' generate; an EOS
+    that some rows produce ends those rows there, as generate's."""
+    model = _tiny_policy("cpu", torch.float32)
+    prompts = _prompts((5, 9, 7, 9))
+    settings = SamplingSettings(max_new_tokens=20, temperature=0.8, top_k=40, top_p=0.95, min_p=0.1,
+                                repetition_penalty=1.2, seed=11)
+    ref = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, settings)
+    got = HFRolloutBackend(model, TOKENIZER, static_cache=True).generate(prompts, settings)
+    assert got.completion_ids == ref.completion_ids
+    for a, b in zip(got.logprobs, ref.logprobs):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+    # An EOS id that one row samples at its fourth token: that row stops there, the others run on.
+    eos = [ref.completion_ids[0][3]]
+    ref = HFRolloutBackend(model, TOKENIZER, eos_token_ids=eos, static_cache=False).generate(prompts, settings)
+    got = HFRolloutBackend(model, TOKENIZER, eos_token_ids=eos, static_cache=True).generate(prompts, settings)
+    assert got.completion_ids == ref.completion_ids
+    assert min(map(len, got.completion_ids)) <= 4 and max(map(len, got.completion_ids)) == 20
+
+
+def test_decoding_stops_once_every_row_has_ended():
+    """The loop reads the finished flags every ``STOP_CHECK_EVERY`` tokens (not every token): with every id an EOS,
+    all rows end at their first token and the loop stops at the first check."""
+    from qerl.rollout.static_decode import StaticDecoder
+
+    model = _tiny_policy("cpu", torch.float32)
+    ids = torch.tensor(_prompts((6, 6)))
+    settings = SamplingSettings(max_new_tokens=40, temperature=0.0)
+    tokens, logprobs = StaticDecoder(model).generate(ids, torch.ones_like(ids), settings, list(range(256)),
+                                                     pad_token_id=0)
+    assert tokens.shape == logprobs.shape == (2, STOP_CHECK_EVERY)
+    assert (tokens[:, 1:] == 0).all() and (logprobs[:, 0] < 0).all()
+
+
 def test_static_cache_is_reused_and_emptied_between_calls():
     model = _tiny_policy("cpu", torch.float32)
     backend = HFRolloutBackend(model, TOKENIZER, static_cache=True)
     first = backend.generate(_prompts((6, 8)), GREEDY)
-    cache = backend._cache
-    assert backend._cache_shape == (2, CACHE_BUCKET)
+    cache = backend.decoder._cache
+    assert backend.decoder._cache_shape == (2, CACHE_BUCKET)
     # Other prompts in between fill the cache; the same prompts again must give the same tokens (no stale keys).
     backend.generate(_prompts((8, 8), seed=7), GREEDY)
     again = backend.generate(_prompts((6, 8)), GREEDY)
-    assert backend._cache is cache
+    assert backend.decoder._cache is cache
     assert again.completion_ids == first.completion_ids
     backend.generate(_prompts((6, 8, 5)), GREEDY)  # another batch size: a new cache
-    assert backend._cache is not cache and backend._cache_shape == (3, CACHE_BUCKET)
+    assert backend.decoder._cache is not cache and backend.decoder._cache_shape == (3, CACHE_BUCKET)
     long = SamplingSettings(max_new_tokens=CACHE_BUCKET, temperature=0.0)
     backend.generate(_prompts((6, 8, 5)), long)  # longer than the bucket: rounded up to the next one
-    assert backend._cache_shape == (3, 2 * CACHE_BUCKET)
+    assert backend.decoder._cache_shape == (3, 2 * CACHE_BUCKET)
 
 
 def test_compile_needs_cuda_and_the_static_cache():
@@ -120,7 +156,7 @@ def test_compiled_decode_reads_norms_and_adapter_in_place():
         return _mismatch(model, prompts, result)
 
     clean = backend.generate(prompts, settings)
-    assert hasattr(model.base_model.model, "_compiled_call")  # transformers compiled the decode step
+    assert backend.decoder._step is not None  # the compiled decode step ran
     assert all(len(c) == 24 for c in clean.completion_ids)
     assert mismatch(clean) < 0.05
     clean_state = {n: p.detach().clone() for n, p in model.named_parameters() if "norm" in n or "lora_B" in n}
@@ -153,7 +189,7 @@ def test_compiled_decode_with_split_kernels(monkeypatch):
     monkeypatch.setattr(nvfp4_gemm, "_COUNTERS", {})  # as in a fresh process
     model = _tiny_policy("cuda", torch.bfloat16, hidden=1024, intermediate=2816)
     backend = HFRolloutBackend(model, TOKENIZER)
-    backend._cache_kwargs(torch.device("cuda"), 2, 32)  # what generate() does first
+    backend._static_decoder(torch.device("cuda"))  # what generate() does first
     reserved = dict(nvfp4_gemm._COUNTERS)
     assert [b.numel() for b in reserved.values()] == [nvfp4_gemm.COUNTERS_RESERVE]
     prompts = _prompts((6, 6))

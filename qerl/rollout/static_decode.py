@@ -1,0 +1,132 @@
+"""The transformers backend's decode loop on a static KV cache: the decode step compiled into CUDA graphs on CUDA, and
+no host synchronisation per token.
+
+transformers' ``generate`` reads ``unfinished_sequences.max()`` on the host after every token (on CUDA it does not
+defer that check), so the host waits for each step to finish before it queues the next one, and its own work per
+step (sampling, the compiled call's guards and graph launch) adds to the GPU's time instead of overlapping it. This
+loop keeps the tokens, the finished flags and each token's log-probability on the GPU and reads the flags on the
+host every ``STOP_CHECK_EVERY`` tokens. It calls the model's public forward with a ``StaticCache`` and samples with
+transformers' public logits processors in ``generate``'s order and with its softmax + multinomial, so a seed gives
+the tokens ``generate`` gives.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import StaticCache
+from transformers.generation.logits_process import (
+    LogitsProcessorList,
+    MinPLogitsWarper,
+    RepetitionPenaltyLogitsProcessor,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from qerl.rollout.base import SamplingSettings
+
+CACHE_BUCKET = 256  # static KV cache lengths are multiples of this
+STOP_CHECK_EVERY = 16  # tokens between the host's looks at the finished flags
+
+
+def logits_processors(s: SamplingSettings) -> LogitsProcessorList:
+    """What ``generate`` applies to the logits for ``s``, in its order: the repetition penalty, then (sampling only)
+    temperature, top-k, top-p, min-p. Only the settings in ``s``: no defaults from a model's generation config."""
+    procs = LogitsProcessorList()
+    if s.repetition_penalty != 1.0:
+        procs.append(RepetitionPenaltyLogitsProcessor(penalty=s.repetition_penalty))
+    if s.temperature > 0:
+        if s.temperature != 1.0:
+            procs.append(TemperatureLogitsWarper(s.temperature))
+        if s.top_k:
+            procs.append(TopKLogitsWarper(top_k=s.top_k))
+        if s.top_p < 1.0:
+            procs.append(TopPLogitsWarper(top_p=s.top_p))
+        if s.min_p:
+            procs.append(MinPLogitsWarper(min_p=s.min_p))
+    return procs
+
+
+class StaticDecoder:
+    """Generates from left-padded prompts on a static KV cache kept between calls. ``compile``: the one-token decode
+    step compiled into CUDA graphs (torch.compile, mode "reduce-overhead"); it reads the model's weights where they
+    live, so norm weights and adapters changed in place (AQN noise, training) need no recompile."""
+
+    def __init__(self, model: nn.Module, compile: bool = False) -> None:
+        # peft injects its LoRA layers into the transformers model's modules: calling that model directly runs them,
+        # without peft's wrapper forward in the compiled step.
+        self.model = model.get_base_model() if hasattr(model, "get_base_model") else model
+        self.compile = compile
+        self._step = torch.compile(self._decode_step, mode="reduce-overhead", dynamic=False) if compile else None
+        self._cache: StaticCache | None = None
+        self._cache_shape: tuple[int, int] = (0, 0)  # (batch, length) of self._cache
+
+    def static_kv_cache(self, batch: int, length: int) -> StaticCache:
+        """The cache for ``batch`` rows of up to ``length`` tokens, emptied: the one of the last call where it fits
+        (same batch, at least as long: the compiled step and its graphs stay valid), else a new one of ``length``
+        rounded up to ``CACHE_BUCKET``."""
+        held_batch, held_length = self._cache_shape
+        if self._cache is None or held_batch != batch or held_length < length:
+            self._cache = None  # free the old one before allocating
+            length = -(-length // CACHE_BUCKET) * CACHE_BUCKET
+            self._cache = StaticCache(config=self.model.config, max_cache_len=length)
+            self._cache_shape = (batch, length)
+        else:
+            self._cache.reset()
+        return self._cache
+
+    def _decode_step(self, ids: torch.Tensor, position_ids: torch.Tensor, cache_position: torch.Tensor,
+                     mask: torch.Tensor, cache: StaticCache) -> torch.Tensor:
+        out = self.model(input_ids=ids, position_ids=position_ids, cache_position=cache_position, attention_mask=mask,
+                         past_key_values=cache, use_cache=True)
+        return out.logits[:, -1].float()
+
+    @torch.no_grad()
+    def generate(self, ids: torch.Tensor, prompt_mask: torch.Tensor, s: SamplingSettings, eos_token_ids: list[int],
+                 pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(tokens, logprobs)``, both [B, n <= s.max_new_tokens], for left-padded prompts ``ids`` [B, W] whose
+        ``prompt_mask`` marks the real tokens. After a row's first EOS its tokens are ``pad_token_id`` (as
+        ``generate``'s). ``logprobs``: each token's log-probability under the temperature-scaled raw logits (the
+        distribution the trainer scores tokens under), fp32."""
+        batch, width = ids.shape
+        cache = self.static_kv_cache(batch, width + s.max_new_tokens)
+        device = ids.device
+        # One mask for every step: the prompt's padding masked, every later position open (the causal mask and the
+        # cache position keep each query from what is not written yet). A fixed shape, so one compiled graph.
+        mask = torch.ones(batch, self._cache_shape[1], dtype=torch.long, device=device)
+        mask[:, :width] = prompt_mask
+        position_ids = (prompt_mask.long().cumsum(-1) - 1).clamp_(min=0)  # as generate: pads at position 0
+        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids,
+                            cache_position=torch.arange(width, device=device), past_key_values=cache,
+                            use_cache=True).logits[:, -1].float()
+        next_position = position_ids[:, -1:] + 1
+        procs = logits_processors(s)
+        sample = s.temperature > 0
+        scale = s.temperature if sample else 1.0
+        eos = torch.tensor(eos_token_ids, device=device)
+        pad = torch.full((batch,), pad_token_id, device=device, dtype=torch.long)
+        unfinished = torch.ones(batch, dtype=torch.bool, device=device)
+        tokens = torch.full((batch, s.max_new_tokens), pad_token_id, dtype=torch.long, device=device)
+        logprobs = torch.zeros(batch, s.max_new_tokens, dtype=torch.float32, device=device)
+        steps = s.max_new_tokens
+        for t in range(s.max_new_tokens):
+            # The sequence so far, as generate hands it to the processors (only the repetition penalty reads it).
+            seen = torch.cat([ids, tokens[:, :t]], dim=1) if s.repetition_penalty != 1.0 else ids
+            scores = procs(seen, logits) if procs else logits
+            token = torch.multinomial(torch.softmax(scores, dim=-1), 1).squeeze(1) if sample else scores.argmax(-1)
+            logprobs[:, t] = torch.log_softmax(logits / scale, dim=-1).gather(-1, token[:, None]).squeeze(1)
+            token = torch.where(unfinished, token, pad)
+            tokens[:, t] = token
+            unfinished &= ~torch.isin(token, eos)
+            if t + 1 == s.max_new_tokens or ((t + 1) % STOP_CHECK_EVERY == 0 and not bool(unfinished.any())):
+                steps = t + 1
+                break
+            cache_position = torch.full((1,), width + t, dtype=torch.long, device=device)
+            if self._step is not None:
+                torch.compiler.cudagraph_mark_step_begin()  # the last step's outputs are consumed
+                logits = self._step(token[:, None], next_position, cache_position, mask, cache)
+            else:
+                logits = self._decode_step(token[:, None], next_position, cache_position, mask, cache)
+            next_position = next_position + 1
+        return tokens[:, :steps], logprobs[:, :steps]
