@@ -1829,4 +1829,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 280 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0 --modes compiled \
       --out "$out/guards" 2>&1 | grep -v Warning | tail -2
     ;;
+  53i)  # the compiled step captured as one plain CUDA graph per batch and cache length: GPU tests, batch 8 / 64,
+        # a rank-32 adapter at batch 8
+    device_name
+    timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_rollout_hf.py tests/test_kernels_gpu.py \
+      -k "rollout or compiled or packed_linear" -rf --tb=short 2>&1 | tail -6 | tee "$out/gpu_tests.txt"
+    grep -q "^3 passed" "$out/gpu_tests.txt" || exit 1
+    timeout 300 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --modes compiled \
+      --out "$out" 2>&1 | grep -v Warning | tail -4
+    timeout 200 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --modes compiled \
+      --out "$out/rank32" 2>&1 | grep -v Warning | tail -3
+    ;;
 esac

@@ -12,13 +12,21 @@ def capture(fn: Callable[[], Any], warmups: int = 1) -> tuple[torch.cuda.CUDAGra
     """(a CUDA graph of ``fn()``, what ``fn`` returned while captured): ``warmups`` calls on a side stream first
     (they compile kernels, size cuBLAS workspaces and allocate what a capture cannot, e.g. the split tiles'
     counters of ``qerl.kernels.nvfp4_gemm``)."""
+    graph, out, _ = warm_and_capture(fn, warmups)
+    return graph, out
+
+
+def warm_and_capture(fn: Callable[[], Any], warmups: int = 1) -> tuple[torch.cuda.CUDAGraph, Any, Any]:
+    """As ``capture``, also returning what the last warm-up call returned: where ``fn`` changes state (e.g. appends
+    to a KV cache), that call can be the real one, since capturing runs nothing."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
+    warm = None
     with torch.cuda.stream(stream):
         for _ in range(warmups):
-            fn()
+            warm = fn()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = fn()
-    return graph, out
+    return graph, out, warm

@@ -3,8 +3,8 @@
 The policy that generates is the trained model, so the adapter is always current; AQN noise is written into its
 norm weights for the duration of a call and the clean weights are restored before the gradient step.
 
-On CUDA the batch decodes on a static KV cache with the one-token step compiled into CUDA graphs, in the project's
-own loop (``qerl.rollout.static_decode``: no host synchronisation per token); elsewhere, and with
+On CUDA the batch decodes on a static KV cache in the project's own loop (``qerl.rollout.static_decode``: the
+one-token step compiled and replayed as one CUDA graph, no host synchronisation per token); elsewhere, and with
 ``static_cache=False``, transformers' ``generate`` on a dynamic cache. Both sample alike (a seed gives the same
 tokens).
 """
@@ -46,7 +46,9 @@ class HFRolloutBackend(RolloutBackend):
 
     def attach_aqn(self, controller, patterns, seed: int = 0) -> None:
         super().attach_aqn(controller, patterns, seed)
-        keep_norms_fp32(self.injector.modules)
+        keep_norms_fp32(self.injector.modules)  # new fp32 tensors: a step captured before would read the old ones
+        if self.decoder is not None:
+            self.decoder.reset_graphs()
         self.injector.resync_master()
 
     def sync_policy(self, policy: nn.Module) -> None:

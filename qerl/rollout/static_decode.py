@@ -1,5 +1,5 @@
-"""The transformers backend's decode loop on a static KV cache: the decode step compiled into CUDA graphs on CUDA, and
-no host synchronisation per token.
+"""The transformers backend's decode loop on a static KV cache: on CUDA one CUDA graph per decode step, and no host
+synchronisation per token.
 
 transformers' ``generate`` reads ``unfinished_sequences.max()`` on the host after every token (on CUDA it does not
 defer that check), so the host waits for each step to finish before it queues the next one, and its own work per
@@ -8,6 +8,12 @@ loop keeps the tokens, the finished flags and each token's log-probability on th
 host every ``STOP_CHECK_EVERY`` tokens. It calls the model's public forward with a ``StaticCache`` and samples with
 transformers' public logits processors in ``generate``'s order and with its softmax + multinomial, so a seed gives
 the tokens ``generate`` gives.
+
+With ``compile``, the one-token step is compiled by torch.compile (inductor fuses the work between the projections)
+and captured once per batch size and cache length into a plain CUDA graph, which each step replays after copying
+its token, position and cache position into the graph's input buffers: no guards, no Python per module, one launch.
+The graph reads the weights where they live, so values changed in place (AQN noise, the adapter's training) are
+used; a weight replaced by a new tensor is not (``reset_graphs`` drops the graphs).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
+from qerl.kernels.graphs import warm_and_capture
 from qerl.rollout.base import SamplingSettings
 
 CACHE_BUCKET = 256  # static KV cache lengths are multiples of this
@@ -50,17 +57,22 @@ def logits_processors(s: SamplingSettings) -> LogitsProcessorList:
 
 class StaticDecoder:
     """Generates from left-padded prompts on a static KV cache kept between calls. ``compile``: the one-token decode
-    step compiled into CUDA graphs (torch.compile, mode "reduce-overhead"); it reads the model's weights where they
-    live, so norm weights and adapters changed in place (AQN noise, training) need no recompile."""
+    step compiled and replayed as a CUDA graph (CUDA only; see the module docstring)."""
 
     def __init__(self, model: nn.Module, compile: bool = False) -> None:
         # peft injects its LoRA layers into the transformers model's modules: calling that model directly runs them,
         # without peft's wrapper forward in the compiled step.
         self.model = model.get_base_model() if hasattr(model, "get_base_model") else model
         self.compile = compile
-        self._step = torch.compile(self._decode_step, mode="reduce-overhead", dynamic=False) if compile else None
+        self._step = torch.compile(self._decode_step, dynamic=False) if compile else None
         self._cache: StaticCache | None = None
         self._cache_shape: tuple[int, int] = (0, 0)  # (batch, length) of self._cache
+        self._mask: torch.Tensor | None = None  # [batch, length]: the attention mask of the current call
+        self._graph: _StepGraph | None = None  # the captured step for self._cache
+
+    def reset_graphs(self) -> None:
+        """Drop the captured step (the next call captures it anew), e.g. after weights were replaced by new tensors."""
+        self._graph = None
 
     def static_kv_cache(self, batch: int, length: int) -> StaticCache:
         """The cache for ``batch`` rows of up to ``length`` tokens, emptied: the one of the last call where it fits
@@ -68,10 +80,11 @@ class StaticDecoder:
         rounded up to ``CACHE_BUCKET``."""
         held_batch, held_length = self._cache_shape
         if self._cache is None or held_batch != batch or held_length < length:
-            self._cache = None  # free the old one before allocating
+            self._cache = self._graph = self._mask = None  # free the old ones before allocating
             length = -(-length // CACHE_BUCKET) * CACHE_BUCKET
             self._cache = StaticCache(config=self.model.config, max_cache_len=length)
             self._cache_shape = (batch, length)
+            self._mask = torch.ones(batch, length, dtype=torch.long, device=self.model.device)
         else:
             self._cache.reset()
         return self._cache
@@ -94,7 +107,8 @@ class StaticDecoder:
         device = ids.device
         # One mask for every step: the prompt's padding masked, every later position open (the causal mask and the
         # cache position keep each query from what is not written yet). A fixed shape, so one compiled graph.
-        mask = torch.ones(batch, self._cache_shape[1], dtype=torch.long, device=device)
+        mask = self._mask  # the same tensor every call on this cache: the captured step reads it
+        mask.fill_(1)
         mask[:, :width] = prompt_mask
         position_ids = (prompt_mask.long().cumsum(-1) - 1).clamp_(min=0)  # as generate: pads at position 0
         logits = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids,
@@ -122,11 +136,39 @@ class StaticDecoder:
             if t + 1 == s.max_new_tokens or ((t + 1) % STOP_CHECK_EVERY == 0 and not bool(unfinished.any())):
                 steps = t + 1
                 break
-            cache_position = torch.full((1,), width + t, dtype=torch.long, device=device)
             if self._step is not None:
-                torch.compiler.cudagraph_mark_step_begin()  # the last step's outputs are consumed
-                logits = self._step(token[:, None], next_position, cache_position, mask, cache)
+                if self._graph is None:
+                    self._graph = _StepGraph(self._step, mask, cache, batch)
+                logits = self._graph.run(token, next_position, width + t)
             else:
+                cache_position = torch.full((1,), width + t, dtype=torch.long, device=device)
                 logits = self._decode_step(token[:, None], next_position, cache_position, mask, cache)
             next_position = next_position + 1
         return tokens[:, :steps], logprobs[:, :steps]
+
+
+class _StepGraph:
+    """The compiled decode step captured as one CUDA graph over fixed input buffers."""
+
+    def __init__(self, step, mask: torch.Tensor, cache: StaticCache, batch: int) -> None:
+        device = mask.device
+        self.ids = torch.zeros(batch, 1, dtype=torch.long, device=device)
+        self.position = torch.zeros(batch, 1, dtype=torch.long, device=device)
+        self.cache_position = torch.zeros(1, dtype=torch.long, device=device)
+        self._call = lambda: step(self.ids, self.position, self.cache_position, mask, cache)
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.logits: torch.Tensor | None = None
+
+    def run(self, token: torch.Tensor, position: torch.Tensor, cache_position: int) -> torch.Tensor:
+        """The logits after ``token`` (at ``position`` per row, cache slot ``cache_position``): a view of the graph's
+        output buffer, valid until the next call."""
+        self.ids.copy_(token[:, None])
+        self.position.copy_(position)
+        self.cache_position.fill_(cache_position)
+        if self.graph is None:
+            # The warm-up call (compilation included) is this step itself: the cache advances once, as on a replay;
+            # capturing records the step without running it.
+            self.graph, self.logits, logits = warm_and_capture(self._call)
+            return logits
+        self.graph.replay()
+        return self.logits
