@@ -4,10 +4,11 @@ Two ``Qwen2ForCausalLM`` models with random weights (no checkpoint needed): one 
 (``qerl.modules.quantize_``, the fused kernels' layout), one whose BF16 weights are the first one's dequantized
 weights, so both compute the same function up to rounding. Each generates ``--new-tokens`` tokens for a batch of
 random ``--prompt``-token prompts through ``HFRolloutBackend.generate``, exactly as a training step's rollouts do
-(sampling at temperature 1, per-token log-probabilities returned, AQN off), with a LoRA adapter of ``--lora-rank``
+(sampling at temperature 1, per-token log-probabilities returned, AQN off), with a LoRA adapter of each rank in ``--lora-ranks``
 on every projection (0: none), and reports generated tokens per second of wall time (prefill and the log-probability
-gather included). ``--modes``: ``compiled`` (the CUDA default: static KV cache, decode step compiled into CUDA
-graphs) and ``eager`` (dynamic cache, no compilation: what the backend did before). The first call of each model
+gather included). ``--modes``: ``compiled`` (the CUDA default: the backend's own loop on a static KV cache, the
+compiled decode step replayed as one CUDA graph) and ``eager`` (transformers' ``generate`` on a dynamic cache, no
+compilation: what the backend did before). The first call of each model
 and mode compiles and is reported as ``first_call_s``; then ``--repeats`` timed calls per model, BF16 and NVFP4 in
 turn, and the ratio of the medians.
 

@@ -59,10 +59,12 @@ class QeRLConfig(GRPOConfig):
     rollout_is_cap: float = 2.0
     log_logprob_mismatch: bool = field(default=True, metadata={"help": "score rollouts with the training model to "
                                                                        "log the mismatch even without correction"})
-    hf_static_cache: bool | None = field(default=None, metadata={"help": "hf backend: decode on a static KV cache "
-                                                                          "(default: on CUDA)"})
-    hf_compile: bool | None = field(default=None, metadata={"help": "hf backend: compile the decode step into CUDA "
-                                                                     "graphs (default: on CUDA with the static cache)"})
+    hf_static_cache: bool | None = field(default=None, metadata={"help": "hf backend: decode on a static KV cache in "
+                                                                          "the project's loop (default: on CUDA; "
+                                                                          "false: transformers' generate)"})
+    hf_compile: bool | None = field(default=None, metadata={"help": "hf backend: compile the decode step and replay "
+                                                                     "it as a CUDA graph (default: on CUDA with the "
+                                                                     "static cache)"})
     vllm_max_lora_rank: int | None = None  # default: lora_r
     vllm_enforce_eager: bool = field(default=False, metadata={"help": "no CUDA graphs in the rollout engine"})
     vllm_fp4_kernel: str = field(default="marlin", metadata={"help": "NVFP4 GEMM in the rollout engine: marlin (vLLM's) "

@@ -179,9 +179,9 @@ def test_compiled_decode_reads_norms_and_adapter_in_place():
 @pytest.mark.gpu
 def test_compiled_decode_with_split_kernels(monkeypatch):
     """Layers wide enough that the decode-sized products run split kernels, whose tile counters the launcher keeps
-    between calls: the backend allocates them before generating, since the compiled step's warm-up runs allocate
-    from the CUDA graphs' pool and torch refuses to record graphs while a buffer allocated there outlives them (a
-    7B-shaped model whose prefill ran no split kernel failed so)."""
+    between calls: the backend reserves them before generating, as a CUDA-graph capture cannot allocate them (and
+    under torch.compile's CUDA-graph trees, which allocate warm-up runs from the graphs' pool, a 7B-shaped model
+    whose prefill ran no split kernel failed to record)."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     from qerl.kernels import nvfp4_gemm

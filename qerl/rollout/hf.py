@@ -142,7 +142,7 @@ class HFRolloutBackend(RolloutBackend):
         if compile and kernels_available(device):
             from qerl.kernels import reserve_split_counters
 
-            reserve_split_counters(device)  # before the graphs' warm-up runs allocate from their pool
+            reserve_split_counters(device)  # room for every launch of the captured step: a capture cannot grow them
         if self.decoder is None:
             self.decoder = StaticDecoder(self.model, compile=compile)
         return self.decoder
