@@ -1840,4 +1840,9 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 200 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --modes compiled \
       --out "$out/rank32" 2>&1 | grep -v Warning | tail -3
     ;;
+  53j)  # after graphs.capture became a wrapper of warm_and_capture: the GPU tests that capture graphs with it
+    device_name
+    timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_fused_qkv.py tests/test_decode_attention.py \
+      tests/test_fused_norm.py -k "graph or decode_step" -rf --tb=short 2>&1 | tail -6 | tee "$out/gpu_tests.txt"
+    ;;
 esac
