@@ -146,15 +146,14 @@ class NVFP4Linear(nn.Module):
                 from qerl.kernels import NVFP4MatmulFn
 
                 y = NVFP4MatmulFn.apply(x.to(torch.bfloat16), self.kernel_weight(), self.bias)
-                return y.to(x.dtype)
-            # No gradient to carry (rollouts, scoring): the custom op, which torch.compile keeps as one opaque call
-            # (compiled generation with CUDA graphs) instead of tracing the launcher's Python.
-            from qerl.kernels.ops import nvfp4_linear
+            else:
+                # No gradient to carry (rollouts, scoring): the custom op, which torch.compile keeps as one opaque
+                # call (the compiled decode step) instead of tracing the launcher's Python.
+                from qerl.kernels.ops import nvfp4_linear
 
-            y = nvfp4_linear(x.to(torch.bfloat16), self.kernel_codes, self.kernel_scales, self.weight_global_scale,
-                             self.out_features, self.in_features)
-            if self.bias is not None:
-                y = y + self.bias.to(y.dtype)
+                y = nvfp4_linear(x.to(torch.bfloat16), *self.kernel_weight())
+                if self.bias is not None:
+                    y = y + self.bias.to(y.dtype)
             return y.to(x.dtype)
         if self._cache_enabled and not torch.is_grad_enabled():
             if self._dense_cache is None or self._dense_cache.dtype != x.dtype:

@@ -1845,4 +1845,10 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_fused_qkv.py tests/test_decode_attention.py \
       tests/test_fused_norm.py -k "graph or decode_step" -rf --tb=short 2>&1 | tail -6 | tee "$out/gpu_tests.txt"
     ;;
+  53k)  # after the review (the packed layer's no-grad call, the counters reserved once): the rollout backend's and
+        # the packed module's GPU tests
+    device_name
+    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_rollout_hf.py tests/test_kernels_gpu.py \
+      -k "rollout or compiled or packed_linear" -rf --tb=short 2>&1 | tail -6 | tee "$out/gpu_tests.txt"
+    ;;
 esac

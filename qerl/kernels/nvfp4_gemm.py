@@ -1667,10 +1667,10 @@ def _split_counters(device: torch.device, tiles: int) -> torch.Tensor | None:
 
 
 def reserve_split_counters(device: torch.device, tiles: int = COUNTERS_RESERVE) -> None:
-    """Allocate ``device``'s tile counters for ``tiles`` tiles now. For callers about to record CUDA graphs through
-    torch.compile (mode "reduce-overhead"): its warm-up runs allocate from the graphs' memory pool, where a buffer
-    the launcher keeps between calls would be a live allocation the pool does not track (torch refuses to record
-    then)."""
+    """Allocate ``device``'s tile counters for ``tiles`` tiles now, for callers about to capture CUDA graphs: a
+    capture cannot allocate them (its launches would fall back to a second reduce kernel), and under torch.compile's
+    CUDA-graph trees, whose warm-up runs allocate from the graphs' memory pool, a buffer the launcher keeps between
+    calls would be a live allocation the pool does not track (torch refuses to record then)."""
     _split_counters(device, tiles)
 
 

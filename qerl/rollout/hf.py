@@ -139,10 +139,10 @@ class HFRolloutBackend(RolloutBackend):
                              "(leave compile unset on CPU)")
         if not static:
             return None
-        if compile and kernels_available(device):
-            from qerl.kernels import reserve_split_counters
-
-            reserve_split_counters(device)  # room for every launch of the captured step: a capture cannot grow them
         if self.decoder is None:
+            if compile and kernels_available(device):
+                from qerl.kernels import reserve_split_counters
+
+                reserve_split_counters(device)  # room for every launch of the captured step: a capture cannot grow them
             self.decoder = StaticDecoder(self.model, compile=compile)
         return self.decoder
