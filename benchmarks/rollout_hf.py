@@ -6,19 +6,20 @@ weights, so both compute the same function up to rounding. Each generates ``--ne
 random ``--prompt``-token prompts through ``HFRolloutBackend.generate``, exactly as a training step's rollouts do
 (sampling at temperature 1, per-token log-probabilities returned, AQN off), with a LoRA adapter of each rank in ``--lora-ranks``
 on every projection (0: none), and reports generated tokens per second of wall time (prefill and the log-probability
-gather included). ``--modes``: ``compiled`` (the CUDA default: the backend's own loop on a static KV cache, the
-compiled decode step replayed as one CUDA graph) and ``eager`` (transformers' ``generate`` on a dynamic cache, no
-compilation: what the backend did before). The first call of each model
+gather included). ``--modes``: ``fused`` (the CUDA default: the backend's own loop on a static KV cache, the
+project's decode step ``qerl.rollout.decode_step`` compiled and replayed as one CUDA graph: q/k/v and gate/up as one
+product each on both models, the Triton decode attention), ``compiled`` (the same loop with the model's own forward
+as the step) and ``eager`` (transformers' ``generate`` on a dynamic cache, no compilation). The first call of each model
 and mode compiles and is reported as ``first_call_s``; then ``--repeats`` timed calls per model, BF16 and NVFP4 in
 turn, and the ratio of the medians.
 
-    python benchmarks/rollout_hf.py                                  # batch 8, no adapter, compiled
-    python benchmarks/rollout_hf.py --batches 1,8 --lora-ranks 0,32 --modes compiled,eager
+    python benchmarks/rollout_hf.py                                  # batch 8, no adapter, fused step
+    python benchmarks/rollout_hf.py --batches 1,8 --lora-ranks 0,32 --modes fused,compiled,eager
     python benchmarks/rollout_hf.py --profile                        # where a step's wall time goes
 
-Unlike ``benchmarks/decode_nvfp4.py`` (the decode step written for the kernels: fused qkv and gate_up, the Triton
-step around attention, the projections' epilogues), this runs transformers' Qwen2 modules as they are: separate
-q / k / v and gate / up projections, its own attention and sampling loop. Writes rollout_hf.json under $OUT (or
+Unlike ``benchmarks/decode_nvfp4.py`` (a decode step written for the kernels, with the projections' epilogues:
+RMSNorms, SiLU x up, RoPE), this runs a training model: transformers' Qwen2 modules with peft's adapters, the norms
+and o / down projections as modules, and the backend's sampling loop. Writes rollout_hf.json under $OUT (or
 --out) after every measurement and prints a table last.
 """
 
@@ -124,7 +125,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batches", default="8")
     p.add_argument("--lora-ranks", default="0")
-    p.add_argument("--modes", default="compiled", help="comma list of compiled, eager")
+    p.add_argument("--modes", default="fused", help="comma list of fused, compiled, eager")
     p.add_argument("--layers", type=int, default=28)
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--new-tokens", type=int, default=256)
@@ -158,8 +159,9 @@ def main() -> None:
     for rank in (int(r) for r in args.lora_ranks.split(",")):
         models = {"bf16": with_adapter(bf16, rank), "nvfp4": with_adapter(nvfp4, rank)}
         for mode in args.modes.split(","):
-            compiled = {"compiled": True, "eager": False}[mode]
-            backends = {name: HFRolloutBackend(m, tok, eos, static_cache=compiled, compile=compiled)
+            compiled = mode != "eager"
+            backends = {name: HFRolloutBackend(m, tok, eos, static_cache=compiled, compile=compiled,
+                                               fused_step={"fused": True, "compiled": False, "eager": None}[mode])
                         for name, m in models.items()}
             for batch in (int(b) for b in args.batches.split(",")):
                 g = torch.Generator().manual_seed(batch)
@@ -175,6 +177,9 @@ def main() -> None:
                     row[f"{name}_tok_s"] = statistics.median(row[f"{name}_tok_s_passes"])
                     row[f"{name}_tokens"] = passes[0][name]["tokens"]
                 row["ratio"] = row["nvfp4_tok_s"] / row["bf16_tok_s"]
+                for name, backend in backends.items():
+                    step = getattr(backend.decoder, "_fused", None)
+                    row[f"{name}_fused_groups"] = None if step is None else step.fused_groups()
                 if args.profile:
                     row["profile"] = {name: profile_generate(b, prompts, settings) for name, b in backends.items()}
                 row["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30

@@ -65,6 +65,10 @@ class QeRLConfig(GRPOConfig):
     hf_compile: bool | None = field(default=None, metadata={"help": "hf backend: compile the decode step and replay "
                                                                      "it as a CUDA graph (default: on CUDA with the "
                                                                      "static cache)"})
+    hf_fused_step: bool | None = field(default=None, metadata={"help": "hf backend: decode with the project's step "
+                                                                        "(fused q/k/v and gate/up products, Triton "
+                                                                        "decode attention; Qwen2 / Llama families; "
+                                                                        "default: when compiling)"})
     vllm_max_lora_rank: int | None = None  # default: lora_r
     vllm_enforce_eager: bool = field(default=False, metadata={"help": "no CUDA graphs in the rollout engine"})
     vllm_fp4_kernel: str = field(default="marlin", metadata={"help": "NVFP4 GEMM in the rollout engine: marlin (vLLM's) "

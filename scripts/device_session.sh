@@ -1851,4 +1851,22 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_rollout_hf.py tests/test_kernels_gpu.py \
       -k "rollout or compiled or packed_linear" -rf --tb=short 2>&1 | tail -6 | tee "$out/gpu_tests.txt"
     ;;
+  54a)  # the project's decode step in the transformers backend (fused q/k/v and gate/up over shared storage, the
+        # Triton decode attention from each row's first prompt token): GPU tests, then batch 8 against the model's
+        # forward as the step
+    device_name
+    timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_rollout_hf.py tests/test_decode_attention.py \
+      tests/test_kernels_gpu.py -k "compiled or packed_linear or fused_members or under_a_cuda_graph" -rf --tb=short \
+      2>&1 | tail -8 | tee "$out/gpu_tests.txt"
+    timeout 180 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0 --modes fused --out "$out" 2>&1 \
+      | grep -v Warning | tail -3
+    ;;
+  54b)  # the fused step at batch 8 / 64 without an adapter and batch 8 with a rank-32 adapter; then where a batch-8
+        # step's time goes
+    device_name
+    timeout 300 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0,32 --modes fused --out "$out" 2>&1 \
+      | grep -v Warning | tail -6
+    timeout 200 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0 --modes fused --profile --repeats 1 \
+      --out "$out/profile" 2>&1 | grep -v Warning | grep "rank 0\|host ops"
+    ;;
 esac

@@ -28,34 +28,41 @@ from qerl.kernels.decode_attention import decode_attention, decode_attention_ref
 seed = int.from_bytes(os.urandom(4), "little")
 gen = torch.Generator().manual_seed(seed)
 cases = [
-    # batch, query heads, KV heads, head dim, cache length, lengths, splits, block
-    (2, 6, 2, 16, 40, [1, 37], 1, 16),      # one slice: the first kernel writes the output
-    (2, 6, 2, 16, 40, [1, 37], 4, 16),      # length 1: three of four slices past the length
-    (3, 7, 1, 32, 70, [70], 2, 16),         # a group of 7 heads (padded to 16 rows), one length for all
-    (2, 28, 4, 32, 129, [129, 64], 2, 32),  # 7B's head grouping; a length on a slice boundary
-    (1, 4, 4, 16, 33, [17], 8, 16),         # no grouping; more slices than blocks up to the length
+    # batch, query heads, KV heads, head dim, cache length, lengths, splits, block, starts (left padding)
+    (2, 6, 2, 16, 40, [1, 37], 1, 16, None),      # one slice: the first kernel writes the output
+    (2, 6, 2, 16, 40, [1, 37], 4, 16, None),      # length 1: three of four slices past the length
+    (3, 7, 1, 32, 70, [70], 2, 16, None),         # a group of 7 heads (padded to 16 rows), one length for all
+    (2, 28, 4, 32, 129, [129, 64], 2, 32, None),  # 7B's head grouping; a length on a slice boundary
+    (1, 4, 4, 16, 33, [17], 8, 16, None),         # no grouping; more slices than blocks up to the length
+    (3, 6, 2, 16, 40, [40], 1, 16, [0, 5, 39]),   # pads skipped; a row whose only position is the last
+    (3, 6, 2, 16, 40, [40], 4, 16, [0, 21, 33]),  # whole slices before a row's start
 ]
 results = []
-for b, h, kv, d, cache, lens, splits, block in cases:
+for b, h, kv, d, cache, lens, splits, block, starts in cases:
     q = torch.randn(b, h, d, generator=gen).bfloat16()
     k = torch.randn(b, kv, cache, d, generator=gen).bfloat16()
     v = torch.randn(b, kv, cache, d, generator=gen).bfloat16()
     ln = torch.tensor(lens, dtype=torch.int32)
-    out = decode_attention(q, k, v, ln, splits=splits, block_n=block)
-    ref = decode_attention_reference(q, k, v, ln)
-    # Positions past the length must not matter: overwrite them and run again.
+    st = None if starts is None else torch.tensor(starts)
+    out = decode_attention(q, k, v, ln, splits=splits, block_n=block, starts=st)
+    ref = decode_attention_reference(q, k, v, ln, starts=st)
+    # Positions past the length and before the start must not matter: overwrite them and run again.
     k2, v2 = k.clone(), v.clone()
     for i, n in enumerate(lens * b if len(lens) == 1 else lens):
         k2[i, :, n:] = 1e4
         v2[i, :, n:] = float("nan")
-    out2 = decode_attention(q, k2, v2, ln, splits=splits, block_n=block)
-    results.append({"case": [b, h, kv, d, cache, lens, splits, block], "shape_ok": list(out.shape) == [b, h, d],
+        if starts is not None:
+            k2[i, :, :starts[i]] = 1e4
+            v2[i, :, :starts[i]] = float("nan")
+    out2 = decode_attention(q, k2, v2, ln, splits=splits, block_n=block, starts=st)
+    results.append({"case": [b, h, kv, d, cache, lens, splits, block, starts], "shape_ok": list(out.shape) == [b, h, d],
                     "rel": float((out.float() - ref).norm() / ref.norm()), "same_past_length": bool(torch.equal(out, out2))})
 
 from qerl.kernels.decode_attention import rope_and_cache, rope_and_cache_reference
 rope = []
-for b, h, kv, d, cache, positions, bias in [(3, 6, 2, 16, 20, [7], True), (3, 6, 2, 16, 20, [0, 5, 19], False),
-                                           (2, 7, 1, 32, 9, [8], True)]:
+for b, h, kv, d, cache, positions, bias, slots in [
+        (3, 6, 2, 16, 20, [7], True, None), (3, 6, 2, 16, 20, [0, 5, 19], False, None), (2, 7, 1, 32, 9, [8], True, None),
+        (3, 6, 2, 16, 20, [0, 5, 11], True, [17])]:  # left padding: rows' own positions, one cache slot
     qkv = torch.randn(b, (h + 2 * kv) * d, generator=gen).bfloat16()
     bvec = torch.randn((h + 2 * kv) * d, generator=gen).bfloat16() if bias else None
     ang = torch.arange(cache)[:, None].float() * torch.rand(d // 2, generator=gen)[None]
@@ -65,12 +72,14 @@ for b, h, kv, d, cache, positions, bias in [(3, 6, 2, 16, 20, [7], True), (3, 6,
     kc = torch.randn(b, kv, cache, d, generator=gen).bfloat16()
     vc = torch.randn(b, kv, cache, d, generator=gen).bfloat16()
     kr, vr = kc.clone(), vc.clone()
-    q = rope_and_cache(qkv, bvec, cos, sin, pos, kc, vc, h)
-    qr = rope_and_cache_reference(qkv, bvec, cos, sin, pos, kr, vr, h)
+    sl = None if slots is None else torch.tensor(slots)
+    q = rope_and_cache(qkv, bvec, cos, sin, pos, kc, vc, h, slots=sl)
+    qr = rope_and_cache_reference(qkv, bvec, cos, sin, pos, kr, vr, h, slots=sl)
     written = torch.zeros(b, kv, cache, dtype=torch.bool)
-    for i, n in enumerate(positions * b if len(positions) == 1 else positions):
+    where = positions if slots is None else slots
+    for i, n in enumerate(where * b if len(where) == 1 else where):
         written[i, :, n] = True
-    rope.append({"case": [b, h, kv, d, cache, positions, bias],
+    rope.append({"case": [b, h, kv, d, cache, positions, bias, slots],
                  "q_rel": float((q.float() - qr.float()).norm() / qr.float().norm()),
                  "k_rel": float((kc.float() - kr.float()).norm() / kr.float().norm()),
                  "v_rel": float((vc.float() - vr.float()).norm() / vr.float().norm()),
@@ -81,14 +90,14 @@ print(json.dumps({"seed": seed, "results": results, "rope": rope}))
 
 def test_decode_attention_matches_reference_under_interpreter():
     report = run_interpreted(_SCRIPT)
-    assert len(report["results"]) == 5
+    assert len(report["results"]) == 7
     for r in report["results"]:
         where = f"case {r['case']} (seed {report['seed']})"
         assert r["shape_ok"], where
         # bf16 rounding of the probabilities fed to the second dot and of the output.
         assert r["rel"] < 2e-2, f"rel error {r['rel']:.3g}: {where}"
         assert r["same_past_length"], f"cache positions past the length changed the output: {where}"
-    assert len(report["rope"]) == 3
+    assert len(report["rope"]) == 4
     for r in report["rope"]:
         where = f"rope case {r['case']} (seed {report['seed']})"
         # bf16 rounding of the outputs only (the interpreter rounds fp32 -> bf16 toward zero, the GPU to nearest:
@@ -204,4 +213,15 @@ def test_decode_attention_on_gpu_under_a_cuda_graph(batch):
     ref = decode_attention_reference(q, k, v, per_seq)
     for splits in (1, 4):
         got = decode_attention(q, k, v, per_seq, splits=splits)
+        assert float((got.float() - ref).norm() / ref.norm()) < 2e-2, splits
+    # Left padding: each row from its own start (below its length); the positions before it poisoned.
+    starts = (torch.rand(batch, device="cuda") * per_seq).long()
+    k2, v2 = k.clone(), v.clone()
+    for i, lo in enumerate(starts.tolist()):
+        k2[i, :, :lo] = 1e4
+        v2[i, :, :lo] = float("nan")
+    ref = decode_attention_reference(q, k, v, per_seq, starts=starts)
+    for splits in (1, 4):
+        got = decode_attention(q, k2, v2, per_seq, splits=splits, starts=starts)
+        assert torch.isfinite(got).all(), splits
         assert float((got.float() - ref).norm() / ref.norm()) < 2e-2, splits

@@ -383,3 +383,49 @@ def test_lora_epilogue_op_in_a_cuda_graph_reads_the_adapter_in_place():
         graph.replay()
         torch.cuda.synchronize()
         assert _rel(y, reference()) < 1e-2
+
+
+@pytest.mark.parametrize("sizes", [(3584, 512, 512), (18944, 18944)])
+def test_fused_members_read_through_their_views_as_through_copies(sizes):
+    """q / k / v (and gate / up) moved into one allocation by ``qerl.fusion``: each member's scales are a column
+    slice of the group's scale rows (a row stride larger than its own N * 8), which every kernel must honour. Every
+    member's forward and input gradient on its views equal, bit for bit, the same kernels on contiguous copies (M
+    from decode to prefill sizes, so the warp-specialized kernels run on them too), and the group's one product
+    matches the reference."""
+    from torch import nn
+
+    from qerl.fusion import fuse_siblings
+    from qerl.kernels import KernelWeight
+    from qerl.kernels import nvfp4_gemm_ws as ws
+    from qerl.modules import NVFP4Linear
+
+    k = 3584
+    leaves = ("q_proj", "k_proj", "v_proj") if len(sizes) == 3 else ("gate_proj", "up_proj")
+    dense = [torch.randn(n, k, device="cuda") * 0.02 for n in sizes]
+    shared = nvfp4.global_scale_for(dense)
+    parent = nn.Module()
+    for leaf, w in zip(leaves, dense):
+        linear = nn.Linear(k, w.shape[0], bias=False, device="cuda")
+        linear.weight.data.copy_(w)
+        setattr(parent, leaf, NVFP4Linear.from_linear(linear, shared))
+        getattr(parent, leaf).to_kernel_layout()
+    fused = fuse_siblings(parent, leaves)
+    assert fused is not None and fused.sizes == sizes
+    members = [getattr(parent, leaf).kernel_weight() for leaf in leaves]
+    assert all(w.scales.stride(0) == sum(sizes) * 8 for w in members)
+    ran_ws = False
+    for m in (1, 8, 64, 256, 1029):
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        for w in members:
+            own = KernelWeight(w.codes.clone(), torch.empty(w.scales.shape, dtype=torch.uint8, device="cuda")
+                               .copy_(w.scales), w.global_scale, w.n, w.k, w.layout)
+            ran_ws |= ws.pick(x, w.n, w.k, w.k_pad, w.words) is not None
+            out = torch.full((m, w.n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            assert torch.equal(nvfp4_matmul(x, w, out=out), nvfp4_matmul(x, own)), (m, w.n)
+            dy = torch.randn(m, w.n, device="cuda").to(torch.bfloat16)
+            assert torch.equal(nvfp4_matmul_grad_input(dy, w), nvfp4_matmul_grad_input(dy, own)), (m, w.n)
+        ref = _matmul_fp32(x.float(), torch.cat([NVFP4Linear.dequantized_weight(getattr(parent, leaf), torch.float32)
+                                                 for leaf in leaves]).T)
+        got = nvfp4_matmul(x, fused.weight)
+        assert torch.isfinite(got).all() and _rel(got, ref) < 1e-2, m
+    assert ran_ws or not ws.available(torch.device("cuda"))  # Hopper: the views went through TMA descriptors too

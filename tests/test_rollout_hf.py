@@ -134,29 +134,33 @@ def test_static_cache_is_reused_and_emptied_between_calls():
 
 def test_compile_needs_cuda_and_the_static_cache():
     model = _tiny_policy("cpu", torch.float32)
-    with pytest.raises(ValueError, match="needs the static KV cache"):
+    with pytest.raises(ValueError, match="need the static KV cache"):
         HFRolloutBackend(model, TOKENIZER, static_cache=False, compile=True)
     with pytest.raises(ValueError, match="needs the model on CUDA"):
         HFRolloutBackend(model, TOKENIZER, compile=True).generate(_prompts((4,)), GREEDY)
 
 
 @pytest.mark.gpu
-def test_compiled_decode_reads_norms_and_adapter_in_place():
+@pytest.mark.parametrize("fused_step", [True, False])
+def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step):
     """The compiled decode step's tokens and log-probabilities are the model's as it is at each call: after the
     first call has recorded the CUDA graphs, norm weights (AQN writes noise there) and the adapter (the trainer
-    updates it) change in place, and the next call's log-probabilities follow them."""
+    updates it) change in place, and the next call's log-probabilities follow them. Both steps: the project's
+    (``qerl.rollout.decode_step``, fused products, left padding skipped by the attention) and the model's forward."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     model = _tiny_policy("cuda", torch.bfloat16)
-    backend = HFRolloutBackend(model, TOKENIZER)  # CUDA defaults: static cache, compiled
-    prompts = _prompts((6, 6))
+    backend = HFRolloutBackend(model, TOKENIZER, fused_step=fused_step)  # CUDA defaults: static cache, compiled
+    prompts = _prompts((6, 9))
     settings = SamplingSettings(max_new_tokens=24, temperature=0.0)
 
     def mismatch(result) -> float:
         return _mismatch(model, prompts, result)
 
     clean = backend.generate(prompts, settings)
-    assert backend.decoder._step is not None  # the compiled decode step ran
+    assert backend.decoder.compile and backend.decoder._graph is not None  # the compiled decode step ran
+    if fused_step:
+        assert backend.decoder._fused.fused_groups() == 4  # q/k/v and gate/up of both layers, one product each
     assert all(len(c) == 24 for c in clean.completion_ids)
     assert mismatch(clean) < 0.05
     clean_state = {n: p.detach().clone() for n, p in model.named_parameters() if "norm" in n or "lora_B" in n}
@@ -177,7 +181,8 @@ def test_compiled_decode_reads_norms_and_adapter_in_place():
 
 
 @pytest.mark.gpu
-def test_compiled_decode_with_split_kernels(monkeypatch):
+@pytest.mark.parametrize("fused_step", [True, False])
+def test_compiled_decode_with_split_kernels(monkeypatch, fused_step):
     """Layers wide enough that the decode-sized products run split kernels, whose tile counters the launcher keeps
     between calls: the backend reserves them before generating, as a CUDA-graph capture cannot allocate them (and
     under torch.compile's CUDA-graph trees, which allocate warm-up runs from the graphs' pool, a 7B-shaped model
@@ -188,7 +193,7 @@ def test_compiled_decode_with_split_kernels(monkeypatch):
 
     monkeypatch.setattr(nvfp4_gemm, "_COUNTERS", {})  # as in a fresh process
     model = _tiny_policy("cuda", torch.bfloat16, hidden=1024, intermediate=2816)
-    backend = HFRolloutBackend(model, TOKENIZER)
+    backend = HFRolloutBackend(model, TOKENIZER, fused_step=fused_step)
     backend._static_decoder(torch.device("cuda"))  # what generate() does first
     reserved = dict(nvfp4_gemm._COUNTERS)
     assert [b.numel() for b in reserved.values()] == [nvfp4_gemm.COUNTERS_RESERVE]

@@ -1606,15 +1606,29 @@ def shared_layouts(bm: int, bn: int) -> tuple:
     return x_l, w_l, s_l
 
 
+def scale_pitch(w: kern.KernelWeight) -> int:
+    """256-byte rows from one chunk's scales to the next chunk's: N / 32 for a weight of its own, more for a weight
+    whose rows are a slice of a larger one (``qerl.fusion``: q / k / v sharing the storage of their fused QKV
+    weight, whose scale rows are [chunks, N_fused * 8])."""
+    if w.scales.stride(1) != 1 or w.scales.stride(0) % 256 or w.scales.data_ptr() % 16:
+        raise ValueError("the warp-specialized kernels read the scales as 256-byte rows: scales [chunks, N * 8] "
+                         f"need a contiguous last dim, a row stride that is a multiple of 256 bytes and 16-byte "
+                         f"alignment (got strides {w.scales.stride()})")
+    return w.scales.stride(0) // 256
+
+
 def weight_descriptors(w: kern.KernelWeight, rows: int) -> tuple:
     """TMA descriptors of ``w`` for boxes of ``rows`` W rows: the code bytes [rows, 64] of one chunk (at
-    [row, chunk * 64]) and their scale bytes, ``w.scales`` [chunks, N * 8] viewed as [chunks * N / 32, 256] so that
-    one chunk's scales of rows n0 .. n0 + rows are the box of rows / 32 rows at [chunk * N / 32 + n0 / 32, 0]."""
+    [row, chunk * 64]) and their scale bytes, ``w.scales`` [chunks, N * 8] viewed as rows of 256 bytes so that one
+    chunk's scales of rows n0 .. n0 + rows are the box of rows / 32 rows at [chunk * P + n0 / 32, 0], P =
+    ``scale_pitch(w)`` (N / 32 unless ``w`` is a row slice of a larger weight)."""
     _, w_l, s_l = shared_layouts(64, rows)
     kc = w.k_pad // kern.CHUNK
     w_desc = TensorDescriptor(w.codes, list(w.codes.shape), [w.codes.stride(0), 1], [rows, 64], w_l)
-    s_rows = w.scales.view(kc * w.n // 32, 256)
-    s_desc = TensorDescriptor(s_rows, [kc * w.n // 32, 256], [256, 1], [rows // 32, 256], s_l)
+    pitch = scale_pitch(w)
+    span = (kc - 1) * pitch + w.n // 32  # 256-byte rows from the first chunk's first to the last chunk's last
+    s_rows = w.scales.as_strided((span, 256), (256, 1))
+    s_desc = TensorDescriptor(s_rows, [span, 256], [256, 1], [rows // 32, 256], s_l)
     return w_desc, s_desc
 
 
@@ -1734,7 +1748,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                            "CUDA graph is captured: run this call once before capturing it")
     _ensure_cuda_context(x2.device)
     _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, target, y, target if counters is None else counters, w.global_scale,
-                         m, w.n, w.n, y.shape[1], stride_split, kc, w.n // 32, *norm["args"], *rope_args,
+                         m, w.n, w.n, y.shape[1], stride_split, kc, scale_pitch(w), *norm["args"], *rope_args,
                          BM=cfg.bm, BN=cfg.bn,
                          CONSUMERS=cfg.consumers, STAGES=cfg.stages, OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS,
                          IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, GLU=glu,
@@ -1843,7 +1857,7 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
     _ensure_cuda_context(x2.device)
     _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc, iters,
-                               sk_total, w.n // 32, *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
+                               sk_total, scale_pitch(w), *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
                                STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words,
                                ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
@@ -1865,7 +1879,7 @@ def _stream_k_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     w_desc, s_desc = weight_descriptors(w, 64)
     _ensure_cuda_context(dy2.device)
     _ws_bwd_sk_kernel[(ctas,)](dy_desc, w_desc, s_desc, dx, parts, counters, w.global_scale, m, w.k, w.k, steps,
-                               iters, sk_total, w.n // 32, BM=cfg.bm, STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS,
+                               iters, sk_total, scale_pitch(w), BM=cfg.bm, STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS,
                                num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
@@ -1896,7 +1910,7 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     target, stride_split, counters = kern._split_target(dx, split, grid[0], fused=cfg.fused)
     _ensure_cuda_context(dy2.device)
     _ws_bwd_kernel[grid](dy_desc, w_desc, s_desc, target, dx, target if counters is None else counters,
-                         w.global_scale, m, w.k, w.k, stride_split, steps // split, w.n // 32, BM=cfg.bm,
+                         w.global_scale, m, w.k, w.k, stride_split, steps // split, scale_pitch(w), BM=cfg.bm,
                          STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None, CONSUMERS=cfg.consumers,
                          CONSUMER_REGS=CONSUMER_REGS, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))

@@ -1,5 +1,6 @@
-"""The NVFP4 matmul as torch custom ops, so compiled graphs (torch.compile, vLLM's piecewise CUDA graphs) treat the
-launcher as one opaque call instead of tracing its Python (launch-config lookup, workspace and counter buffers)."""
+"""The NVFP4 matmul and the decode step's attention kernels as torch custom ops, so compiled graphs (torch.compile,
+vLLM's piecewise CUDA graphs) treat each launcher as one opaque call instead of tracing its Python (launch-config
+lookup, workspace and counter buffers)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,39 @@ def _(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, global_scale: 
       bias: torch.Tensor | None, lora_u: torch.Tensor, lora_b: list[torch.Tensor],
       no_lora: torch.Tensor | None = None, layout: str = "pairs") -> torch.Tensor:
     return x.new_empty((*x.shape[:-1], n), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("qerl::rope_and_cache", mutates_args=("k_cache", "v_cache"))
+def rope_and_cache_op(qkv: torch.Tensor, bias: torch.Tensor | None, cos: torch.Tensor, sin: torch.Tensor,
+                      positions: torch.Tensor, slots: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                      heads: int) -> torch.Tensor:
+    """``qerl.kernels.decode_attention.rope_and_cache`` (its torch reference off CUDA): q [B, H, D], k and v written
+    into the caches at ``slots``."""
+    from qerl.kernels import decode_attention as da
+
+    fn = da.rope_and_cache if qkv.is_cuda else da.rope_and_cache_reference
+    return fn(qkv, bias, cos, sin, positions, k_cache, v_cache, heads, slots=slots)
+
+
+@rope_and_cache_op.register_fake
+def _(qkv: torch.Tensor, bias: torch.Tensor | None, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
+      slots: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, heads: int) -> torch.Tensor:
+    return qkv.new_empty((qkv.shape[0], heads, k_cache.shape[-1]))
+
+
+@torch.library.custom_op("qerl::decode_attention", mutates_args=())
+def decode_attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, lengths: torch.Tensor,
+                        starts: torch.Tensor, scale: float) -> torch.Tensor:
+    """``qerl.kernels.decode_attention.decode_attention`` over cache positions ``starts[b] .. lengths[b] - 1`` (its
+    torch reference off CUDA): [B, H, D] in ``q``'s dtype."""
+    from qerl.kernels import decode_attention as da
+
+    if q.is_cuda:
+        return da.decode_attention(q, k_cache, v_cache, lengths, scale=scale, starts=starts)
+    return da.decode_attention_reference(q, k_cache, v_cache, lengths, scale, starts).to(q.dtype)
+
+
+@decode_attention_op.register_fake
+def _(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, lengths: torch.Tensor, starts: torch.Tensor,
+      scale: float) -> torch.Tensor:
+    return torch.empty_like(q)

@@ -4,9 +4,10 @@ The policy that generates is the trained model, so the adapter is always current
 norm weights for the duration of a call and the clean weights are restored before the gradient step.
 
 On CUDA the batch decodes on a static KV cache in the project's own loop (``qerl.rollout.static_decode``: the
-one-token step compiled and replayed as one CUDA graph, no host synchronisation per token); elsewhere, and with
-``static_cache=False``, transformers' ``generate`` on a dynamic cache. Both sample alike (a seed gives the same
-tokens).
+one-token step compiled and replayed as one CUDA graph, no host synchronisation per token), for Qwen2 / Llama-family
+models with the project's own decode step (``qerl.rollout.decode_step``: fused q/k/v and gate/up products, the
+project's decode attention); elsewhere, and with ``static_cache=False``, transformers' ``generate`` on a dynamic
+cache. Both sample alike (a seed gives the same tokens).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from torch import nn
 from qerl.aqn import keep_norms_fp32
 from qerl.modules import dense_weight_cache, kernels_available
 from qerl.rollout.base import RolloutBackend, RolloutResult, SamplingSettings
+from qerl.rollout.decode_step import unsupported_reason
 from qerl.rollout.static_decode import StaticDecoder
 
 
@@ -27,18 +29,27 @@ class HFRolloutBackend(RolloutBackend):
     name = "hf"
 
     def __init__(self, model: nn.Module, tokenizer, eos_token_ids: list[int] | None = None, batch_size: int = 0,
-                 static_cache: bool | None = None, compile: bool | None = None):
+                 static_cache: bool | None = None, compile: bool | None = None, fused_step: bool | None = None):
         """``static_cache``: decode on a static KV cache in ``StaticDecoder``'s loop (default: on CUDA).
-        ``compile``: compile its decode step into CUDA graphs (default: with the static cache on CUDA; needs both)."""
+        ``compile``: compile its decode step into CUDA graphs (default: with the static cache on CUDA; needs both).
+        ``fused_step``: that step is the project's ``DecodeStep`` instead of the model's forward (default: where it
+        compiles and the model is of a family it supports; needs the static cache)."""
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
         self.eos_token_ids = eos_token_ids or [tokenizer.eos_token_id]
         self.batch_size = batch_size  # 0: all prompts in one generate call
-        if compile and static_cache is False:
-            raise ValueError("compile=True needs the static KV cache: leave static_cache unset or pass True")
+        if (compile or fused_step) and static_cache is False:
+            raise ValueError("compile=True and fused_step=True need the static KV cache: leave static_cache unset or "
+                             "pass True")
+        if fused_step:
+            reason = unsupported_reason(model.get_base_model() if hasattr(model, "get_base_model") else model)
+            if reason is not None:
+                raise ValueError(f"fused_step=True: the project's decode step does not support this model ({reason}); "
+                                 "leave fused_step unset to decode with the model's own forward")
         self.static_cache = static_cache
         self.compile = compile
+        self.fused_step = fused_step
         self.decoder: StaticDecoder | None = None  # made at the first static-cache call
 
     def generating_model(self) -> nn.Module:
@@ -144,5 +155,9 @@ class HFRolloutBackend(RolloutBackend):
                 from qerl.kernels import reserve_split_counters
 
                 reserve_split_counters(device)  # room for every launch of the captured step: a capture cannot grow them
-            self.decoder = StaticDecoder(self.model, compile=compile)
+            fused = self.fused_step
+            if fused is None:
+                base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+                fused = compile and unsupported_reason(base) is None
+            self.decoder = StaticDecoder(self.model, compile=compile, fused_step=fused)
         return self.decoder

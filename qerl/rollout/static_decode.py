@@ -14,6 +14,10 @@ and captured once per batch size and cache length into a plain CUDA graph, which
 its token, position and cache position into the graph's input buffers: no guards, no Python per module, one launch.
 The graph reads the weights where they live, so values changed in place (AQN noise, the adapter's training) are
 used; a weight replaced by a new tensor is not (``reset_graphs`` drops the graphs).
+
+With ``fused_step`` the decode step is not the model's forward but ``qerl.rollout.decode_step.DecodeStep`` over the
+same modules and the same cache tensors (one product per q/k/v and gate/up group, attention over the filled part of
+the cache from each row's first prompt token); the prefill stays the model's forward.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from transformers.generation.logits_process import (
 
 from qerl.kernels.graphs import warm_and_capture
 from qerl.rollout.base import SamplingSettings
+from qerl.rollout.decode_step import DecodeStep
 
 CACHE_BUCKET = 256  # static KV cache lengths are multiples of this
 STOP_CHECK_EVERY = 16  # tokens between the host's looks at the finished flags
@@ -57,22 +62,30 @@ def logits_processors(s: SamplingSettings) -> LogitsProcessorList:
 
 class StaticDecoder:
     """Generates from left-padded prompts on a static KV cache kept between calls. ``compile``: the one-token decode
-    step compiled and replayed as a CUDA graph (CUDA only; see the module docstring)."""
+    step compiled and replayed as a CUDA graph (CUDA only); ``fused_step``: that step is ``DecodeStep`` (Qwen2 /
+    Llama families; see the module docstring)."""
 
-    def __init__(self, model: nn.Module, compile: bool = False) -> None:
+    def __init__(self, model: nn.Module, compile: bool = False, fused_step: bool = False) -> None:
         # peft injects its LoRA layers into the transformers model's modules: calling that model directly runs them,
         # without peft's wrapper forward in the compiled step.
         self.model = model.get_base_model() if hasattr(model, "get_base_model") else model
         self.compile = compile
-        self._step = torch.compile(self._decode_step, dynamic=False) if compile else None
+        self.fused_step = fused_step
+        step = self._fused_decode_step if fused_step else self._decode_step
+        self._step = torch.compile(step, dynamic=False) if compile else step
+        self._fused: DecodeStep | None = None  # made at the first fused step (it reads the adapter configuration)
         self._cache: StaticCache | None = None
         self._cache_shape: tuple[int, int] = (0, 0)  # (batch, length) of self._cache
         self._mask: torch.Tensor | None = None  # [batch, length]: the attention mask of the current call
+        self._starts: torch.Tensor | None = None  # [batch]: each row's first prompt position (its pad count)
+        self._rope: tuple[torch.Tensor, torch.Tensor] | None = None  # the fused step's cos / sin tables
         self._graph: _StepGraph | None = None  # the captured step for self._cache
 
     def reset_graphs(self) -> None:
-        """Drop the captured step (the next call captures it anew), e.g. after weights were replaced by new tensors."""
+        """Drop the captured step (the next call captures it anew), e.g. after weights were replaced by new tensors
+        or adapters were added or switched."""
         self._graph = None
+        self._fused = None
 
     def static_kv_cache(self, batch: int, length: int) -> StaticCache:
         """The cache for ``batch`` rows of up to ``length`` tokens, emptied: the one of the last call where it fits
@@ -85,6 +98,8 @@ class StaticDecoder:
             self._cache = StaticCache(config=self.model.config, max_cache_len=length)
             self._cache_shape = (batch, length)
             self._mask = torch.ones(batch, length, dtype=torch.long, device=self.model.device)
+            self._starts = torch.zeros(batch, dtype=torch.long, device=self.model.device)
+            self._rope = None
         else:
             self._cache.reset()
         return self._cache
@@ -94,6 +109,20 @@ class StaticDecoder:
         out = self.model(input_ids=ids, position_ids=position_ids, cache_position=cache_position, attention_mask=mask,
                          past_key_values=cache, use_cache=True)
         return out.logits[:, -1].float()
+
+    def _fused_decode_step(self, ids: torch.Tensor, position_ids: torch.Tensor, cache_position: torch.Tensor,
+                           mask: torch.Tensor, cache: StaticCache) -> torch.Tensor:
+        # The cache's own tensors (the prefill allocated them): DecodeStep writes the new k / v there itself.
+        caches = [(layer.keys, layer.values) for layer in cache.layers]
+        cos, sin = self._rope
+        return self._fused(ids[:, 0], position_ids[:, 0], cache_position, self._starts, caches, cos, sin)
+
+    def _prepare_fused(self) -> None:
+        if self._fused is None:
+            self._fused = DecodeStep(self.model)
+        if self._rope is None:
+            embed = self.model.get_input_embeddings().weight
+            self._rope = self._fused.rope_tables(self._cache_shape[1], embed.device, embed.dtype)
 
     @torch.no_grad()
     def generate(self, ids: torch.Tensor, prompt_mask: torch.Tensor, s: SamplingSettings, eos_token_ids: list[int],
@@ -114,6 +143,9 @@ class StaticDecoder:
         logits = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids,
                             cache_position=torch.arange(width, device=device), past_key_values=cache,
                             use_cache=True).logits[:, -1].float()
+        if self.fused_step:
+            self._prepare_fused()
+            self._starts.copy_((prompt_mask == 0).sum(-1))  # left padding: a row's pads come first
         next_position = position_ids[:, -1:] + 1
         procs = logits_processors(s)
         sample = s.temperature > 0
@@ -136,13 +168,13 @@ class StaticDecoder:
             if t + 1 == s.max_new_tokens or ((t + 1) % STOP_CHECK_EVERY == 0 and not bool(unfinished.any())):
                 steps = t + 1
                 break
-            if self._step is not None:
+            if self.compile:
                 if self._graph is None:
                     self._graph = _StepGraph(self._step, mask, cache, batch)
                 logits = self._graph.run(token, next_position, width + t)
             else:
                 cache_position = torch.full((1,), width + t, dtype=torch.long, device=device)
-                logits = self._decode_step(token[:, None], next_position, cache_position, mask, cache)
+                logits = self._step(token[:, None], next_position, cache_position, mask, cache)
             next_position = next_position + 1
         return tokens[:, :steps], logprobs[:, :steps]
 

@@ -1,0 +1,224 @@
+"""The transformers backend's one-token decode step for Qwen2 / Llama-family models, in the project's kernels.
+
+The model's own forward, even compiled, runs q, k and v (and gate, up) as separate products, and attends over the
+whole static cache with the KV heads copied out per query head (what limited the backend after it decoded in CUDA
+graphs; benchmarks/RESULTS.md, run 18). This step walks the same model's layers itself:
+
+    x = input_layernorm(h)                     the model's module (AQN's noise and trained norms read in place)
+    q = rope_and_cache(x @ [Wq; Wk; Wv]^T)     one product per group (``qerl.fusion``, no copy of the weights; on
+                                               NVFP4 the LoRA adapters' expand per slice in the kernel's epilogue);
+                                               bias + rotary + the new k / v written into the cache in one kernel
+    h = h + o_proj(decode_attention(q))        attention over the filled part of the cache, from each row's first
+                                               prompt token (left padding skipped), no KV-head copies
+    x = post_attention_layernorm(h)
+    h = h + down_proj(silu(g) * u), [g, u] = x @ [Wg; Wu]^T
+
+o_proj, down_proj, the norms, embeddings and the LM head are the model's modules (peft's LoRA layers included).
+Where a group cannot be fused (a trained dense base, different global scales, DoRA, several active adapters, adapters
+of different ranks) its modules are called one by one, so every model of these families runs, fused or not.
+
+The adapters are read where they live (their A and B tensors, updated in place by the optimizer), so a step
+captured in a CUDA graph keeps using the current adapter; the adapter configuration (which adapter is active) is
+read when the step is built. Adapter dropout is not applied: rollouts run in eval mode.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from qerl.fusion import GATE_UP, QKV, FusedWeight, fuse_siblings, linear_base
+
+SUPPORTED_MODEL_TYPES = ("qwen2", "llama")
+
+
+def unsupported_reason(model: nn.Module) -> str | None:
+    """Why ``DecodeStep`` cannot run ``model`` (a transformers causal LM, peft's LoRA layers injected), or None."""
+    cfg = getattr(model, "config", None)
+    if cfg is None or getattr(cfg, "model_type", None) not in SUPPORTED_MODEL_TYPES:
+        return f"model type {getattr(cfg, 'model_type', None)!r} (supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
+    if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()):
+        return "sliding-window attention layers"
+    if getattr(cfg, "hidden_act", None) != "silu":
+        return f"activation {cfg.hidden_act!r} (SiLU only)"
+    body = getattr(model, "model", None)
+    layers = getattr(body, "layers", None)
+    if layers is None or not hasattr(body, "rotary_emb") or not hasattr(model, "lm_head"):
+        return "no model.model.layers / rotary_emb / lm_head"
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    if head_dim & (head_dim - 1) or head_dim < 16:
+        return f"head dim {head_dim} (the attention kernel takes powers of two >= 16)"
+    for layer in layers:
+        attn, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+        if attn is None or mlp is None or not all(hasattr(attn, p) for p in (*QKV, "o_proj")) \
+                or not all(hasattr(mlp, p) for p in (*GATE_UP, "down_proj")):
+            return "a layer without q/k/v/o_proj and gate/up/down_proj"
+        if any(hasattr(attn, extra) for extra in ("q_norm", "k_norm")):
+            return "per-head q / k norms"
+    return None
+
+
+def _adapter(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor, float] | None | bool:
+    """(A [r, K], B [N, r], scaling) of ``module``'s one active plain LoRA adapter; None without an adapter; False
+    where the fused product cannot stand in for it (DoRA, a bias on B, several active adapters, merged)."""
+    if not hasattr(module, "lora_A"):
+        return None
+    if getattr(module, "disable_adapters", False):
+        return None
+    if getattr(module, "merged", False):
+        return False
+    active = [name for name in module.active_adapters if name in module.lora_A]
+    if not active:
+        return None
+    if len(active) > 1:
+        return False
+    name = active[0]
+    if getattr(module, "use_dora", {}).get(name, False) or getattr(module.lora_B[name], "bias", None) is not None:
+        return False
+    return module.lora_A[name].weight, module.lora_B[name].weight, float(module.scaling[name])
+
+
+class ProjectionGroup:
+    """Projections that read one input, as one product where ``qerl.fusion`` can fuse them (see the module
+    docstring), else their modules one by one. ``bias``: the fused product's bias, which the caller adds (the QKV
+    group's goes to ``rope_and_cache``); None where there is none or the modules add their own."""
+
+    def __init__(self, parent: nn.Module, leaves: tuple[str, ...]) -> None:
+        self.modules = [getattr(parent, leaf) for leaf in leaves]
+        self.fused: FusedWeight | None = fuse_siblings(parent, leaves)
+        self.bias: torch.Tensor | None = None
+        self.lora: tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor] | None = None  # A's, B's, scalings
+        if self.fused is None:
+            return
+        adapters = [_adapter(m) for m in self.modules]
+        ranks = {a[0].shape[0] for a in adapters if a}
+        if any(a is False for a in adapters) or len(ranks) > 1:
+            self.fused = None  # the modules compute what the fused product cannot
+            return
+        bases = [linear_base(m) for m in self.modules]
+        if any(b.bias is not None for b in bases):
+            # The frozen base's biases, concatenated once (a copy of a few KB; the base does not train).
+            like = next(b.bias for b in bases if b.bias is not None)
+            self.bias = torch.cat([b.bias.detach() if b.bias is not None else like.new_zeros(b.out_features)
+                                   for b in bases]).contiguous()
+        if ranks:
+            like_a, like_b, _ = next(a for a in adapters if a)
+            a_list, b_list, scales = [], [], []
+            for a, base in zip(adapters, bases):
+                if a:
+                    a_list.append(a[0])
+                    b_list.append(a[1])
+                    scales.append(a[2])
+                else:  # a member without an adapter: a zero expand of the same rank
+                    a_list.append(like_a.new_zeros(like_a.shape[0], base.in_features))
+                    b_list.append(like_b.new_zeros(base.out_features, like_b.shape[1]))
+                    scales.append(0.0)
+            self.lora = (a_list, b_list, torch.tensor(scales, dtype=torch.float32, device=like_a.device))
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """[M, sum of the members' N]: the members' outputs side by side (the fused bias not added)."""
+        if self.fused is None:
+            return torch.cat([m(x) for m in self.modules], dim=-1)
+        w = self.fused.weight
+        cuda = x.is_cuda
+        if not self.fused.packed:  # a frozen dense base: one matmul over the group's rows
+            xin = x.to(w.dtype)
+            y = nn.functional.linear(xin, w)
+            lora = self._shrink(xin, cast_b=False)
+            if lora is not None:
+                u, bs = lora
+                y = y + torch.cat([u[s].to(b.dtype) @ b.T for s, b in enumerate(bs)], dim=-1).to(y.dtype)
+            return y.to(x.dtype)
+        xin = x.to(torch.bfloat16) if cuda else x  # the kernels take bf16; the CPU reference computes in x's dtype
+        lora = self._shrink(xin, cast_b=cuda)
+        if cuda:
+            from qerl.kernels.ops import nvfp4_linear, nvfp4_lora_linear
+
+            if lora is None:
+                y = nvfp4_linear(xin, *w)
+            else:
+                y = nvfp4_lora_linear(xin, w.codes, w.scales, w.global_scale, w.n, w.k, None, lora[0], lora[1],
+                                      layout=w.layout)
+        else:  # the torch reference (CPU tests): the group's rows dequantized, then the adapters' slices
+            y = _reference_product(xin, w, lora)
+        return y.to(x.dtype)
+
+    def _shrink(self, x: torch.Tensor, cast_b: bool) -> tuple[torch.Tensor, list[torch.Tensor]] | None:
+        """The adapters' shrink for every member at once: (u [S, M, r] fp32, scaled; the members' B), or None."""
+        if self.lora is None:
+            return None
+        a_list, b_list, scales = self.lora
+        a = torch.cat(a_list) if len(a_list) > 1 else a_list[0]  # [S * r, K], in place of S small products
+        u = (x.to(a.dtype) @ a.T).float().unflatten(-1, (len(a_list), -1)) * scales[:, None]
+        return u.transpose(0, 1).contiguous(), [b.to(torch.bfloat16) if cast_b else b for b in b_list]
+
+
+def _reference_product(x: torch.Tensor, w, lora) -> torch.Tensor:
+    """``x @ W^T`` (+ each slice's ``u_s @ B_s^T``) in fp32 torch for a kernel-layout weight ``w``."""
+    from qerl import nvfp4
+    from qerl.kernels import codec_from_kernel_weight
+
+    packed, scale = codec_from_kernel_weight(w)
+    y = x.float() @ nvfp4.dequantize(packed, scale, w.global_scale, dtype=torch.float32).T
+    if lora is not None:
+        u, bs = lora
+        start = 0
+        for s, b in enumerate(bs):
+            y[:, start:start + b.shape[0]] += u[s] @ b.float().T
+            start += b.shape[0]
+    return y
+
+
+class DecodeStep:
+    """One new token per sequence through ``model`` (see the module docstring); ``unsupported_reason`` must be None.
+    Building it fuses the packed groups' storage (``qerl.fusion``, once per model)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        reason = unsupported_reason(model)
+        if reason is not None:
+            raise ValueError(f"the fused decode step does not support this model: {reason}")
+        self.model = model
+        cfg = model.config
+        self.heads = cfg.num_attention_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.layers = [(layer, ProjectionGroup(layer.self_attn, QKV), ProjectionGroup(layer.mlp, GATE_UP))
+                       for layer in model.model.layers]
+
+    def fused_groups(self) -> int:
+        """How many of the layers' q/k/v and gate/up groups run as one product."""
+        return sum((qkv.fused is not None) + (gate_up.fused is not None) for _, qkv, gate_up in self.layers)
+
+    @torch.no_grad()
+    def rope_tables(self, length: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """The model's rotary cos / sin for positions 0 .. length - 1, [length, D] each (its own rotary module:
+        scaling variants and attention scaling included)."""
+        positions = torch.arange(length, device=device)[None]
+        cos, sin = self.model.model.rotary_emb(torch.zeros(1, dtype=dtype, device=device), positions)
+        return cos[0].contiguous(), sin[0].contiguous()
+
+    def __call__(self, ids: torch.Tensor, positions: torch.Tensor, slot: torch.Tensor, starts: torch.Tensor,
+                 caches: list[tuple[torch.Tensor, torch.Tensor]], cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """fp32 logits [B, V] after ``ids`` [B] at rotary ``positions`` [B], their k / v written at cache position
+        ``slot`` [1] of ``caches`` (each layer's [B, KV, L, D] keys and values), attending to cache positions
+        ``starts[b] .. slot``. ``cos`` / ``sin``: ``rope_tables`` of the caches' length."""
+        from qerl.kernels.ops import decode_attention_op, rope_and_cache_op
+
+        body = self.model.model
+        h = body.embed_tokens(ids)
+        batch = h.shape[0]
+        lengths = slot + 1
+        for (layer, qkv, gate_up), (k_cache, v_cache) in zip(self.layers, caches):
+            attn = layer.self_attn
+            x = layer.input_layernorm(h)
+            q = rope_and_cache_op(qkv(x).to(k_cache.dtype), qkv.bias, cos, sin, positions, slot, k_cache, v_cache,
+                                  self.heads)
+            a = decode_attention_op(q, k_cache, v_cache, lengths, starts, float(attn.scaling))
+            h = h + attn.o_proj(a.reshape(batch, self.heads * self.head_dim))
+            x = layer.post_attention_layernorm(h)
+            y = gate_up(x)
+            g, u = (y if gate_up.bias is None else y + gate_up.bias).chunk(2, dim=-1)
+            h = h + layer.mlp.down_proj(layer.mlp.act_fn(g) * u)
+        return self.model.lm_head(body.norm(h)).float()
+
+
+__all__ = ["SUPPORTED_MODEL_TYPES", "DecodeStep", "ProjectionGroup", "unsupported_reason"]

@@ -1,0 +1,235 @@
+"""The transformers backend's own decode step (``qerl.rollout.decode_step``) and the sibling fusion it runs on
+(``qerl.fusion``), on CPU through the kernels' torch references: fusing q/k/v and gate/up moves their packed tensors
+into one allocation without changing any module's output; the warp-specialized kernels' scale descriptor of a fused
+member reads that member's bytes; the step generates what transformers' ``generate`` does (left padding, LoRA,
+NVFP4 and dense bases, groups that cannot be fused) and reads the adapter in place. GPU tests: tests/test_rollout_hf.py
+(compiled into CUDA graphs) and tests/test_kernels_gpu.py (kernels on a fused member's views)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from qerl.fusion import GATE_UP, QKV, fuse_projections, fuse_siblings, packed_base
+from qerl.modules import NVFP4Linear, quantize_
+from qerl.rollout.base import SamplingSettings
+from qerl.rollout.decode_step import DecodeStep, unsupported_reason
+from qerl.rollout.hf import HFRolloutBackend
+from qerl.rollout.static_decode import StaticDecoder
+
+TOKENIZER = SimpleNamespace(pad_token_id=0, eos_token_id=1)
+GREEDY = SamplingSettings(max_new_tokens=12, temperature=0.0)
+
+
+def _tiny(base: str = "nvfp4", lora: bool = True, shared_scales: bool = True, bias: bool = True):
+    """A random two-layer Qwen2 in fp32: ``base`` "nvfp4" (packed layers in the kernels' layout, made on CPU) or
+    "dense"; a LoRA adapter whose B is not zero."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from qerl.lora import attach_lora
+
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                         tie_word_embeddings=False, pad_token_id=0, eos_token_id=1)
+    model = Qwen2ForCausalLM(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 2:
+                p.normal_(0.0, p.shape[1] ** -0.5)
+            elif name.endswith("bias"):
+                p.normal_(0.0, 0.5 if bias else 0.0)
+    if base == "nvfp4":
+        quantize_(model, fused_groups=(QKV, GATE_UP) if shared_scales else ())
+        for m in model.modules():
+            if isinstance(m, NVFP4Linear):
+                m.to_kernel_layout()
+    if not lora:
+        return model.eval()
+    peft_model = attach_lora(model, r=4, alpha=8)
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.2)
+    return peft_model.eval()
+
+
+def _prompts(widths: tuple[int, ...], seed: int = 1) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(2, 256, (w,), generator=g).tolist() for w in widths]
+
+
+def _storage_bytes(model) -> int:
+    seen = {}
+    for t in model.buffers():
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
+def test_fusing_siblings_shares_one_allocation_and_keeps_every_output():
+    model = _tiny(lora=False)
+    x = torch.randn(5, 128)
+    leaves = [(name, leaf) for name, m in model.named_modules() for leaf in (*QKV, *GATE_UP) if hasattr(m, leaf)]
+    before = {(n, leaf): model.get_submodule(n).get_submodule(leaf)(x) for n, leaf in leaves}
+    bytes_before = _storage_bytes(model)
+    assert fuse_projections(model) == 4  # two groups in each of two layers
+    assert _storage_bytes(model) == bytes_before  # moved, not copied
+    for (n, leaf), y in before.items():
+        assert torch.equal(model.get_submodule(n).get_submodule(leaf)(x), y), (n, leaf)
+    attn = model.model.layers[0].self_attn
+    fused = fuse_siblings(attn, QKV)
+    assert fused.sizes == (128, 64, 64) and fused.weight.n == 256
+    codes = fused.weight.codes
+    assert all(packed_base(getattr(attn, p)).kernel_codes.untyped_storage().data_ptr()
+               == codes.untyped_storage().data_ptr() for p in QKV)
+    dense = torch.cat([getattr(attn, p).dequantized_weight(torch.float32) for p in QKV])
+    from qerl import nvfp4
+    from qerl.kernels import codec_from_kernel_weight
+
+    packed, scale = codec_from_kernel_weight(fused.weight)
+    assert torch.equal(nvfp4.dequantize(packed, scale, fused.weight.global_scale, dtype=torch.float32), dense)
+    # Again: the groups are found as they are, nothing moves.
+    ptrs = [b.kernel_codes.data_ptr() for b in model.modules() if isinstance(b, NVFP4Linear)]
+    assert fuse_projections(model) == 4
+    assert fuse_siblings(attn, QKV).weight.codes.data_ptr() == codes.data_ptr()
+    assert [b.kernel_codes.data_ptr() for b in model.modules() if isinstance(b, NVFP4Linear)] == ptrs
+
+
+def test_frozen_dense_siblings_are_fused_trained_ones_are_not():
+    model = _tiny(base="dense", lora=False)
+    assert fuse_projections(model) == 0  # weights that train keep their own tensors
+    model.requires_grad_(False)
+    x = torch.randn(5, 128)
+    mlp = model.model.layers[0].mlp
+    before = [mlp.gate_proj(x), mlp.up_proj(x)]
+    ptr = mlp.gate_proj.weight.data_ptr()
+    assert fuse_projections(model) == 4
+    fused = fuse_siblings(mlp, GATE_UP)
+    assert fused.sizes == (256, 256) and fused.weight.shape == (512, 128) and fused.weight.data_ptr() != ptr
+    assert mlp.up_proj.weight.data_ptr() == fused.weight[256].data_ptr()
+    assert torch.equal(mlp.gate_proj(x), before[0]) and torch.equal(mlp.up_proj(x), before[1])
+    assert torch.equal(x @ fused.weight.T, torch.cat(before, -1))
+
+
+def test_siblings_with_their_own_global_scales_are_not_fused():
+    model = _tiny(lora=False, shared_scales=False)
+    attn = model.model.layers[0].self_attn
+    assert not torch.equal(attn.q_proj.weight_global_scale, attn.k_proj.weight_global_scale)
+    assert fuse_siblings(attn, QKV) is None
+
+
+def test_scale_descriptor_of_a_fused_member_reads_its_own_bytes():
+    """The warp-specialized kernels' TMA box of a member's scales (chunk c, rows n0 .. n0 + 32) is that member's
+    slice of the group's scale rows: the descriptor spans the group's row pitch from the member's first byte."""
+    pytest.importorskip("triton")
+    ws = pytest.importorskip("qerl.kernels.nvfp4_gemm_ws")
+    from torch import nn
+
+    from qerl import nvfp4
+
+    torch.manual_seed(0)
+    dense = [nn.Linear(384, rows, bias=False) for rows in (96, 64)]  # K = 384: three chunks of 128
+    shared = nvfp4.global_scale_for([d.weight for d in dense])
+    mlp = nn.Module()
+    for leaf, d in zip(GATE_UP, dense):
+        setattr(mlp, leaf, NVFP4Linear.from_linear(d, shared))
+        getattr(mlp, leaf).to_kernel_layout()
+    assert fuse_siblings(mlp, GATE_UP).sizes == (96, 64)
+    for leaf in GATE_UP:
+        w = mlp.get_submodule(leaf).kernel_weight()
+        assert ws.scale_pitch(w) == (96 + 64) // 32  # the group's rows / 32, not the member's
+        _, s_desc = ws.weight_descriptors(w, 32)
+        rows = s_desc.base
+        for c in range(3):
+            for n0 in range(0, w.n, 32):
+                box = rows[c * ws.scale_pitch(w) + n0 // 32]
+                assert torch.equal(box, w.scales[c, n0 * 8:(n0 + 32) * 8]), (leaf, c, n0)
+        own = w._replace(scales=torch.empty(w.scales.shape, dtype=torch.uint8).copy_(w.scales))
+        assert ws.scale_pitch(own) == w.n // 32
+
+
+@pytest.mark.parametrize("base", ["nvfp4", "dense"])
+def test_decode_step_generates_what_generate_does(base):
+    """Greedy tokens and log-probabilities of the project's step against transformers' generate on a dynamic cache:
+    prompts of unequal widths (left padding skipped by the attention, rows rotated at their own positions), a LoRA
+    adapter on every projection; on the NVFP4 base q/k/v and gate/up run as one product each."""
+    model = _tiny(base)
+    prompts = _prompts((5, 9, 7))
+    ref = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
+    backend = HFRolloutBackend(model, TOKENIZER, static_cache=True, fused_step=True)
+    got = backend.generate(prompts, GREEDY)
+    assert backend.decoder.fused_step
+    assert backend.decoder._fused.fused_groups() == 4
+    assert got.completion_ids == ref.completion_ids
+    assert len({tuple(c) for c in got.completion_ids}) > 1
+    for a, b in zip(got.logprobs, ref.logprobs):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+
+
+def test_groups_that_cannot_be_fused_run_their_modules():
+    """Siblings with their own global scales: the step calls their modules (and still generates generate's tokens);
+    members without an adapter next to adapted ones: a zero expand for them."""
+    model = _tiny(shared_scales=False)
+    prompts = _prompts((6, 8))
+    ref = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
+    decoder = StaticDecoder(model, fused_step=True)
+    ids = torch.tensor([[0] * 2 + prompts[0], prompts[1]])
+    tokens, _ = decoder.generate(ids, (ids != 0).long(), GREEDY, [1], 0)
+    assert decoder._fused.fused_groups() == 0
+    assert [row[:len(c)] for row, c in zip(tokens.tolist(), ref.completion_ids)] == ref.completion_ids
+
+    from qerl.lora import attach_lora
+
+    partial = attach_lora(_tiny(lora=False), r=4, alpha=8, target_modules=("q_proj", "up_proj", "o_proj"))
+    with torch.no_grad():
+        for name, p in partial.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.2)
+    ref = HFRolloutBackend(partial, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
+    backend = HFRolloutBackend(partial, TOKENIZER, static_cache=True, fused_step=True)
+    got = backend.generate(prompts, GREEDY)
+    assert backend.decoder._fused.fused_groups() == 4
+    assert got.completion_ids == ref.completion_ids
+    for a, b in zip(got.logprobs, ref.logprobs):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+
+
+def test_decode_step_reads_the_adapter_in_place():
+    """The step keeps references to the adapter's A and B, not copies: after the optimizer-like in-place update the
+    next call's log-probabilities are the updated model's."""
+    model = _tiny()
+    prompts = _prompts((6, 8))
+    backend = HFRolloutBackend(model, TOKENIZER, static_cache=True, fused_step=True)
+    first = backend.generate(prompts, GREEDY)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_A" in name or "lora_B" in name:
+                p.add_(torch.randn_like(p) * 0.2)
+    ref = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
+    got = backend.generate(prompts, GREEDY)
+    assert got.completion_ids == ref.completion_ids != first.completion_ids
+    for a, b in zip(got.logprobs, ref.logprobs):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+
+
+def test_models_the_step_does_not_support_are_refused_or_left_to_their_forward():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    qwen3 = Qwen3ForCausalLM(Qwen3Config(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                                         num_attention_heads=4, num_key_value_heads=2, head_dim=16))
+    assert "qwen3" in unsupported_reason(qwen3)
+    with pytest.raises(ValueError, match="does not support this model"):
+        HFRolloutBackend(qwen3, TOKENIZER, fused_step=True)
+    with pytest.raises(ValueError, match="does not support this model"):
+        DecodeStep(qwen3)
+    model = _tiny(lora=False)
+    model.config.layer_types = ["sliding_attention"] * 2
+    assert "sliding" in unsupported_reason(model)
+    # Unset, the step is used only where the decode step is compiled (CUDA): on CPU the model's forward decodes.
+    backend = HFRolloutBackend(_tiny(lora=False), TOKENIZER, static_cache=True)
+    backend.generate(_prompts((4,)), GREEDY)
+    assert not backend.decoder.fused_step
+    with pytest.raises(ValueError, match="need the static KV cache"):
+        HFRolloutBackend(model, TOKENIZER, static_cache=False, fused_step=True)
