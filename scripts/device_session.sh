@@ -1861,12 +1861,17 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 180 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0 --modes fused --out "$out" 2>&1 \
       | grep -v Warning | tail -3
     ;;
-  54b)  # the fused step at batch 8 / 64 without an adapter and batch 8 with a rank-32 adapter; then where a batch-8
-        # step's time goes
+  54b)  # the fused-members kernel test again with its failure shown (54a: gate / up failed); the fused step at batch
+        # 8 / 64, without an adapter and with a rank-32 adapter
     device_name
-    timeout 300 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0,32 --modes fused --out "$out" 2>&1 \
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py -k "fused_members" -rf \
+      --tb=short 2>&1 | grep -v "^  \|Warning" | tail -25 | tee "$out/gpu_tests.txt"
+    timeout 420 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0,32 --modes fused --out "$out" 2>&1 \
       | grep -v Warning | tail -6
-    timeout 200 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0 --modes fused --profile --repeats 1 \
-      --out "$out/profile" 2>&1 | grep -v Warning | grep "rank 0\|host ops"
+    ;;
+  54c)  # where a batch-8 step of the fused step goes (no adapter, then rank 32)
+    device_name
+    timeout 250 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0,32 --modes fused --profile --repeats 1 \
+      --out "$out" 2>&1 | grep -v Warning | grep "rank \|host ops"
     ;;
 esac

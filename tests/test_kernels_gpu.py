@@ -421,9 +421,17 @@ def test_fused_members_read_through_their_views_as_through_copies(sizes):
                                .copy_(w.scales), w.global_scale, w.n, w.k, w.layout)
             ran_ws |= ws.pick(x, w.n, w.k, w.k_pad, w.words) is not None
             out = torch.full((m, w.n), float("nan"), device="cuda", dtype=torch.bfloat16)
-            assert torch.equal(nvfp4_matmul(x, w, out=out), nvfp4_matmul(x, own)), (m, w.n)
             dy = torch.randn(m, w.n, device="cuda").to(torch.bfloat16)
-            assert torch.equal(nvfp4_matmul_grad_input(dy, w), nvfp4_matmul_grad_input(dy, own)), (m, w.n)
+            for direction, view_out, copies in (
+                    ("fwd", nvfp4_matmul(x, w, out=out), [nvfp4_matmul(x, own) for _ in range(2)]),
+                    ("bwd", nvfp4_matmul_grad_input(dy, w), [nvfp4_matmul_grad_input(dy, own) for _ in range(2)])):
+                where = (direction, m, w.n)
+                assert torch.isfinite(view_out).all(), where
+                if torch.equal(copies[0], copies[1]):  # a deterministic launch: the views give the same bits
+                    diff = (view_out.float() - copies[0].float()).abs().max().item()
+                    assert torch.equal(view_out, copies[0]), (*where, diff)
+                else:  # split parts summed in arrival order: rounding apart at most
+                    assert _rel(view_out, copies[0].float()) < 1e-2, where
         ref = _matmul_fp32(x.float(), torch.cat([NVFP4Linear.dequantized_weight(getattr(parent, leaf), torch.float32)
                                                  for leaf in leaves]).T)
         got = nvfp4_matmul(x, fused.weight)
