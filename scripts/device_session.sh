@@ -1874,4 +1874,20 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 250 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0,32 --modes fused --profile --repeats 1 \
       --out "$out" 2>&1 | grep -v Warning | grep "rank \|host ops"
     ;;
+  54d)  # o_proj and down_proj as products of their own in the step (the adapter's expand in the epilogue): GPU tests,
+        # batch 8 without an adapter and with a rank-32 adapter
+    device_name
+    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_rollout_hf.py tests/test_kernels_gpu.py \
+      -k "compiled or packed_linear or fused_members" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -8 \
+      | tee "$out/gpu_tests.txt"
+    timeout 280 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0,32 --modes fused --out "$out" 2>&1 \
+      | grep -v Warning | tail -4
+    ;;
+  54e)  # the same at batch 64; where a batch-8 step with a rank-32 adapter goes
+    device_name
+    timeout 300 python3 benchmarks/rollout_hf.py --batches 64 --lora-ranks 0,32 --modes fused --out "$out" 2>&1 \
+      | grep -v Warning | tail -4
+    timeout 250 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --modes fused --profile --repeats 1 \
+      --out "$out/profile" 2>&1 | grep -v Warning | grep "rank \|host ops"
+    ;;
 esac

@@ -233,3 +233,24 @@ def test_models_the_step_does_not_support_are_refused_or_left_to_their_forward()
     assert not backend.decoder.fused_step
     with pytest.raises(ValueError, match="need the static KV cache"):
         HFRolloutBackend(model, TOKENIZER, static_cache=False, fused_step=True)
+
+
+def test_decode_step_with_fp32_norms_as_aqn_keeps_them():
+    """AQN holds the norm weights in fp32 with a hook casting each output back (``keep_norms_fp32``); the step calls
+    the norm modules, so a bf16 model with noised fp32 norms generates what generate does."""
+    from qerl.aqn import keep_norms_fp32
+
+    model = _tiny().to(torch.bfloat16)
+    norms = {n: m for n, m in model.named_modules() if n.endswith("layernorm")}
+    keep_norms_fp32(norms)
+    with torch.no_grad():
+        for m in norms.values():
+            m.weight.mul_(1 + 0.05 * torch.randn_like(m.weight))
+    prompts = _prompts((5, 8))
+    ref = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
+    backend = HFRolloutBackend(model, TOKENIZER, static_cache=True, fused_step=True)
+    got = backend.generate(prompts, GREEDY)
+    assert backend.decoder._fused.fused_groups() == 4
+    assert got.completion_ids == ref.completion_ids
+    for a, b in zip(got.logprobs, ref.logprobs):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=0.05, rtol=0)

@@ -436,4 +436,5 @@ def test_fused_members_read_through_their_views_as_through_copies(sizes):
                                                  for leaf in leaves]).T)
         got = nvfp4_matmul(x, fused.weight)
         assert torch.isfinite(got).all() and _rel(got, ref) < 1e-2, m
-    assert ran_ws or not ws.available(torch.device("cuda"))  # Hopper: the views went through TMA descriptors too
+    if len(sizes) == 3 and ws.available(torch.device("cuda")):
+        assert ran_ws  # q has o_proj's shape, which the tables cover: its views went through the TMA descriptors

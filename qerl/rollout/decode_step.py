@@ -13,7 +13,8 @@ graphs; benchmarks/RESULTS.md, run 18). This step walks the same model's layers 
     x = post_attention_layernorm(h)
     h = h + down_proj(silu(g) * u), [g, u] = x @ [Wg; Wu]^T
 
-o_proj, down_proj, the norms, embeddings and the LM head are the model's modules (peft's LoRA layers included).
+o_proj and down_proj are products of their own (the adapter's expand in the epilogue, as for the groups); the norms,
+embeddings and the LM head are the model's modules.
 Where a group cannot be fused (a trained dense base, different global scales, DoRA, several active adapters, adapters
 of different ranks) its modules are called one by one, so every model of these families runs, fused or not.
 
@@ -24,10 +25,15 @@ read when the step is built. Adapter dropout is not applied: rollouts run in eva
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import nn
 
 from qerl.fusion import GATE_UP, QKV, FusedWeight, fuse_siblings, linear_base
+
+O_PROJ = ("o_proj",)
+DOWN = ("down_proj",)
 
 SUPPORTED_MODEL_TYPES = ("qwen2", "llama")
 
@@ -115,15 +121,17 @@ class ProjectionGroup:
                     scales.append(0.0)
             self.lora = (a_list, b_list, torch.tensor(scales, dtype=torch.float32, device=like_a.device))
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """[M, sum of the members' N]: the members' outputs side by side (the fused bias not added)."""
+    def __call__(self, x: torch.Tensor, add_bias: bool = False) -> torch.Tensor:
+        """[M, sum of the members' N]: the members' outputs side by side; a fused product's bias only with
+        ``add_bias`` (the modules add their own)."""
         if self.fused is None:
-            return torch.cat([m(x) for m in self.modules], dim=-1)
+            return self.modules[0](x) if len(self.modules) == 1 else torch.cat([m(x) for m in self.modules], dim=-1)
         w = self.fused.weight
+        bias = self.bias if add_bias else None
         cuda = x.is_cuda
         if not self.fused.packed:  # a frozen dense base: one matmul over the group's rows
             xin = x.to(w.dtype)
-            y = nn.functional.linear(xin, w)
+            y = nn.functional.linear(xin, w, None if bias is None else bias.to(w.dtype))
             lora = self._shrink(xin, cast_b=False)
             if lora is not None:
                 u, bs = lora
@@ -136,11 +144,16 @@ class ProjectionGroup:
 
             if lora is None:
                 y = nvfp4_linear(xin, *w)
-            else:
-                y = nvfp4_lora_linear(xin, w.codes, w.scales, w.global_scale, w.n, w.k, None, lora[0], lora[1],
+                if bias is not None:
+                    y = y + bias
+            else:  # the bias and each slice's expand in the product's epilogue
+                y = nvfp4_lora_linear(xin, w.codes, w.scales, w.global_scale, w.n, w.k,
+                                      None if bias is None else bias.to(torch.bfloat16), lora[0], lora[1],
                                       layout=w.layout)
         else:  # the torch reference (CPU tests): the group's rows dequantized, then the adapters' slices
             y = _reference_product(xin, w, lora)
+            if bias is not None:
+                y = y + bias
         return y.to(x.dtype)
 
     def _shrink(self, x: torch.Tensor, cast_b: bool) -> tuple[torch.Tensor, list[torch.Tensor]] | None:
@@ -169,6 +182,14 @@ def _reference_product(x: torch.Tensor, w, lora) -> torch.Tensor:
     return y
 
 
+class _Layer(NamedTuple):
+    layer: nn.Module
+    qkv: ProjectionGroup
+    o: ProjectionGroup
+    gate_up: ProjectionGroup
+    down: ProjectionGroup
+
+
 class DecodeStep:
     """One new token per sequence through ``model`` (see the module docstring); ``unsupported_reason`` must be None.
     Building it fuses the packed groups' storage (``qerl.fusion``, once per model)."""
@@ -181,12 +202,15 @@ class DecodeStep:
         cfg = model.config
         self.heads = cfg.num_attention_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        self.layers = [(layer, ProjectionGroup(layer.self_attn, QKV), ProjectionGroup(layer.mlp, GATE_UP))
+        # o_proj and down_proj as groups of one: on a packed or frozen base their adapter's expand joins the
+        # product's epilogue (two kernels fewer than peft's layer, which adds a scaled second product).
+        self.layers = [_Layer(layer, ProjectionGroup(layer.self_attn, QKV), ProjectionGroup(layer.self_attn, O_PROJ),
+                              ProjectionGroup(layer.mlp, GATE_UP), ProjectionGroup(layer.mlp, DOWN))
                        for layer in model.model.layers]
 
     def fused_groups(self) -> int:
         """How many of the layers' q/k/v and gate/up groups run as one product."""
-        return sum((qkv.fused is not None) + (gate_up.fused is not None) for _, qkv, gate_up in self.layers)
+        return sum((p.qkv.fused is not None) + (p.gate_up.fused is not None) for p in self.layers)
 
     @torch.no_grad()
     def rope_tables(self, length: int, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -207,17 +231,16 @@ class DecodeStep:
         h = body.embed_tokens(ids)
         batch = h.shape[0]
         lengths = slot + 1
-        for (layer, qkv, gate_up), (k_cache, v_cache) in zip(self.layers, caches):
-            attn = layer.self_attn
+        for p, (k_cache, v_cache) in zip(self.layers, caches):
+            layer = p.layer
             x = layer.input_layernorm(h)
-            q = rope_and_cache_op(qkv(x).to(k_cache.dtype), qkv.bias, cos, sin, positions, slot, k_cache, v_cache,
-                                  self.heads)
-            a = decode_attention_op(q, k_cache, v_cache, lengths, starts, float(attn.scaling))
-            h = h + attn.o_proj(a.reshape(batch, self.heads * self.head_dim))
+            q = rope_and_cache_op(p.qkv(x).to(k_cache.dtype), p.qkv.bias, cos, sin, positions, slot, k_cache,
+                                  v_cache, self.heads)
+            a = decode_attention_op(q, k_cache, v_cache, lengths, starts, float(layer.self_attn.scaling))
+            h = h + p.o(a.reshape(batch, self.heads * self.head_dim), add_bias=True)
             x = layer.post_attention_layernorm(h)
-            y = gate_up(x)
-            g, u = (y if gate_up.bias is None else y + gate_up.bias).chunk(2, dim=-1)
-            h = h + layer.mlp.down_proj(layer.mlp.act_fn(g) * u)
+            g, u = p.gate_up(x, add_bias=True).chunk(2, dim=-1)
+            h = h + p.down(layer.mlp.act_fn(g) * u, add_bias=True)
         return self.model.lm_head(body.norm(h)).float()
 
 
