@@ -1890,4 +1890,12 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 250 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --modes fused --profile --repeats 1 \
       --out "$out/profile" 2>&1 | grep -v Warning | grep "rank \|host ops"
     ;;
+  54f)  # the adapters' shrink at decode batches as a multiply-sum (one reduction kernel under torch.compile) instead
+        # of cuBLAS's skinny product: batch 8 with a rank-32 adapter, then its profile
+    device_name
+    timeout 200 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --modes fused --out "$out" 2>&1 \
+      | grep -v Warning | tail -3
+    timeout 250 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --modes fused --profile --repeats 1 \
+      --out "$out/profile" 2>&1 | grep -v Warning | grep "rank \|host ops"
+    ;;
 esac

@@ -32,6 +32,8 @@ from torch import nn
 
 from qerl.fusion import GATE_UP, QKV, FusedWeight, fuse_siblings, linear_base
 
+# Up to this many rows (decode batches) the adapters' shrink is written as a multiply-sum (``ProjectionGroup._shrink``).
+SHRINK_REDUCTION_MAX_M = 16
 O_PROJ = ("o_proj",)
 DOWN = ("down_proj",)
 
@@ -162,7 +164,14 @@ class ProjectionGroup:
             return None
         a_list, b_list, scales = self.lora
         a = torch.cat(a_list) if len(a_list) > 1 else a_list[0]  # [S * r, K], in place of S small products
-        u = (x.to(a.dtype) @ a.T).float().unflatten(-1, (len(a_list), -1)) * scales[:, None]
+        if x.shape[0] <= SHRINK_REDUCTION_MAX_M:
+            # A product this skinny ([M, K] x [K, S r], K in the thousands) gets a handful of CTAs from cuBLAS (9 us
+            # each at M = 8 on an H200, one per projection and step); as a multiply-sum, torch.compile makes it one
+            # reduction kernel with a program per output block, which spreads the read of A over the GPU.
+            u = (x.to(a.dtype)[:, None, :] * a[None]).sum(-1)
+        else:
+            u = x.to(a.dtype) @ a.T
+        u = u.float().unflatten(-1, (len(a_list), -1)) * scales[:, None]
         return u.transpose(0, 1).contiguous(), [b.to(torch.bfloat16) if cast_b else b for b in b_list]
 
 
