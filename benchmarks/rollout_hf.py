@@ -131,8 +131,15 @@ def main() -> None:
     p.add_argument("--new-tokens", type=int, default=256)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--profile", action="store_true", help="one more call per model under the PyTorch profiler")
+    p.add_argument("--expand-after", action="store_true",
+                   help="fused step, NVFP4 with an adapter: the adapter's expand after the product (the "
+                        "warp-specialized kernel where its table has the shape) instead of in its epilogue")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
+    if args.expand_after:
+        from qerl.rollout.decode_step import ProjectionGroup
+
+        ProjectionGroup.expand_in_epilogue = False
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     # Every model, batch and mode compiles the same Qwen2 forward anew: more than dynamo's default of 8 entries.
@@ -150,6 +157,7 @@ def main() -> None:
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "triton": triton.__version__, "transformers": transformers.__version__, "layers": args.layers,
             "prompt": args.prompt, "new_tokens": args.new_tokens, "repeats": args.repeats,
+            "expand_after": args.expand_after,
             "command": " ".join(["python"] + sys.argv)}
     # A token id past the vocabulary: no row stops early, every call generates batch x new_tokens tokens.
     eos = [QWEN7B["vocab_size"]]

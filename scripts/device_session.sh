@@ -1898,4 +1898,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 250 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --modes fused --profile --repeats 1 \
       --out "$out/profile" 2>&1 | grep -v Warning | grep "rank \|host ops"
     ;;
+  54g)  # NVFP4 with a rank-32 adapter at batch 8: the expand in the product's epilogue (Triton kernel) against after
+        # it (the warp-specialized product, then torch), each run twice in turn
+    device_name
+    for pass in 1 2; do
+      timeout 140 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --modes fused --repeats 2 \
+        --out "$out/epilogue$pass" 2>&1 | grep -v Warning | tail -1
+      timeout 140 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --modes fused --repeats 2 \
+        --expand-after --out "$out/after$pass" 2>&1 | grep -v Warning | tail -1
+    done
+    ;;
 esac

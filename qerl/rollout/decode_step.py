@@ -91,6 +91,9 @@ class ProjectionGroup:
     docstring), else their modules one by one. ``bias``: the fused product's bias, which the caller adds (the QKV
     group's goes to ``rope_and_cache``); None where there is none or the modules add their own."""
 
+    # NVFP4 with an adapter: its expand in the product's epilogue (``qerl::nvfp4_lora_linear``), else after it.
+    expand_in_epilogue = True
+
     def __init__(self, parent: nn.Module, leaves: tuple[str, ...]) -> None:
         self.modules = [getattr(parent, leaf) for leaf in leaves]
         self.fused: FusedWeight | None = fuse_siblings(parent, leaves)
@@ -136,18 +139,19 @@ class ProjectionGroup:
             y = nn.functional.linear(xin, w, None if bias is None else bias.to(w.dtype))
             lora = self._shrink(xin, cast_b=False)
             if lora is not None:
-                u, bs = lora
-                y = y + torch.cat([u[s].to(b.dtype) @ b.T for s, b in enumerate(bs)], dim=-1).to(y.dtype)
+                y = y + _expand(*lora).to(y.dtype)
             return y.to(x.dtype)
         xin = x.to(torch.bfloat16) if cuda else x  # the kernels take bf16; the CPU reference computes in x's dtype
         lora = self._shrink(xin, cast_b=cuda)
         if cuda:
             from qerl.kernels.ops import nvfp4_linear, nvfp4_lora_linear
 
-            if lora is None:
+            if lora is None or not self.expand_in_epilogue:
                 y = nvfp4_linear(xin, *w)
                 if bias is not None:
                     y = y + bias
+                if lora is not None:
+                    y = y + _expand(*lora).to(y.dtype)
             else:  # the bias and each slice's expand in the product's epilogue
                 y = nvfp4_lora_linear(xin, w.codes, w.scales, w.global_scale, w.n, w.k,
                                       None if bias is None else bias.to(torch.bfloat16), lora[0], lora[1],
@@ -173,6 +177,11 @@ class ProjectionGroup:
             u = x.to(a.dtype) @ a.T
         u = u.float().unflatten(-1, (len(a_list), -1)) * scales[:, None]
         return u.transpose(0, 1).contiguous(), [b.to(torch.bfloat16) if cast_b else b for b in b_list]
+
+
+def _expand(u: torch.Tensor, bs: list[torch.Tensor]) -> torch.Tensor:
+    """Each slice's ``u_s @ B_s^T``, side by side: [M, sum of the slices' N]."""
+    return torch.cat([u[s].to(b.dtype) @ b.T for s, b in enumerate(bs)], dim=-1)
 
 
 def _reference_product(x: torch.Tensor, w, lora) -> torch.Tensor:
