@@ -135,11 +135,15 @@ def main() -> None:
                    help="fused step, NVFP4 with an adapter: the adapter's expand after the product (the "
                         "warp-specialized kernel where its table has the shape) instead of in its epilogue")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    p.add_argument("--shrink-reduction-max-m", type=int, default=None,
+                   help="fused step: rows up to which the adapters' shrink is a multiply-sum (default: the step's)")
     args = p.parse_args()
-    if args.expand_after:
-        from qerl.rollout.decode_step import ProjectionGroup
+    from qerl.rollout import decode_step
 
-        ProjectionGroup.expand_in_epilogue = False
+    if args.expand_after:
+        decode_step.ProjectionGroup.expand_in_epilogue = False
+    if args.shrink_reduction_max_m is not None:
+        decode_step.SHRINK_REDUCTION_MAX_M = args.shrink_reduction_max_m
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     # Every model, batch and mode compiles the same Qwen2 forward anew: more than dynamo's default of 8 entries.
@@ -157,7 +161,7 @@ def main() -> None:
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "triton": triton.__version__, "transformers": transformers.__version__, "layers": args.layers,
             "prompt": args.prompt, "new_tokens": args.new_tokens, "repeats": args.repeats,
-            "expand_after": args.expand_after,
+            "expand_after": args.expand_after, "shrink_reduction_max_m": decode_step.SHRINK_REDUCTION_MAX_M,
             "command": " ".join(["python"] + sys.argv)}
     # A token id past the vocabulary: no row stops early, every call generates batch x new_tokens tokens.
     eos = [QWEN7B["vocab_size"]]

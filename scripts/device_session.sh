@@ -1908,4 +1908,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
         --expand-after --out "$out/after$pass" 2>&1 | grep -v Warning | tail -1
     done
     ;;
+  54h)  # the final code's GPU tests (rollout backend, decode kernels, fused members); at batch 64 with a rank-32 adapter
+        # the shrink as cuBLAS's product (the default above 16 rows) against the multiply-sum
+    device_name
+    timeout 330 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_rollout_hf.py tests/test_decode_attention.py \
+      tests/test_kernels_gpu.py -k "compiled or packed_linear or fused_members or under_a_cuda_graph" -rf --tb=short \
+      2>&1 | grep -v "^  \|Warning" | tail -8 | tee "$out/gpu_tests.txt"
+    for m in 16 64; do
+      timeout 120 python3 benchmarks/rollout_hf.py --batches 64 --lora-ranks 32 --modes fused --repeats 2 \
+        --shrink-reduction-max-m $m --out "$out/shrink$m" 2>&1 | grep -v Warning | tail -1
+    done
+    ;;
 esac
