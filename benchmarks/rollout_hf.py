@@ -73,6 +73,10 @@ def build_models(layers: int):
                 bf16.get_submodule(name).weight.copy_(m.dequantized_weight(torch.bfloat16))
     use_kernel_layout(nvfp4)
     torch.cuda.empty_cache()
+    # Frozen, as a LoRA run's base is (peft freezes it too): the fused step then runs the BF16 model's q/k/v and
+    # gate/up as one product each as well (``qerl.fusion`` leaves weights that train alone).
+    bf16.requires_grad_(False)
+    nvfp4.requires_grad_(False)
     return bf16.eval(), nvfp4.eval()
 
 

@@ -1919,4 +1919,10 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
         --shrink-reduction-max-m $m --out "$out/shrink$m" 2>&1 | grep -v Warning | tail -1
     done
     ;;
+  54i)  # without an adapter, both models frozen (54a-54e left the BF16 model's weights trainable, so its q/k/v and
+        # gate/up ran as separate products while NVFP4's were fused): batch 8 and 64
+    device_name
+    timeout 400 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --modes fused --out "$out" 2>&1 \
+      | grep -v Warning | tail -4
+    ;;
 esac
