@@ -154,4 +154,27 @@ def fuse_projections(model: nn.Module) -> int:
     return count
 
 
-__all__ = ["GATE_UP", "QKV", "FusedWeight", "fuse_projections", "fuse_siblings", "linear_base", "packed_base"]
+def unfuse_projections(model: nn.Module) -> int:
+    """Give every fused group's members their own tensors again (copies of their rows), e.g. before saving a dense
+    model whose merged weights would otherwise share one storage (safetensors refuses that); how many groups."""
+    count = 0
+    for module in model.modules():
+        for leaves in (QKV, GATE_UP):
+            if not all(hasattr(module, leaf) for leaf in leaves):
+                continue
+            bases = _members(module, leaves)
+            if bases is None or _held_group(bases) is None:
+                continue
+            for b in bases:
+                if isinstance(b, NVFP4Linear):
+                    for name in ("kernel_codes", "kernel_scales"):
+                        view = b._buffers[name]
+                        b._buffers[name] = torch.empty(view.shape, dtype=view.dtype, device=view.device).copy_(view)
+                else:
+                    b.weight = nn.Parameter(b.weight.detach().clone(), requires_grad=False)
+            count += 1
+    return count
+
+
+__all__ = ["GATE_UP", "QKV", "FusedWeight", "fuse_projections", "fuse_siblings", "linear_base", "packed_base",
+           "unfuse_projections"]

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from qerl.fusion import GATE_UP, QKV, fuse_projections, fuse_siblings, packed_base
+from qerl.fusion import GATE_UP, QKV, fuse_projections, fuse_siblings, packed_base, unfuse_projections
 from qerl.modules import NVFP4Linear, quantize_
 from qerl.rollout.base import SamplingSettings
 from qerl.rollout.decode_step import DecodeStep, unsupported_reason
@@ -95,6 +95,10 @@ def test_fusing_siblings_shares_one_allocation_and_keeps_every_output():
     assert fuse_projections(model) == 4
     assert fuse_siblings(attn, QKV).weight.codes.data_ptr() == codes.data_ptr()
     assert [b.kernel_codes.data_ptr() for b in model.modules() if isinstance(b, NVFP4Linear)] == ptrs
+    assert unfuse_projections(model) == 4
+    assert _storage_bytes(model) == bytes_before  # each member's own tensors again, the group's freed
+    for (n, leaf), y in before.items():
+        assert torch.equal(model.get_submodule(n).get_submodule(leaf)(x), y), (n, leaf)
 
 
 def test_frozen_dense_siblings_are_fused_trained_ones_are_not():
@@ -111,6 +115,12 @@ def test_frozen_dense_siblings_are_fused_trained_ones_are_not():
     assert mlp.up_proj.weight.data_ptr() == fused.weight[256].data_ptr()
     assert torch.equal(mlp.gate_proj(x), before[0]) and torch.equal(mlp.up_proj(x), before[1])
     assert torch.equal(x @ fused.weight.T, torch.cat(before, -1))
+    # Separate again (e.g. to save a merged model): own storage per weight, same outputs, nothing fused left.
+    assert unfuse_projections(model) == 4
+    storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    assert len(storages) == len(list(model.parameters()))
+    assert torch.equal(mlp.gate_proj(x), before[0]) and torch.equal(mlp.up_proj(x), before[1])
+    assert unfuse_projections(model) == 0
 
 
 def test_siblings_with_their_own_global_scales_are_not_fused():

@@ -169,9 +169,9 @@ class ProjectionGroup:
         a_list, b_list, scales = self.lora
         a = torch.cat(a_list) if len(a_list) > 1 else a_list[0]  # [S * r, K], in place of S small products
         if x.shape[0] <= SHRINK_REDUCTION_MAX_M:
-            # A product this skinny ([M, K] x [K, S r], K in the thousands) gets a handful of CTAs from cuBLAS (9 us
-            # each at M = 8 on an H200, one per projection and step); as a multiply-sum, torch.compile makes it one
-            # reduction kernel with a program per output block, which spreads the read of A over the GPU.
+            # A product this skinny ([M, K] x [K, S r], K in the thousands) gets a handful of CTAs from cuBLAS: ~9 us
+            # each at M = 8 on an H200, ~1 ms a 7B step with a rank-32 adapter (benchmarks/RESULTS.md, run 19). As a
+            # multiply-sum, torch.compile makes it one reduction kernel with a program per output block.
             u = (x.to(a.dtype)[:, None, :] * a[None]).sum(-1)
         else:
             u = x.to(a.dtype) @ a.T
