@@ -1925,8 +1925,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 400 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --modes fused --out "$out" 2>&1 \
       | grep -v Warning | tail -4
     ;;
-  54j)  # sampling inside the step's CUDA graph (one launch a token): the rollout backend's GPU tests, then batch 8 and
-        # 64 without an adapter and batch 8 with a rank-32 adapter
+  54j)  # sampling inside the step's CUDA graph (one launch a token; commit ba7ce26, not kept: no faster, see
+        # RESULTS run 19): the rollout backend's GPU tests, then batch 8 and 64, without an adapter and with rank 32
     device_name
     timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_rollout_hf.py -rf --tb=short 2>&1 \
       | grep -v "^  \|Warning" | tail -8 | tee "$out/gpu_tests.txt"

@@ -79,9 +79,7 @@ class StaticDecoder:
         self._mask: torch.Tensor | None = None  # [batch, length]: the attention mask of the current call
         self._starts: torch.Tensor | None = None  # [batch]: each row's first prompt position (its pad count)
         self._rope: tuple[torch.Tensor, torch.Tensor] | None = None  # the fused step's cos / sin tables
-        self._loop: _LoopState | None = None  # the loop's device-side state for self._cache
-        self._graph: _Graph | None = None  # the captured step (with the sampler, see generate) for self._cache
-        self._graph_key: tuple | None = None  # the sampling settings the graph holds
+        self._graph: _StepGraph | None = None  # the captured step for self._cache
 
     def reset_graphs(self) -> None:
         """Drop the captured step (the next call captures it anew), e.g. after weights were replaced by new tensors
@@ -95,7 +93,7 @@ class StaticDecoder:
         rounded up to ``CACHE_BUCKET``."""
         held_batch, held_length = self._cache_shape
         if self._cache is None or held_batch != batch or held_length < length:
-            self._cache = self._graph = self._mask = self._loop = None  # free the old ones before allocating
+            self._cache = self._graph = self._mask = None  # free the old ones before allocating
             length = -(-length // CACHE_BUCKET) * CACHE_BUCKET
             self._cache = StaticCache(config=self.model.config, max_cache_len=length)
             self._cache_shape = (batch, length)
@@ -148,118 +146,61 @@ class StaticDecoder:
         if self.fused_step:
             self._prepare_fused()
             self._starts.copy_((prompt_mask == 0).sum(-1))  # left padding: a row's pads come first
-        loop = self._loop_state(logits)
-        loop.start(logits, position_ids[:, -1:] + 1, width, pad_token_id)
-        sampler = _Sampler(s, eos_token_ids, pad_token_id, device)
-        # With the step compiled, sampling joins its CUDA graph (one launch a token) unless the repetition penalty
-        # needs the sequence so far, whose length grows every step.
-        in_graph = self.compile and s.repetition_penalty == 1.0
-        key = (sampler.key, in_graph)
-        if self._graph is None or self._graph_key != key:
-            self._graph = _Graph(lambda: self._advance(loop, sampler, ids, mask, cache, in_graph)) \
-                if self.compile else None
-            self._graph_key = key
+        next_position = position_ids[:, -1:] + 1
+        procs = logits_processors(s)
+        sample = s.temperature > 0
+        scale = s.temperature if sample else 1.0
+        eos = torch.tensor(eos_token_ids, device=device)
+        pad = torch.full((batch,), pad_token_id, device=device, dtype=torch.long)
+        unfinished = torch.ones(batch, dtype=torch.bool, device=device)
+        tokens = torch.full((batch, s.max_new_tokens), pad_token_id, dtype=torch.long, device=device)
+        logprobs = torch.zeros(batch, s.max_new_tokens, dtype=torch.float32, device=device)
         steps = s.max_new_tokens
         for t in range(s.max_new_tokens):
-            if t + 1 == s.max_new_tokens:  # the last token: sampled, not decoded
-                sampler(loop, ids, t)
-            elif in_graph:
-                self._graph.run()
-            else:
-                sampler(loop, ids, t)
-                self._graph.run() if self.compile else self._advance(loop, sampler, ids, mask, cache, False)
-            if (t + 1) % STOP_CHECK_EVERY == 0 and t + 1 < s.max_new_tokens and not bool(loop.unfinished.any()):
+            # The sequence so far, as generate hands it to the processors (only the repetition penalty reads it).
+            seen = torch.cat([ids, tokens[:, :t]], dim=1) if s.repetition_penalty != 1.0 else ids
+            scores = procs(seen, logits) if procs else logits
+            token = torch.multinomial(torch.softmax(scores, dim=-1), 1).squeeze(1) if sample else scores.argmax(-1)
+            logprobs[:, t] = torch.log_softmax(logits / scale, dim=-1).gather(-1, token[:, None]).squeeze(1)
+            token = torch.where(unfinished, token, pad)
+            tokens[:, t] = token
+            unfinished &= ~torch.isin(token, eos)
+            if t + 1 == s.max_new_tokens or ((t + 1) % STOP_CHECK_EVERY == 0 and not bool(unfinished.any())):
                 steps = t + 1
                 break
-        else:
-            steps = s.max_new_tokens
-        return loop.tokens[:, :steps].clone(), loop.logprobs[:, :steps].clone()
-
-    def _loop_state(self, logits: torch.Tensor) -> _LoopState:
-        """The loop's device-side state for the current cache (kept with it: a captured graph reads these tensors)."""
-        batch, length = self._cache_shape
-        if self._loop is None or self._loop.logits.shape != logits.shape or self._loop.tokens.shape != (batch, length):
-            self._loop = _LoopState(batch, length, logits.shape[1], logits.device)
-            self._graph = None
-        return self._loop
-
-    def _advance(self, loop: _LoopState, sampler: _Sampler, ids: torch.Tensor, mask: torch.Tensor,
-                 cache: StaticCache, sample: bool) -> None:
-        """(With ``sample``: sample the next token from ``loop.logits``, then) decode it: the next logits into
-        ``loop.logits``, position, cache slot and token index advanced. All on the device, so a graph can hold it."""
-        if sample:
-            sampler(loop, ids, None)
-        token = loop.tokens.gather(1, loop.t.expand(loop.tokens.shape[0], 1))  # [B, 1]: the token just sampled
-        loop.logits.copy_(self._step(token, loop.position, loop.slot, mask, cache))
-        loop.position += 1
-        loop.slot += 1
-        loop.t += 1
+            if self.compile:
+                if self._graph is None:
+                    self._graph = _StepGraph(self._step, mask, cache, batch)
+                logits = self._graph.run(token, next_position, width + t)
+            else:
+                cache_position = torch.full((1,), width + t, dtype=torch.long, device=device)
+                logits = self._step(token[:, None], next_position, cache_position, mask, cache)
+            next_position = next_position + 1
+        return tokens[:, :steps], logprobs[:, :steps]
 
 
-class _LoopState:
-    """What the decode loop keeps on the device: the current logits, each row's next rotary position, the cache slot
-    and token index (shared), the tokens and log-probabilities so far, the rows not yet ended."""
+class _StepGraph:
+    """The compiled decode step captured as one CUDA graph over fixed input buffers."""
 
-    def __init__(self, batch: int, length: int, vocab: int, device: torch.device) -> None:
-        self.logits = torch.zeros(batch, vocab, dtype=torch.float32, device=device)
+    def __init__(self, step, mask: torch.Tensor, cache: StaticCache, batch: int) -> None:
+        device = mask.device
+        self.ids = torch.zeros(batch, 1, dtype=torch.long, device=device)
         self.position = torch.zeros(batch, 1, dtype=torch.long, device=device)
-        self.slot = torch.zeros(1, dtype=torch.long, device=device)
-        self.t = torch.zeros(1, dtype=torch.long, device=device)
-        self.tokens = torch.zeros(batch, length, dtype=torch.long, device=device)
-        self.logprobs = torch.zeros(batch, length, dtype=torch.float32, device=device)
-        self.unfinished = torch.ones(batch, dtype=torch.bool, device=device)
-
-    def start(self, logits: torch.Tensor, position: torch.Tensor, slot: int, pad_token_id: int) -> None:
-        self.logits.copy_(logits)
-        self.position.copy_(position)
-        self.slot.fill_(slot)
-        self.t.zero_()
-        self.tokens.fill_(pad_token_id)
-        self.logprobs.zero_()
-        self.unfinished.fill_(True)
-
-
-class _Sampler:
-    """One token per row from ``_LoopState.logits`` as ``generate`` samples it (its processors, softmax and
-    multinomial, or argmax), its log-probability under the temperature-scaled logits, written at token index ``t``;
-    rows past their EOS get the pad token."""
-
-    def __init__(self, s: SamplingSettings, eos_token_ids: list[int], pad_token_id: int, device: torch.device) -> None:
-        self.procs = logits_processors(s)
-        self.repetition_penalty = s.repetition_penalty != 1.0
-        self.sample = s.temperature > 0
-        self.scale = s.temperature if self.sample else 1.0
-        self.eos = torch.tensor(eos_token_ids, device=device)
-        self.pad = pad_token_id
-        # What a captured graph bakes in.
-        self.key = (s.temperature, s.top_k, s.top_p, s.min_p, s.repetition_penalty, tuple(eos_token_ids), pad_token_id)
-
-    def __call__(self, loop: _LoopState, ids: torch.Tensor, t: int | None) -> None:
-        """``t``: the token index on the host where the repetition penalty needs the sequence so far; None inside a
-        graph (the index is read on the device)."""
-        logits = loop.logits
-        # The sequence so far, as generate hands it to the processors (only the repetition penalty reads it).
-        seen = torch.cat([ids, loop.tokens[:, :t]], dim=1) if self.repetition_penalty else ids
-        scores = self.procs(seen, logits) if self.procs else logits
-        token = torch.multinomial(torch.softmax(scores, dim=-1), 1).squeeze(1) if self.sample else scores.argmax(-1)
-        logprob = torch.log_softmax(logits / self.scale, dim=-1).gather(-1, token[:, None])
-        token = torch.where(loop.unfinished, token, self.pad)
-        index = loop.t.expand(logits.shape[0], 1)
-        loop.tokens.scatter_(1, index, token[:, None])
-        loop.logprobs.scatter_(1, index, logprob)
-        loop.unfinished &= ~torch.isin(token, self.eos)
-
-
-class _Graph:
-    """A state-changing call captured as one CUDA graph: the first ``run`` makes the call (compiling what it
-    compiles) and captures it without running it again; later ones replay it."""
-
-    def __init__(self, fn) -> None:
-        self.fn = fn
+        self.cache_position = torch.zeros(1, dtype=torch.long, device=device)
+        self._call = lambda: step(self.ids, self.position, self.cache_position, mask, cache)
         self.graph: torch.cuda.CUDAGraph | None = None
+        self.logits: torch.Tensor | None = None
 
-    def run(self) -> None:
+    def run(self, token: torch.Tensor, position: torch.Tensor, cache_position: int) -> torch.Tensor:
+        """The logits after ``token`` (at ``position`` per row, cache slot ``cache_position``): a view of the graph's
+        output buffer, valid until the next call."""
+        self.ids.copy_(token[:, None])
+        self.position.copy_(position)
+        self.cache_position.fill_(cache_position)
         if self.graph is None:
-            self.graph, _, _ = warm_and_capture(self.fn)
-            return
+            # The warm-up call (compilation included) is this step itself: the cache advances once, as on a replay;
+            # capturing records the step without running it.
+            self.graph, self.logits, logits = warm_and_capture(self._call)
+            return logits
         self.graph.replay()
+        return self.logits
