@@ -241,6 +241,10 @@ def test_models_the_step_does_not_support_are_refused_or_left_to_their_forward()
     backend = HFRolloutBackend(_tiny(lora=False), TOKENIZER, static_cache=True)
     backend.generate(_prompts((4,)), GREEDY)
     assert not backend.decoder.fused_step
+    # Asked for, it brings the static cache it needs (on CPU too).
+    backend = HFRolloutBackend(_tiny(lora=False), TOKENIZER, fused_step=True)
+    backend.generate(_prompts((4,)), GREEDY)
+    assert backend.decoder.fused_step
     with pytest.raises(ValueError, match="need the static KV cache"):
         HFRolloutBackend(model, TOKENIZER, static_cache=False, fused_step=True)
 

@@ -143,7 +143,7 @@ class HFRolloutBackend(RolloutBackend):
     def _static_decoder(self, device: torch.device) -> StaticDecoder | None:
         """The static-cache decoder this device uses (made once), or None for ``generate`` on a dynamic cache."""
         cuda = device.type == "cuda"
-        static = self.static_cache if self.static_cache is not None else cuda
+        static = self.static_cache if self.static_cache is not None else cuda or bool(self.fused_step)
         compile = self.compile if self.compile is not None else static and cuda
         if compile and not cuda:
             raise ValueError("compile=True compiles the decode step into CUDA graphs: it needs the model on CUDA "
