@@ -63,8 +63,10 @@ def _members(parent: nn.Module, leaves: tuple[str, ...]) -> list[nn.Module] | No
     else:
         tensors = [b.weight for b in bases]
         # A frozen base only (LoRA): a trained weight's views would share one gradient buffer's lifetime and an
-        # optimizer's state across modules.
-        if any(t.requires_grad for t in tensors) or len({t.dtype for t in tensors}) != 1:
+        # optimizer's state across modules. Weights that are views already, or not plain tensors, belong to a
+        # wrapper that manages their storage (FSDP's flat parameters, DTensors, DeepSpeed's ZeRO-3): left alone.
+        if any(t.requires_grad or t._base is not None or type(t) not in (torch.Tensor, nn.Parameter)
+               or hasattr(t, "ds_id") for t in tensors) or len({t.dtype for t in tensors}) != 1:
             return None
     if any(b.in_features != first.in_features or t.device != tensors[0].device or t.dim() != 2
            for b, t in zip(bases, tensors)):

@@ -1933,4 +1933,11 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 370 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0,32 --modes fused --out "$out" 2>&1 \
       | grep -v Warning | tail -6
     ;;
+  54k)  # the final code: the GPU tests of every kernel whose launcher now reads the scales' row stride (warp-specialized
+        # forward / input gradient, their epilogues), the decode kernels, the packed module and the rollout backend
+    device_name
+    timeout 570 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_fused_qkv.py \
+      tests/test_fused_norm.py tests/test_kernels_gpu.py tests/test_decode_attention.py tests/test_rollout_hf.py \
+      tests/test_nvfp4.py -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -10 | tee "$out/gpu_tests.txt"
+    ;;
 esac

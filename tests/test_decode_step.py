@@ -105,6 +105,13 @@ def test_frozen_dense_siblings_are_fused_trained_ones_are_not():
     model = _tiny(base="dense", lora=False)
     assert fuse_projections(model) == 0  # weights that train keep their own tensors
     model.requires_grad_(False)
+    attn = model.model.layers[1].self_attn
+    held = attn.k_proj.weight
+    attn.k_proj.weight = torch.nn.Parameter(torch.cat([held, held])[:held.shape[0]], requires_grad=False)
+    assert attn.k_proj.weight._base is None  # a Parameter made from a view is not one; a plain view is:
+    attn.k_proj._parameters["weight"] = torch.cat([held, held])[:held.shape[0]]
+    assert fuse_siblings(attn, QKV) is None  # a weight that is a view of another tensor (e.g. FSDP's): left alone
+    attn.k_proj.weight = torch.nn.Parameter(held, requires_grad=False)
     x = torch.randn(5, 128)
     mlp = model.model.layers[0].mlp
     before = [mlp.gate_proj(x), mlp.up_proj(x)]
@@ -220,6 +227,38 @@ def test_decode_step_reads_the_adapter_in_place():
     ref = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
     got = backend.generate(prompts, GREEDY)
     assert got.completion_ids == ref.completion_ids != first.completion_ids
+    for a, b in zip(got.logprobs, ref.logprobs):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+
+
+def test_llama_models_decode_with_the_step_too():
+    """A Llama-family model (SmolLM2's architecture: no biases, tied embeddings) with a LoRA adapter on a frozen dense
+    base: the step fuses its groups and generates what generate does."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from qerl.lora import attach_lora
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                         tie_word_embeddings=True, pad_token_id=0, eos_token_id=1, rope_theta=10000.0)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 2:
+                p.normal_(0.0, p.shape[1] ** -0.5)
+    model = attach_lora(model, r=4, alpha=8)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.2)
+    model.eval()
+    prompts = _prompts((5, 9, 7))
+    ref = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
+    backend = HFRolloutBackend(model, TOKENIZER, fused_step=True)
+    got = backend.generate(prompts, GREEDY)
+    assert backend.decoder._fused.fused_groups() == 4
+    assert got.completion_ids == ref.completion_ids
     for a, b in zip(got.logprobs, ref.logprobs):
         torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
 
