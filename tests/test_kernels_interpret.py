@@ -210,10 +210,41 @@ layer.punica_wrapper.token_mapping_meta.no_lora_flag_cpu.fill_(True)
 check("vLLM fused layer, no adapter in the batch", vllm_lora_fusion._fused_apply(layer, x, bias),
       x.float() @ ref_w.T + bias.float())
 
+# Siblings moved into one allocation (qerl.fusion): a member's scales are a column slice of the group's scale rows
+# (row stride the group's N * 8, not its own): forward, input gradient and the slab dequantization read that stride.
+from torch import nn
+from qerl.fusion import fuse_siblings
+from qerl.modules import NVFP4Linear
+parent = nn.Module()
+dense = [torch.randn(n, 384, generator=gen) * 0.05 for n in (64, 32, 32)]
+shared = nvfp4.global_scale_for(dense)
+leaves = ("q_proj", "k_proj", "v_proj")
+for leaf, w in zip(leaves, dense):
+    linear = nn.Linear(384, w.shape[0], bias=False)
+    linear.weight.data.copy_(w)
+    setattr(parent, leaf, NVFP4Linear.from_linear(linear, shared))
+    getattr(parent, leaf).to_kernel_layout()
+group = fuse_siblings(parent, leaves)
+member_strides = []
+x = torch.randn(5, 384, generator=gen).to(torch.bfloat16)
+refs = []
+for leaf in leaves:
+    kw = getattr(parent, leaf).kernel_weight()
+    ref_w = getattr(parent, leaf).dequantized_weight(torch.float32)  # through the codec, not the kernels
+    refs.append(ref_w)
+    member_strides.append(kw.scales.stride(0))
+    for cfg in (None, FwdConfig(1, 16, 16, 1, 3), FwdConfig(0, 8, 16, 1, 2)):
+        check(f"fused member {leaf} fwd {cfg}", nvfp4_matmul(x, kw, cfg), x.float() @ ref_w.T)
+    dy = torch.randn(5, kw.n, generator=gen).to(torch.bfloat16)
+    check(f"fused member {leaf} bwd", nvfp4_matmul_grad_input(dy, kw, BwdConfig(1, 16, 16, 3)), dy.float() @ ref_w)
+    check(f"fused member {leaf} dequantize rows", nvfp4_gemm.dequantize_rows(kw, 0, kw.n, asm=False), ref_w)
+check("fused group fwd", nvfp4_matmul(x, group.weight), x.float() @ torch.cat(refs).T)
+
 # The fused split reductions leave every tile counter at zero for the next launch.
 counters = nvfp4_gemm._COUNTERS.get(("cpu", None))
 print(json.dumps({"seed": seed, "results": results, "fused_equals_two_kernel": same, "lora_in_kernel": lora_in_kernel,
-                  "counters": None if counters is None else int(counters.abs().sum())}))
+                  "counters": None if counters is None else int(counters.abs().sum()),
+                  "member_strides": member_strides}))
 """
 
 
@@ -225,6 +256,7 @@ def test_kernels_match_reference_under_interpreter():
     assert report["fused_equals_two_kernel"], "the fused split reduction must sum like the reduce kernel"
     # Both epilogue paths ran: slices on tile ends (in the kernel) and not (torch after the kernel).
     assert True in report["lora_in_kernel"] and False in report["lora_in_kernel"], report["lora_in_kernel"]
+    assert report["member_strides"] == [128 * 8] * 3  # the fused members' scale rows: the group's stride
     for r in results:
         where = f"{r['name']} (seed {report['seed']})"
         assert r["shape"] == r["want"], where
