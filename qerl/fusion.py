@@ -74,42 +74,32 @@ def _members(parent: nn.Module, leaves: tuple[str, ...]) -> list[nn.Module] | No
     return bases
 
 
-def _consecutive(tensors: list[torch.Tensor], row_bytes: int, row_stride: int) -> torch.Tensor | None:
-    """One [sum of rows, ...] view over ``tensors`` if they lie back to back in one storage (each row ``row_bytes``
-    after the previous member's first, rows ``row_stride`` elements apart), else None."""
-    first = tensors[0]
-    total = sum(t.shape[0] for t in tensors)
-    row = 0
-    for t in tensors:
-        if (t.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()
-                or t.data_ptr() != first.data_ptr() + row * row_bytes or t.stride() != first.stride()
-                or t.stride(0) != row_stride):
+def _one_view(parts: list[torch.Tensor], offsets: list[int], shape: tuple[int, int],
+              strides: tuple[int, int]) -> torch.Tensor | None:
+    """A view of ``shape`` / ``strides`` from ``parts[0]``'s first element if every part lies ``offsets`` elements
+    after it in one storage with those strides, else None."""
+    first = parts[0]
+    for t, offset in zip(parts, offsets):
+        if (t.untyped_storage().data_ptr() != first.untyped_storage().data_ptr() or t.stride() != strides
+                or t.data_ptr() != first.data_ptr() + offset * t.element_size()):
             return None
-        row += t.shape[0]
-    return first.detach().as_strided((total, first.shape[1]), (row_stride, 1))
+    return first.detach().as_strided(shape, strides)
 
 
 def _held_group(bases: list[nn.Module]):
-    """The group's fused tensors if its members already hold consecutive views of one allocation, else None."""
+    """The group's fused tensors if its members already hold consecutive views of one allocation, else None: the
+    codes and weights as rows one after another, the scales as column blocks of 8 bytes a row."""
+    sizes = [b.out_features for b in bases]
+    total = sum(sizes)
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
     if isinstance(bases[0], NVFP4Linear):
-        codes = [b.kernel_codes for b in bases]
-        cols = codes[0].shape[1]
-        fused_codes = _consecutive(codes, cols, cols)
-        total = sum(b.out_features for b in bases)
-        if fused_codes is None or bases[0].kernel_scales.stride() != (total * 8, 1):
-            return None
-        row = 0
-        first = bases[0].kernel_scales
-        for b in bases:
-            s = b.kernel_scales
-            if (s.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()
-                    or s.data_ptr() != first.data_ptr() + row * 8 or s.stride() != first.stride()):
-                return None
-            row += b.out_features
-        return fused_codes, first.as_strided((first.shape[0], total * 8), (total * 8, 1))
-    weights = [b.weight for b in bases]
-    k = weights[0].shape[1]
-    return _consecutive(weights, k * weights[0].element_size(), k)
+        cols, chunks = bases[0].kernel_codes.shape[1], bases[0].kernel_scales.shape[0]
+        codes = _one_view([b.kernel_codes for b in bases], [r * cols for r in starts], (total, cols), (cols, 1))
+        scales = _one_view([b.kernel_scales for b in bases], [r * 8 for r in starts], (chunks, total * 8),
+                           (total * 8, 1))
+        return None if codes is None or scales is None else (codes, scales)
+    k = bases[0].in_features
+    return _one_view([b.weight for b in bases], [r * k for r in starts], (total, k), (k, 1))
 
 
 def fuse_siblings(parent: nn.Module, leaves: tuple[str, ...]) -> FusedWeight | None:

@@ -48,6 +48,25 @@ def capture_graph(fn):
     return capture(fn)
 
 
+def random_prompts(widths: tuple[int, ...], seed: int = 1, vocab: int = 256) -> list[list[int]]:
+    """Prompts of these token counts, ids 2 .. vocab - 1 (0 and 1 stay pad and EOS)."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(2, vocab, (w,), generator=g).tolist() for w in widths]
+
+
+def attach_test_adapter(model, **lora_kwargs):
+    """``qerl.lora.attach_lora`` with every LoRA B drawn from N(0, 0.2) instead of zeros, so the adapter changes what
+    the model generates; in eval mode."""
+    from qerl.lora import attach_lora
+
+    peft_model = attach_lora(model, **lora_kwargs)
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.2)
+    return peft_model.eval()
+
+
 def run_interpreted(script: str, timeout: int = 300) -> dict:
     """Run ``script`` (Python source that prints a JSON report as its last line) in a fresh interpreter with Triton's
     CPU interpreter on (it must be switched on before triton is imported, hence the subprocess); the report."""

@@ -18,6 +18,7 @@ from qerl.rollout.base import SamplingSettings
 from qerl.rollout.decode_step import DecodeStep, unsupported_reason
 from qerl.rollout.hf import HFRolloutBackend
 from qerl.rollout.static_decode import StaticDecoder
+from tests.conftest import attach_test_adapter, random_prompts
 
 TOKENIZER = SimpleNamespace(pad_token_id=0, eos_token_id=1)
 GREEDY = SamplingSettings(max_new_tokens=12, temperature=0.0)
@@ -27,8 +28,6 @@ def _tiny(base: str = "nvfp4", lora: bool = True, shared_scales: bool = True, bi
     """A random two-layer Qwen2 in fp32: ``base`` "nvfp4" (packed layers in the kernels' layout, made on CPU) or
     "dense"; a LoRA adapter whose B is not zero."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    from qerl.lora import attach_lora
 
     torch.manual_seed(0)
     config = Qwen2Config(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
@@ -46,19 +45,23 @@ def _tiny(base: str = "nvfp4", lora: bool = True, shared_scales: bool = True, bi
         for m in model.modules():
             if isinstance(m, NVFP4Linear):
                 m.to_kernel_layout()
-    if not lora:
-        return model.eval()
-    peft_model = attach_lora(model, r=4, alpha=8)
-    with torch.no_grad():
-        for name, p in peft_model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0.0, 0.2)
-    return peft_model.eval()
+    return attach_test_adapter(model, r=4, alpha=8) if lora else model.eval()
 
 
-def _prompts(widths: tuple[int, ...], seed: int = 1) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randint(2, 256, (w,), generator=g).tolist() for w in widths]
+_prompts = random_prompts
+
+
+def _generates_like_generate(model, prompts, fused_groups: int, atol: float = 1e-4, **backend_kwargs):
+    """Greedy rollouts of the project's step against transformers' generate on a dynamic cache: the same tokens,
+    log-probabilities within ``atol``, ``fused_groups`` q/k/v and gate/up groups run as one product. The backend."""
+    ref = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
+    backend = HFRolloutBackend(model, TOKENIZER, fused_step=True, **backend_kwargs)
+    got = backend.generate(prompts, GREEDY)
+    assert backend.decoder.fused_step and backend.decoder._fused.fused_groups() == fused_groups
+    assert got.completion_ids == ref.completion_ids
+    for a, b in zip(got.logprobs, ref.logprobs):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=atol, rtol=0)
+    return backend, got
 
 
 def _storage_bytes(model) -> int:
@@ -172,17 +175,8 @@ def test_decode_step_generates_what_generate_does(base):
     """Greedy tokens and log-probabilities of the project's step against transformers' generate on a dynamic cache:
     prompts of unequal widths (left padding skipped by the attention, rows rotated at their own positions), a LoRA
     adapter on every projection; on the NVFP4 base q/k/v and gate/up run as one product each."""
-    model = _tiny(base)
-    prompts = _prompts((5, 9, 7))
-    ref = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
-    backend = HFRolloutBackend(model, TOKENIZER, static_cache=True, fused_step=True)
-    got = backend.generate(prompts, GREEDY)
-    assert backend.decoder.fused_step
-    assert backend.decoder._fused.fused_groups() == 4
-    assert got.completion_ids == ref.completion_ids
+    _, got = _generates_like_generate(_tiny(base), _prompts((5, 9, 7)), 4, static_cache=True)
     assert len({tuple(c) for c in got.completion_ids}) > 1
-    for a, b in zip(got.logprobs, ref.logprobs):
-        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
 
 
 def test_groups_that_cannot_be_fused_run_their_modules():
@@ -197,20 +191,8 @@ def test_groups_that_cannot_be_fused_run_their_modules():
     assert decoder._fused.fused_groups() == 0
     assert [row[:len(c)] for row, c in zip(tokens.tolist(), ref.completion_ids)] == ref.completion_ids
 
-    from qerl.lora import attach_lora
-
-    partial = attach_lora(_tiny(lora=False), r=4, alpha=8, target_modules=("q_proj", "up_proj", "o_proj"))
-    with torch.no_grad():
-        for name, p in partial.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0.0, 0.2)
-    ref = HFRolloutBackend(partial, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
-    backend = HFRolloutBackend(partial, TOKENIZER, static_cache=True, fused_step=True)
-    got = backend.generate(prompts, GREEDY)
-    assert backend.decoder._fused.fused_groups() == 4
-    assert got.completion_ids == ref.completion_ids
-    for a, b in zip(got.logprobs, ref.logprobs):
-        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+    partial = attach_test_adapter(_tiny(lora=False), r=4, alpha=8, target_modules=("q_proj", "up_proj", "o_proj"))
+    _generates_like_generate(partial, prompts, 4, static_cache=True)
 
 
 def test_decode_step_reads_the_adapter_in_place():
@@ -236,8 +218,6 @@ def test_llama_models_decode_with_the_step_too():
     base: the step fuses its groups and generates what generate does."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from qerl.lora import attach_lora
-
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
@@ -247,20 +227,7 @@ def test_llama_models_decode_with_the_step_too():
         for p in model.parameters():
             if p.ndim == 2:
                 p.normal_(0.0, p.shape[1] ** -0.5)
-    model = attach_lora(model, r=4, alpha=8)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0.0, 0.2)
-    model.eval()
-    prompts = _prompts((5, 9, 7))
-    ref = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
-    backend = HFRolloutBackend(model, TOKENIZER, fused_step=True)
-    got = backend.generate(prompts, GREEDY)
-    assert backend.decoder._fused.fused_groups() == 4
-    assert got.completion_ids == ref.completion_ids
-    for a, b in zip(got.logprobs, ref.logprobs):
-        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+    _generates_like_generate(attach_test_adapter(model, r=4, alpha=8), _prompts((5, 9, 7)), 4)
 
 
 def test_models_the_step_does_not_support_are_refused_or_left_to_their_forward():
@@ -299,11 +266,4 @@ def test_decode_step_with_fp32_norms_as_aqn_keeps_them():
     with torch.no_grad():
         for m in norms.values():
             m.weight.mul_(1 + 0.05 * torch.randn_like(m.weight))
-    prompts = _prompts((5, 8))
-    ref = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, GREEDY)
-    backend = HFRolloutBackend(model, TOKENIZER, static_cache=True, fused_step=True)
-    got = backend.generate(prompts, GREEDY)
-    assert backend.decoder._fused.fused_groups() == 4
-    assert got.completion_ids == ref.completion_ids
-    for a, b in zip(got.logprobs, ref.logprobs):
-        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=0.05, rtol=0)
+    _generates_like_generate(model, _prompts((5, 8)), 4, atol=0.05, static_cache=True)

@@ -12,6 +12,7 @@ import torch
 from qerl.rollout.base import SamplingSettings
 from qerl.rollout.hf import HFRolloutBackend
 from qerl.rollout.static_decode import CACHE_BUCKET, STOP_CHECK_EVERY
+from tests.conftest import attach_test_adapter, random_prompts
 
 TOKENIZER = SimpleNamespace(pad_token_id=0, eos_token_id=1)  # the backend reads only these two
 GREEDY = SamplingSettings(max_new_tokens=12, temperature=0.0)
@@ -22,7 +23,6 @@ def _tiny_policy(device: str, dtype: torch.dtype, hidden: int = 128, intermediat
     zero, so the adapter changes what is generated."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from qerl.lora import attach_lora
     from qerl.modules import quantize_, use_kernel_layout
 
     torch.manual_seed(0)
@@ -38,18 +38,10 @@ def _tiny_policy(device: str, dtype: torch.dtype, hidden: int = 128, intermediat
     quantize_(model)
     if device == "cuda":
         assert use_kernel_layout(model) > 0
-    peft_model = attach_lora(model, r=4, alpha=8)
-    with torch.no_grad():
-        for name, p in peft_model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0.0, 0.2)
-    peft_model.eval()
-    return peft_model
+    return attach_test_adapter(model, r=4, alpha=8)
 
 
-def _prompts(widths: tuple[int, ...], seed: int = 1) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    return [torch.randint(2, 256, (w,), generator=g).tolist() for w in widths]
+_prompts = random_prompts
 
 
 def _mismatch(model, prompts, result) -> float:

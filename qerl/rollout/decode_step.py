@@ -41,7 +41,9 @@ SUPPORTED_MODEL_TYPES = ("qwen2", "llama")
 
 
 def unsupported_reason(model: nn.Module) -> str | None:
-    """Why ``DecodeStep`` cannot run ``model`` (a transformers causal LM, peft's LoRA layers injected), or None."""
+    """Why ``DecodeStep`` cannot run ``model`` (a transformers causal LM, peft's LoRA layers injected, or its peft
+    wrapper), or None."""
+    model = model.get_base_model() if hasattr(model, "get_base_model") else model
     cfg = getattr(model, "config", None)
     if cfg is None or getattr(cfg, "model_type", None) not in SUPPORTED_MODEL_TYPES:
         return f"model type {getattr(cfg, 'model_type', None)!r} (supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
@@ -185,18 +187,15 @@ def _expand(u: torch.Tensor, bs: list[torch.Tensor]) -> torch.Tensor:
 
 
 def _reference_product(x: torch.Tensor, w, lora) -> torch.Tensor:
-    """``x @ W^T`` (+ each slice's ``u_s @ B_s^T``) in fp32 torch for a kernel-layout weight ``w``."""
+    """``x @ W^T`` (+ each slice's ``u_s @ B_s^T``) in fp32 torch for a kernel-layout weight ``w`` (B in any dtype,
+    accumulated in fp32 as the kernel's epilogue does; ``add_bias_and_lora_``'s torch path wants B in y's dtype)."""
     from qerl import nvfp4
     from qerl.kernels import codec_from_kernel_weight
 
     packed, scale = codec_from_kernel_weight(w)
     y = x.float() @ nvfp4.dequantize(packed, scale, w.global_scale, dtype=torch.float32).T
     if lora is not None:
-        u, bs = lora
-        start = 0
-        for s, b in enumerate(bs):
-            y[:, start:start + b.shape[0]] += u[s] @ b.float().T
-            start += b.shape[0]
+        y = y + _expand(lora[0], [b.float() for b in lora[1]])
     return y
 
 

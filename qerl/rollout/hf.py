@@ -43,7 +43,7 @@ class HFRolloutBackend(RolloutBackend):
             raise ValueError("compile=True and fused_step=True need the static KV cache: leave static_cache unset or "
                              "pass True")
         if fused_step:
-            reason = unsupported_reason(model.get_base_model() if hasattr(model, "get_base_model") else model)
+            reason = unsupported_reason(model)
             if reason is not None:
                 raise ValueError(f"fused_step=True: the project's decode step does not support this model ({reason}); "
                                  "leave fused_step unset to decode with the model's own forward")
@@ -157,7 +157,6 @@ class HFRolloutBackend(RolloutBackend):
                 reserve_split_counters(device)  # room for every launch of the captured step: a capture cannot grow them
             fused = self.fused_step
             if fused is None:
-                base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
-                fused = compile and unsupported_reason(base) is None
+                fused = compile and unsupported_reason(self.model) is None
             self.decoder = StaticDecoder(self.model, compile=compile, fused_step=fused)
         return self.decoder
