@@ -116,3 +116,79 @@ def test_kernel_times_sum_by_kind_per_step():
     assert kinds == {"nvfp4_gemm": 200.0, "cublas_gemm": 30.0, "attention": 10.0, "fused_elementwise": 4.0}
     assert [k["name"] for k in kernels] == [e.key for e in events[:4]]
     assert kernels[0]["calls_per_step"] == 2.0
+
+
+def test_bounds_floors_and_verdicts():
+    """benchmarks/bounds.py: an NVFP4 product's minimal traffic, its bound over BF16 and the verdict per target."""
+    bd = _load("bounds")
+    # 7B gate_up forward at M = 8: 4-bit codes + one scale byte per 16 weights, X in, Y out (bytes).
+    n, k = 37888, 3584
+    assert bd.traffic(8, n, k, "fwd") == (n * k // 2 + n * k // 16 + 2 * 8 * k, 2 * 8 * n)
+    assert bd.traffic(8, n, k, "bwd") == (n * k // 2 + n * k // 16 + 2 * 8 * n, 2 * 8 * k)
+    assert [bd.target(m) for m in (1, 16, 32, 64, 128, 256, 1024, 4096)] == [3.0, 3.0, None, 2.5, 1.5, None, 0.9, 0.9]
+    assert bd.spec_of("NVIDIA H200") == (4.8e12, 989.4e12) and bd.spec_of("NVIDIA A100") is None
+
+    # A memory-bound cell: BF16 70 us, the streaming floor 20 us, the MMA floor negligible -> 3.5x at best.
+    row = bd.cell(8, n, k, "fwd", 70e-6, 20e-6, 800e12, bd.spec_of("H200"))
+    assert row["bound_measured"] == pytest.approx(3.5)
+    assert row["mma_us"] == pytest.approx(2 * 8 * n * k / 800e12 * 1e6)
+    io_spec = sum(bd.traffic(8, n, k, "fwd")) / 4.8e12
+    assert row["bound_spec"] == pytest.approx(70e-6 / io_spec)
+    # A compute-bound cell: the MMA floor decides.
+    big = bd.cell(1024, n, k, "fwd", 400e-6, 100e-6, 800e12, None)
+    assert big["bound_measured"] == pytest.approx(400e-6 / (2 * 1024 * n * k / 800e12))
+    assert "bound_spec" not in big
+
+    def verdict(ratio, measured, spec=None, m=8):
+        r = {"target": bd.target(m), "shipped_over_bf16": ratio, "bound_measured": measured}
+        if spec is not None:
+            r["bound_spec"] = spec
+        return bd.verdict(r)
+
+    assert verdict(3.1, 3.5) == "met"
+    assert verdict(2.6, 3.5, 5.0) == "open"
+    assert verdict(2.6, 2.8, 5.0) == "beyond measured"
+    assert verdict(2.6, 2.8, 2.9) == "beyond spec"
+    assert verdict(1.0, 2.0, m=32) == "-"
+
+
+def test_bounds_rows_and_table():
+    bd = _load("bounds")
+    raw = [{"model": "7b", "layer": "qkv", "dir": "fwd", "m": m, "n": 4608, "k": 3584, "_bf16_s": 11e-6,
+            "_io_s": 4e-6, "io_variant": "block 2048 x 4 warps, 132 programs", "shipped_us": 8.0,
+            "shipped_layout": "words", "shipped_over_bf16": 11 / 8} for m in (8, 32)]
+    rows = bd.finish(raw, 700e12, bd.spec_of("H100"))
+    assert all(not any(key.startswith("_") for key in r) for r in rows)
+    assert rows[0]["bound_measured"] == pytest.approx(11 / 4) and rows[0]["verdict"] == "beyond measured"
+    assert rows[0]["shipped_of_bound"] == pytest.approx((11 / 8) / (11 / 4))
+    assert rows[1]["verdict"] == "-"
+    meta = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-27", "peak_tflops": 700.0, "command": "python x",
+            "spec": {"dram_bytes_s": 3.35e12, "bf16_flops": 989.4e12}}
+    table = bd.markdown(rows, meta).splitlines()
+    assert sum(line.startswith("| 7b | qkv | fwd |") for line in table) == 2
+    assert "| 2.75x |" in table[-2] and table[-2].endswith("| beyond measured |")
+
+
+def test_bounds_streaming_kernel_reads_every_byte():
+    """The streaming kernel (bounds.py's traffic floor) under Triton's CPU interpreter: every program count of the
+    launches it times reads each input word once (the programs' XORs combine to the input's) and writes the output."""
+    from conftest import run_interpreted
+
+    report = run_interpreted("""
+import json, sys, torch
+sys.path.insert(0, "benchmarks")
+import bounds as bd
+torch.manual_seed(0)
+res = []
+for n_in, n_out, block in ((5000, 300, 256), (700, 4100, 512)):
+    src = torch.randint(-2**31, 2**31 - 1, (n_in,), dtype=torch.int32)
+    for grid in bd.stream_grids(n_in, n_out, block, sms=3):
+        dst = torch.full((n_out + 7,), 5, dtype=torch.int32)
+        sums = torch.empty(grid, dtype=torch.int32)
+        bd.launch_stream(src, dst, n_out, sums, block, 4)
+        res.append([grid, bd.xor_all(sums) == bd.xor_all(src), bool((dst[:n_out] == 0).all()),
+                    bool((dst[n_out:] == 5).all())])
+print(json.dumps(res))
+""")
+    assert len(report) >= 4 and {grid for grid, *_ in report} >= {3, 6, 12}
+    assert all(ok_sum and ok_out and untouched for _, ok_sum, ok_out, untouched in report), report
