@@ -125,7 +125,8 @@ def test_bounds_floors_and_verdicts():
     n, k = 37888, 3584
     assert bd.traffic(8, n, k, "fwd") == (n * k // 2 + n * k // 16 + 2 * 8 * k, 2 * 8 * n)
     assert bd.traffic(8, n, k, "bwd") == (n * k // 2 + n * k // 16 + 2 * 8 * n, 2 * 8 * k)
-    assert [bd.target(m) for m in (1, 16, 32, 64, 128, 256, 1024, 4096)] == [3.0, 3.0, None, 2.5, 1.5, None, 0.9, 0.9]
+    assert [bd.target(m) for m in (1, 5, 16, 17, 32, 64, 128, 256, 1024, 4096)] == [3.0, 3.0, 3.0, None, None, 2.5, 1.5,
+                                                                                   None, 0.9, 0.9]
     assert bd.spec_of("NVIDIA H200") == (4.8e12, 989.4e12) and bd.spec_of("NVIDIA A100") is None
 
     # A memory-bound cell: BF16 70 us, the streaming floor 20 us, the MMA floor negligible -> 3.5x at best.
