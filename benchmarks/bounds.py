@@ -12,10 +12,10 @@ Its time is therefore at least max(t_io, t_mma), and its speedup over cuBLAS at 
   fit in L2), so it includes what any one-launch kernel pays to start and drain; ``t_mma`` is flops / the best
   cuBLAS BF16 throughput measured in this run (an 8192^3 product and every layer's largest M).
 
-Next to the bounds it times cuBLAS BF16 and the default dispatch (``nvfp4_matmul`` on the rollouts' "words" layout
-below M = 1024, on the trainer's "pairs" layout from there; ``nvfp4_matmul_grad_input`` on "pairs"), so each row
-says what the shipped kernel reaches, what could be reached at best, and whether the issue's target is within the
-bound at all. A cell whose measured bound is below its target cannot meet it with any kernel that runs a single
+Next to the bounds it times cuBLAS BF16 and the default dispatch (``nvfp4_matmul`` on the rollouts' "words"
+layout below M = 1024, on the trainer's "pairs" layout from there; ``nvfp4_matmul_grad_input`` on "pairs"; checked
+first against dequantize-then-matmul in fp32 on a NaN-poisoned output), so each row says what the shipped kernel
+reaches, what could be reached at best, and whether the issue's target is within the bound at all. A cell whose measured bound is below its target cannot meet it with any kernel that runs a single
 launch on this device; one whose spec bound is below cannot meet it on this chip at all.
 
     python benchmarks/bounds.py --models 7b,14b,32b --out $OUT
@@ -39,7 +39,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, bench  # noqa: E402
+from gemm_nvfp4 import SHAPES, bench, checked, fp32_matmul  # noqa: E402
 
 # The issue's targets (NVFP4 / BF16 speedup, forward and input gradient): M <= 16, M = 64, M = 128, M >= 1024.
 DECODE_TARGET, MID_TARGETS, LARGE_M_TARGET = 3.0, {64: 2.5, 128: 1.5}, 0.9
@@ -214,7 +214,8 @@ def measure_layer(model: str, layer: str, n: int, k: int, directions: list[str],
 
     torch.manual_seed(hash((model, layer)) % 2**31)
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
-    w_bf16 = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.bfloat16)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    w_bf16 = ref_w.to(torch.bfloat16)
     wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
     kws = {lay: _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=lay), l2_bytes)
            for lay in ("pairs", "words")}
@@ -225,17 +226,25 @@ def measure_layer(model: str, layer: str, n: int, k: int, directions: list[str],
             x = torch.randn(m, k if fwd else n, device="cuda", dtype=torch.bfloat16)
             if fwd:
                 layout = "words" if m < kern.LARGE_M_FWD else "pairs"
+                shipped = kern.nvfp4_matmul
                 t_bf16 = bench([lambda wb=wb, x=x: torch.nn.functional.linear(x, wb) for wb in wbs])
-                t_ship = bench([lambda kw=kw, x=x: kern.nvfp4_matmul(x, kw) for kw in kws[layout]])
             else:
                 layout = "pairs"
+                shipped = kern.nvfp4_matmul_grad_input
                 t_bf16 = bench([lambda wb=wb, x=x: torch.matmul(x, wb) for wb in wbs])
-                t_ship = bench([lambda kw=kw, x=x: kern.nvfp4_matmul_grad_input(x, kw) for kw in kws[layout]])
+            # As every timed GEMM of the benchmarks: checked first against dequantize-then-matmul in fp32 on a
+            # NaN-poisoned output.
+            err, finite = checked(lambda out, x=x, kw=kws[layout][0], f=shipped: f(x, kw, out=out),
+                                  (m, n if fwd else k), fp32_matmul(x.float(), ref_w.T if fwd else ref_w))
+            if not finite or err > 1e-2:
+                raise RuntimeError(f"{model} {layer} {direction} M={m}: the default dispatch is wrong "
+                                   f"(relative error {err:.3g}, finite {finite})")
+            t_ship = bench([lambda kw=kw, x=x, f=shipped: f(x, kw) for kw in kws[layout]])
             bytes_in, bytes_out = traffic(m, n, k, direction)
             t_io, how = io_floor(bytes_in, bytes_out, l2_bytes, sms)
             rows.append({"model": model, "layer": layer, "dir": direction, "m": m, "n": n, "k": k,
                          "_bf16_s": t_bf16, "_io_s": t_io, "io_variant": how, "shipped_us": t_ship * 1e6,
-                         "shipped_layout": layout, "shipped_over_bf16": t_bf16 / t_ship})
+                         "shipped_rel_err": err, "shipped_layout": layout, "shipped_over_bf16": t_bf16 / t_ship})
             log(f"{model:4} {layer:8} {direction} M={m:5}  bf16 {t_bf16 * 1e6:8.1f}  shipped {t_ship * 1e6:8.1f} "
                 f"({t_bf16 / t_ship:.2f}x)  io floor {t_io * 1e6:7.1f} us ({how})")
     return rows
