@@ -41,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm_nvfp4 import SHAPES, bench, checked, fp32_matmul  # noqa: E402
 
+from qerl.nvfp4 import GROUP_SIZE  # noqa: E402
+
 # The issue's targets (NVFP4 / BF16 speedup, forward and input gradient): M <= 16, M = 64, M = 128, M >= 1024.
 DECODE_TARGET, MID_TARGETS, LARGE_M_TARGET = 3.0, {64: 2.5, 128: 1.5}, 0.9
 
@@ -49,7 +51,6 @@ SPECS = {"H100": (3.35e12, 989.4e12), "H200": (4.8e12, 989.4e12)}
 
 FWD_MS = [1, 8, 16, 64, 128, 1024, 4096]
 BWD_MS = [1, 16, 64, 128, 1024, 4096]
-GROUP = 16  # NVFP4 elements per E4M3 scale
 
 
 def target(m: int) -> float | None:
@@ -72,7 +73,7 @@ def spec_of(device_name: str) -> tuple[float, float] | None:
 def traffic(m: int, n: int, k: int, direction: str) -> tuple[int, int]:
     """(bytes in, bytes out) an NVFP4 product must move at least: the weight's 4-bit codes and one scale byte per
     16 weights, the BF16 operand X [M, K] (forward) or dY [M, N] (input gradient), the BF16 result."""
-    weight = n * k // 2 + n * k // GROUP
+    weight = n * k // 2 + n * k // GROUP_SIZE
     if direction == "fwd":
         return weight + 2 * m * k, 2 * m * n
     return weight + 2 * m * n, 2 * m * k
