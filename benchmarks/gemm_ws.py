@@ -201,8 +201,10 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = Fal
     the tiles of two consumers (one per half of the chunk, ``WsBwdConfig.consumers``), BM = 128 / 256, and with
     ``stream_k`` each of them as stream-K (one CTA per SM; the one-consumer stream-K tiles of run 12 were removed),
     with ``dp_waves`` also with whole waves of tiles one per CTA (``WsBwdConfig.dp_waves``)."""
+    if tile_set == "fill":
+        return bwd_fill_candidates(m, n, k_pad, sms)
     if tile_set not in ("default", "occupancy", "all"):
-        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all or table")
+        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all or fill")
     tiles_of = [] if tile_set == "occupancy" else [(bm, st, reg) for bm in (64, 128) for st in (4, 6)
                                                    for reg in (128, None)]
     if m <= 128:
@@ -225,6 +227,61 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = Fal
                 out.append(ws.WsBwdConfig(bm, st, 1, stream_k=1, consumers=2))
                 if dp_waves:
                     out.append(ws.WsBwdConfig(bm, st, 1, stream_k=1, consumers=2, dp_waves=True))
+    return out
+
+
+# CTAs of the one-consumer input gradient (its consumer warpgroup, loader and scale warps: 192 threads) that fit an SM
+# at each register cap.
+BWD_CTAS_PER_SM = {64: 5, 80: 4, 96: 3, 128: 2, None: 1}
+
+
+def bwd_wave_splits(tiles: int, slots: int, steps: int, best: int = 2) -> list[int]:
+    """Splits of the input gradient's N (divisors of its ``steps``, the launcher's even splits, at least four steps
+    a run, at most two waves of ``slots`` CTAs) whose programs fill whole waves best, the ``best`` fullest (fewer
+    splits first), and the smallest split that gives every slot a program."""
+    fills = []
+    for sp in range(2, steps // 4 + 1):
+        if steps % sp == 0 and tiles * sp <= 2 * slots:
+            waves = tiles * sp / slots
+            fills.append((-round(waves / math.ceil(waves), 3), sp))
+    picks = [sp for _, sp in sorted(fills)[:best]]
+    enough = [sp for _, sp in sorted(fills, key=lambda f: f[1]) if tiles * sp >= slots]
+    return sorted(set(picks + enough[:1]))
+
+
+def bwd_fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
+    """The input gradient's "fill" set (run 21): the table's config, and one-consumer tiles with their wgmmas
+    retired per step or kept in flight under the next step's dequantization (``WsBwdConfig.in_flight``), each
+    unsplit and with the splits of N that fill whole waves of the CTAs that fit an SM (``bwd_wave_splits``; summed in
+    the kernel where ``nvfp4_gemm._fuse_reduction`` says so); at M <= 32 also two consumers of an 8- to 32-row tile
+    as stream-K on one or two CTAs per SM. The register caps are those at which ptxas neither spills nor serializes
+    the wgmmas (``aot.ws_report``): retired per step, 64 registers hold BM = 8 / 16 and 80 BM = 32; in flight, 80
+    hold BM = 8 / 16, 96 BM = 32, 128 BM = 64."""
+    steps = -(-n // 64)
+    fused = kern._fuse_reduction(m, k_pad)
+    if m <= 32:
+        bm = min(32, max(8, 1 << max(0, (m - 1).bit_length())))
+        reg_in_flight = 80 if bm <= 16 else 96
+        tiles_of = [(bm, 6, 64 if bm <= 16 else 80, False), (bm, 4, 80, False), (bm, 8, 80, False),
+                    (bm, 6, reg_in_flight, True),
+                    (bm, 8, reg_in_flight, True), (bm, 6, 128, True)]
+    else:
+        tiles_of = [(64, 4, 128, False), (64, 4, 128, True), (64, 6, 128, True), (128, 4, None, True),
+                    (128, 6, None, True)]
+    out = []
+    table = ws.TUNED_BWD.get((m, n, k_pad))
+    if table is not None:
+        out.append(table)
+    for bm, st, reg, inf in tiles_of:
+        tiles = -(-m // bm) * (k_pad // kern.CHUNK)
+        slots = BWD_CTAS_PER_SM[reg] * sms
+        for sp in ([1] if 2 * tiles >= slots else []) + bwd_wave_splits(tiles, slots, steps):
+            cfg = ws.WsBwdConfig(bm, st, sp, reg, fused and sp > 1, in_flight=inf)
+            if cfg not in out:
+                out.append(cfg)
+    if m <= 32:
+        for sk in (1, 2):
+            out.append(ws.WsBwdConfig(bm, 6, 1, stream_k=sk, consumers=2))
     return out
 
 
@@ -363,7 +420,8 @@ def main() -> None:
     ap.add_argument("--wide-splits", action="store_true", help="also split K (forward) / N (input gradient) 2-4 ways")
     ap.add_argument("--tile-set", default="default",
                     choices=["default", "occupancy", "all", "table", "wide", "table+wide", "fill", "stages"],
-                    help="forward tiles searched (see candidates())")
+                    help="forward tiles searched (see candidates()); input gradient: default, occupancy, all, "
+                         "fill (see bwd_candidates())")
     ap.add_argument("--layouts", default="pairs",
                     help="code layouts the forward candidates run on, comma-separated (pairs, words); the first "
                          "one's picks go to tuned_ws.json")

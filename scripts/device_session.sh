@@ -1940,4 +1940,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       tests/test_fused_norm.py tests/test_kernels_gpu.py tests/test_decode_attention.py tests/test_rollout_hf.py \
       tests/test_nvfp4.py -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -10 | tee "$out/gpu_tests.txt"
     ;;
+  55a)  # Run 21: the input gradient's "fill" search on this code (benchmarks/gemm_ws.py --tile-set fill: a step's
+        # wgmmas in flight, splits of N that fill whole waves, two consumers on decode tiles as stream-K) at M = 1 /
+        # 16 / 64 / 128, every candidate checked against fp32 first; 32B's qkv / o are 14B's shapes
+    device_name
+    timeout 400 python3 benchmarks/gemm_ws.py --dirs bwd --tile-set fill --ms 1,16,64,128 --models 7b,14b \
+      --out /tmp/q55a/a 2>&1 | grep -v Warning | tee "$out/log_a.txt" | tail -50
+    timeout 170 python3 benchmarks/gemm_ws.py --dirs bwd --tile-set fill --ms 1,16,64,128 --models 32b \
+      --layers gate_up,down --out /tmp/q55a/b 2>&1 | grep -v Warning | tee "$out/log_b.txt" | tail -14
+    for p in a b; do cp /tmp/q55a/$p/gemm_ws.json "$out/gemm_ws_$p.json"; cp /tmp/q55a/$p/tuned_ws.json "$out/tuned_ws_$p.json"; done
+    ;;
 esac

@@ -279,6 +279,36 @@ def test_two_consumer_input_gradient_decodes_one_half_each():
         assert two["counter_atomics"] == (4 if cfg.stream_k else 0), (cfg, two)
 
 
+@needs_ptxas
+def test_input_gradient_in_flight_keeps_a_steps_wgmmas_under_the_next():
+    # WsBwdConfig.in_flight: the wait after a step's wgmmas leaves that step's two groups outstanding (DEPBAR 2) and
+    # retires them under the next step's dequantization, at the register caps the "fill" search gives each tile
+    # (benchmarks/gemm_ws.py: 80 for BM = 8 / 16, 96 for 32, 128 for 64, none for 128) without spills or serialized
+    # wgmmas; the loop decodes two steps per trip (twice the wgmmas of the per-step loop's trip).
+    for bm, reg in ((8, 80), (16, 80), (32, 96), (64, 128), (128, None)):
+        for out_f32 in (False, True):
+            cfg = ws.WsBwdConfig(bm, 6, 4 if out_f32 else 1, reg, fused=out_f32, in_flight=True)
+            r = aot.ws_report(cfg, out_f32=out_f32)
+            per_step = aot.ws_report(cfg._replace(in_flight=False), out_f32=out_f32)
+            assert r["wgmma_waits"] == [0, 2] and per_step["wgmma_waits"] == [0], (cfg, r, per_step)
+            assert not r["wgmma_serialized"] and r["spill_bytes"] == 0, (cfg, r)
+            assert r["chunk_loop_opcodes"]["HGMMA"] == 2 * per_step["chunk_loop_opcodes"]["HGMMA"], (cfg, r)
+    # Below those caps ptxas serializes them (so the search does not try them).
+    assert aot.ws_report(ws.WsBwdConfig(8, 6, 1, 64, in_flight=True))["wgmma_serialized"]
+
+
+@needs_ptxas
+def test_two_consumer_input_gradient_takes_decode_tiles():
+    # Two consumers (one per half of the chunk) on 8- to 32-row tiles of dY, split or as stream-K: each issues the
+    # wgmmas of its half only (four per step against the one-consumer tile's eight), no spills.
+    one = aot.ws_report(ws.WsBwdConfig(8, 6, 1, 64))
+    for cfg in (ws.WsBwdConfig(8, 6, 1, consumers=2, stream_k=1), ws.WsBwdConfig(16, 6, 1, consumers=2, stream_k=2),
+                ws.WsBwdConfig(32, 6, 4, consumers=2)):
+        r = aot.ws_report(cfg, out_f32=cfg.split_n > 1)
+        assert not r["wgmma_serialized"] and r["spill_bytes"] == 0, (cfg, r)
+        assert r["mma_loop_opcodes"]["HGMMA"] * 2 == one["mma_loop_opcodes"]["HGMMA"], (cfg, r, one)
+
+
 def test_pick_grad_input_follows_its_own_table(monkeypatch):
     monkeypatch.setattr(ws, "available", lambda device=None: True)
     n, k = 5120, 27648  # Qwen2.5-32B down: dY [M, 5120], dX [M, 27648]
@@ -358,7 +388,9 @@ def test_rejects_configs_it_cannot_build():
         ws.ws_matmul(x, kern.KernelWeight(w.codes[:100], w.scales, w.global_scale, 100, 512), ws.WsConfig(64, 64))
     # Input gradient: 256 rows of dY and stream-K with two consumers only, no split or fused sum with stream-K.
     dy = torch.zeros(64, 128, dtype=torch.bfloat16)
-    for cfg in (ws.WsBwdConfig(256), ws.WsBwdConfig(128, 4, 1, stream_k=1), ws.WsBwdConfig(32, 4, consumers=2),
+    for cfg in (ws.WsBwdConfig(256), ws.WsBwdConfig(128, 4, 1, stream_k=1),
+                ws.WsBwdConfig(32, 4, consumers=2, in_flight=True),
+                ws.WsBwdConfig(16, 6, 1, stream_k=1, consumers=2, in_flight=True),
                 ws.WsBwdConfig(256, 4, 2, stream_k=1, consumers=2), ws.WsBwdConfig(128, 4, 2, fused=True, consumers=2),
                 ws.WsBwdConfig(256, 4, 1, consumers=2, dp_waves=True)):
         with pytest.raises(ValueError, match="unsupported config"):

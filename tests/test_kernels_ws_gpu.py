@@ -109,7 +109,13 @@ BWD_CONFIGS = [ws.WsBwdConfig(256, 4, 1, consumers=2), ws.WsBwdConfig(128, 6, 3,
                ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),
                ws.WsBwdConfig(64), ws.WsBwdConfig(128, 4), ws.WsBwdConfig(64, 4, 3, 128),
                ws.WsBwdConfig(128, 6, 2, 128), ws.WsBwdConfig(8, 6, 8, 64), ws.WsBwdConfig(16, 4, 3, 80),
-               ws.WsBwdConfig(32, 6, 1, 80), ws.WsBwdConfig(8, 4, 4, 80, True), ws.WsBwdConfig(32, 4, 3, 80, True)]
+               ws.WsBwdConfig(32, 6, 1, 80), ws.WsBwdConfig(8, 4, 4, 80, True), ws.WsBwdConfig(32, 4, 3, 80, True),
+               # a step's wgmmas in flight under the next step's dequantization (odd and even step counts per split)
+               ws.WsBwdConfig(8, 6, 3, 80, True, in_flight=True), ws.WsBwdConfig(16, 8, 1, 80, in_flight=True),
+               ws.WsBwdConfig(64, 4, 3, 128, in_flight=True), ws.WsBwdConfig(128, 6, 1, in_flight=True),
+               # two consumers on decode tiles, split (summed by the second kernel) and as stream-K
+               ws.WsBwdConfig(8, 6, 3, consumers=2), ws.WsBwdConfig(16, 6, 1, stream_k=1, consumers=2),
+               ws.WsBwdConfig(8, 6, 1, stream_k=2, consumers=2)]
 
 
 @hopper

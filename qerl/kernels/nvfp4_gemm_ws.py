@@ -118,6 +118,9 @@ class WsBwdConfig(NamedTuple):
     # only its half into one accumulator: half the registers per row of dY, so BM reaches 256.
     consumers: int = 1
     dp_waves: bool = False  # with ``stream_k``: whole waves of tiles one per CTA, as ``WsConfig.dp_waves``
+    # One consumer: a step's wgmmas stay in flight under the next step's dequantization (two operand sets), as
+    # ``WsConfig.in_flight``; False retires them before the next step (the CTAs sharing the SM fill the gap).
+    in_flight: bool = False
 
 
 @functools.cache
@@ -1346,10 +1349,12 @@ if gluon is not None:
         return gl.convert_layout(v, _bwd_out_layout(BM), assert_trivial=True)
 
     @gluon.jit
-    def _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES: gl.constexpr):
+    def _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES: gl.constexpr,
+                  IN_FLIGHT: gl.constexpr = False):
         """Step i of the input gradient: wait for its stage, dequantize its 64 rows of W (pairs along N) into wgmma's
         register operand, add W^T @ dY^T to both accumulators (the code bytes' low and high nibbles), wait for the
-        wgmmas and release the stage."""
+        wgmmas and release the stage; with ``IN_FLIGHT`` wait only for the previous step's wgmmas and release the
+        previous step's stage (this step's stay in flight under the next step's dequantization)."""
         a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_lo.type.layout, k_width=2)
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
@@ -1361,14 +1366,18 @@ if gluon is not None:
         dy_t = dy_smem.index(s).permute((1, 0))  # [64 rows of W, BM]
         acc_lo = warpgroup_mma(_bwd_operand(lo_even, lo_odd, a_layout), dy_t, acc_lo, is_async=True)
         acc_hi = warpgroup_mma(_bwd_operand(hi_even, hi_odd, a_layout), dy_t, acc_hi, is_async=True)
-        acc_lo, acc_hi = warpgroup_mma_wait(num_outstanding=0, deps=(acc_lo, acc_hi))
-        mbarrier.arrive(empty.index(s))
+        if IN_FLIGHT:
+            acc_lo, acc_hi = warpgroup_mma_wait(num_outstanding=2, deps=(acc_lo, acc_hi))
+            mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+        else:
+            acc_lo, acc_hi = warpgroup_mma_wait(num_outstanding=0, deps=(acc_lo, acc_hi))
+            mbarrier.arrive(empty.index(s))
         return acc_lo, acc_hi
 
     @gluon.jit
     def _bwd_mma_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm,
                            stride_xsplit, pid_s, off_m, c, n_steps, BM: gl.constexpr, STAGES: gl.constexpr,
-                           OUT_F32: gl.constexpr, FUSED: gl.constexpr):
+                           OUT_F32: gl.constexpr, FUSED: gl.constexpr, IN_FLIGHT: gl.constexpr = False):
         """The consumer warpgroup of the input gradient: dX^T for the chunk's 128 columns of K (two accumulators,
         the code bytes' low and high nibbles) = W^T [128, N] @ dY^T, W^T dequantized into wgmma's register operand
         with pairs along N, dY^T from shared memory. Split-N partials go to split ``pid_s`` of ``dx_ptr``; with
@@ -1376,8 +1385,20 @@ if gluon is not None:
         mma: gl.constexpr = _mma_layout(BM)
         acc_lo = gl.zeros([64, BM], gl.float32, mma)
         acc_hi = gl.zeros([64, BM], gl.float32, mma)
-        for i in range(n_steps):
-            acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES)
+        if IN_FLIGHT:
+            # Two steps per trip, so that the operands of consecutive steps are distinct registers (one set reused
+            # every step makes ptxas serialize the wgmmas), as the forward's ``_mma_partition``.
+            for j in range(n_steps // 2):
+                acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, 2 * j, STAGES, True)
+                acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, 2 * j + 1, STAGES,
+                                           True)
+            if n_steps % 2 == 1:
+                acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, n_steps - 1,
+                                           STAGES, True)
+            acc_lo, acc_hi = warpgroup_mma_wait(num_outstanding=0, deps=(acc_lo, acc_hi))  # (the loader is done)
+        else:
+            for i in range(n_steps):
+                acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES)
 
         out: gl.constexpr = _bwd_out_layout(BM)
         inv = 16384.0 / gl.load(gs_ptr)
@@ -1454,7 +1475,8 @@ if gluon is not None:
     @gluon.jit(do_not_specialize=["M", "n_steps"])
     def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
                        n_steps, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
-                       FUSED: gl.constexpr, CONSUMERS: gl.constexpr = 1, CONSUMER_REGS: gl.constexpr = 232):
+                       FUSED: gl.constexpr, CONSUMERS: gl.constexpr = 1, CONSUMER_REGS: gl.constexpr = 232,
+                       IN_FLIGHT: gl.constexpr = False):
         pid = gl.program_id(0)
         pid_s = gl.program_id(1)
         num_m = gl.cdiv(M, BM)
@@ -1467,13 +1489,14 @@ if gluon is not None:
             gl.warp_specialize([
                 (_bwd_mma_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K,
                                       stride_xm, stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32,
-                                      FUSED)),
+                                      FUSED, IN_FLIGHT)),
                 (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, off_m, c,
                                     n_begin, n_steps, s_rows_per_chunk, STAGES)),
                 (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, n_steps, STAGES)),
             ], [1, 1], [40, 40])
         else:
-            gl.static_assert(CONSUMERS == 2 and not FUSED, "two consumers: one per half of the chunk, no fused sum")
+            gl.static_assert(CONSUMERS == 2 and not FUSED and not IN_FLIGHT,
+                             "two consumers: one per half of the chunk, no fused sum, wgmmas retired per step")
             gl.warp_specialize([
                 (_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
                                        stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 0)),
@@ -1893,9 +1916,10 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
         raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
     if (cfg.bm not in (8, 16, 32, 64, 128, 256) or cfg.stream_k not in (0, 1, 2) or cfg.consumers not in (1, 2)
             or (cfg.stream_k and (cfg.split_n != 1 or cfg.consumers != 2)) or (cfg.bm == 256 and cfg.consumers == 1)
-            or (cfg.consumers == 2 and (cfg.fused or cfg.bm < 64)) or (cfg.dp_waves and not cfg.stream_k)):
-        raise ValueError(f"unsupported config {cfg}: BM in (8, 16, 32, 64, 128), or 64-256 with two consumers (no "
-                         "fused sum), stream_k 0-2 with two consumers and no split_n, dp_waves with stream_k only")
+            or (cfg.consumers == 2 and (cfg.fused or cfg.in_flight)) or (cfg.dp_waves and not cfg.stream_k)):
+        raise ValueError(f"unsupported config {cfg}: BM in (8, 16, 32, 64, 128), or up to 256 with two consumers (no "
+                         "fused sum, no in_flight), stream_k 0-2 with two consumers and no split_n, dp_waves with "
+                         "stream_k only")
     dy2 = dy2.contiguous()
     dx = kern._out(out, m, w.k, dy2)
     kc = w.k_pad // kern.CHUNK
@@ -1912,7 +1936,7 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     _ws_bwd_kernel[grid](dy_desc, w_desc, s_desc, target, dx, target if counters is None else counters,
                          w.global_scale, m, w.k, w.k, stride_split, steps // split, scale_pitch(w), BM=cfg.bm,
                          STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None, CONSUMERS=cfg.consumers,
-                         CONSUMER_REGS=CONSUMER_REGS, num_warps=4,
+                         CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, dx, split)
