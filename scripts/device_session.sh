@@ -1950,4 +1950,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --layers gate_up,down --out /tmp/q55a/b 2>&1 | grep -v Warning | tee "$out/log_b.txt" | tail -14
     for p in a b; do cp /tmp/q55a/$p/gemm_ws.json "$out/gemm_ws_$p.json"; cp /tmp/q55a/$p/tuned_ws.json "$out/tuned_ws_$p.json"; done
     ;;
+  55b)  # the TUNED_BWD entries of 55a's search: the input-gradient GPU tests (the new in-flight and two-consumer configs
+        # on odd shapes, the dispatch), then the default dispatch on the previous tables (.device/old: git archive
+        # b6f9398 qerl benchmarks) and this code's, alternating, M = 1-128; then bounds.py's input-gradient half
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "input_gradient or default_dispatch or small_m_entries" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -6 \
+      | tee "$out/gpu_tests.txt"
+    dispatch_alternating 100 /tmp/q55b --dirs bwd --models 7b,14b,32b --ms 1,4,8,16,64,128
+    timeout 150 python3 benchmarks/bounds.py --dirs bwd --out /tmp/q55b_bounds 2>&1 | tail -12
+    tar -cf "$out/bounds.tar" -C /tmp/q55b_bounds .
+    ;;
 esac
