@@ -103,11 +103,31 @@ def wave_splits(tiles: int, slots: int, chunks: int, best: int = 2, min_fill: fl
     return [sp for _, sp in sorted(fills)[:best]]
 
 
+def mid_fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
+    """M >= ``MIN_M`` (run 21): every tile of ``TILES`` and ``OCCUPANCY_TILES`` no taller than M needs (at least 64
+    rows) without split-K and with the splits of ``few_wave_splits`` (runs of at least two chunks) for the CTAs of
+    that tile an SM holds (one per CTA of two consumers or uncapped registers, else ``CTAS_PER_SM``), summed as
+    ``nvfp4_gemm`` sums its own."""
+    out = []
+    chunks = k_pad // kern.CHUNK
+    fused = kern._fuse_reduction(m, n)
+    for bm, bn, st, cons, inf, reg in TILES + OCCUPANCY_TILES:
+        if bm > max(64, m):
+            continue
+        tiles = -(-m // bm) * -(-n // bn)
+        slots = (1 if cons == 2 else CTAS_PER_SM[reg]) * sms
+        for sp in [1] + few_wave_splits(tiles, slots, chunks, False, 2):
+            out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, fused and sp > 1))
+    return out
+
+
 def fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
     """M <= 16 (run 16): each decode tile of ``small_tiles`` without split-K, with the splits of ``wave_splits`` for
     its CTAs per SM (``CTAS_PER_SM``; split sums in the kernel, and where ``nvfp4_gemm._fuse_reduction`` would not
     fuse them, by the second kernel too) and, where it retires chunks one by one, as stream-K with as many CTAs per
-    SM as fit (3 on 80 registers, 4 on 64)."""
+    SM as fit (3 on 80 registers, 4 on 64). From M = ``MIN_M`` on: ``mid_fill_candidates``."""
+    if m >= ws.MIN_M:
+        return mid_fill_candidates(m, n, k_pad, sms)
     out = []
     chunks = k_pad // kern.CHUNK
     fused = kern._fuse_reduction(m, n)
@@ -132,8 +152,9 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
     adds splits 2-4 everywhere (finer work against the last wave's idle SMs). Tile sets: "default" (``TILES``, or
     ``small_tiles`` at M <= 16), "occupancy" (``OCCUPANCY_TILES`` only), "all" (``TILES`` and ``OCCUPANCY_TILES``),
     "table" (only the config ``nvfp4_gemm_ws.TUNED``, or with ``words`` ``TUNED_WORDS``, holds for this M bucket, if
-    any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both), "fill" (M <= 16:
-    ``fill_candidates``, splits and stream-K that fill whole waves, and the table's config), "stages" (the table's
+    any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both), "fill" (``fill_candidates``: at M <= 16
+    splits and stream-K that fill whole waves, from M = 17 on splits of every tile that fill whole waves; and the
+    table's config), "stages" (the table's
     config with 4, 8 and 10 stages too). Split partials are summed in the
     kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``). ``stream_k``: each candidate that retires its
     chunks one by one without split-K also as stream-K (``WsConfig.stream_k``: one CTA per SM, and two with 128
@@ -235,13 +256,14 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = Fal
 BWD_CTAS_PER_SM = {64: 5, 80: 4, 96: 3, 128: 2, None: 1}
 
 
-def bwd_wave_splits(tiles: int, slots: int, steps: int, best: int = 2) -> list[int]:
-    """Splits of the input gradient's N (divisors of its ``steps``, the launcher's even splits, at least four steps
-    a run, at most two waves of ``slots`` CTAs) whose programs fill whole waves best, the ``best`` fullest (fewer
-    splits first), and the smallest split that gives every slot a program."""
+def few_wave_splits(tiles: int, slots: int, steps: int, even: bool, min_run: int, best: int = 2) -> list[int]:
+    """Splits of a reduction of ``steps`` steps (``even``: divisors of it only, as the input gradient's launcher
+    splits evenly) with runs of at least ``min_run`` steps and at most two waves of ``slots`` CTAs, whose programs
+    fill whole waves best: the ``best`` fullest (fewer splits first), and the smallest split that gives every slot a
+    program."""
     fills = []
-    for sp in range(2, steps // 4 + 1):
-        if steps % sp == 0 and tiles * sp <= 2 * slots:
+    for sp in range(2, steps // min_run + 1):
+        if (not even or steps % sp == 0) and tiles * sp <= 2 * slots:
             waves = tiles * sp / slots
             fills.append((-round(waves / math.ceil(waves), 3), sp))
     picks = [sp for _, sp in sorted(fills)[:best]]
@@ -252,8 +274,9 @@ def bwd_wave_splits(tiles: int, slots: int, steps: int, best: int = 2) -> list[i
 def bwd_fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
     """The input gradient's "fill" set (run 21): the table's config, and one-consumer tiles with their wgmmas
     retired per step or kept in flight under the next step's dequantization (``WsBwdConfig.in_flight``), each
-    unsplit and with the splits of N that fill whole waves of the CTAs that fit an SM (``bwd_wave_splits``; summed in
-    the kernel where ``nvfp4_gemm._fuse_reduction`` says so); at M <= 32 also two consumers of an 8- to 32-row tile
+    unsplit and with the splits of N that fill whole waves of the CTAs that fit an SM (summed in
+    the kernel where ``nvfp4_gemm._fuse_reduction`` says so; ``few_wave_splits``: even splits, runs of at least
+    four steps); at M <= 32 also two consumers of an 8- to 32-row tile
     as stream-K on one or two CTAs per SM. The register caps are those at which ptxas neither spills nor serializes
     the wgmmas (``aot.ws_report``): retired per step, 64 registers hold BM = 8 / 16 and 80 BM = 32; in flight, 80
     hold BM = 8 / 16, 96 BM = 32, 128 BM = 64."""
@@ -275,7 +298,7 @@ def bwd_fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
     for bm, st, reg, inf in tiles_of:
         tiles = -(-m // bm) * (k_pad // kern.CHUNK)
         slots = BWD_CTAS_PER_SM[reg] * sms
-        for sp in ([1] if 2 * tiles >= slots else []) + bwd_wave_splits(tiles, slots, steps):
+        for sp in ([1] if 2 * tiles >= slots else []) + few_wave_splits(tiles, slots, steps, True, 4):
             cfg = ws.WsBwdConfig(bm, st, sp, reg, fused and sp > 1, in_flight=inf)
             if cfg not in out:
                 out.append(cfg)

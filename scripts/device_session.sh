@@ -1961,4 +1961,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 150 python3 benchmarks/bounds.py --dirs bwd --out /tmp/q55b_bounds 2>&1 | tail -12
     tar -cf "$out/bounds.tar" -C /tmp/q55b_bounds .
     ;;
+  55c)  # the forward's "fill" search at M = 64 / 128 (every tile unsplit and with splits of K that fill whole waves,
+        # benchmarks/gemm_ws.py mid_fill_candidates), every candidate checked against fp32 first
+    device_name
+    timeout 330 python3 benchmarks/gemm_ws.py --dirs fwd --tile-set fill --ms 64,128 --models 7b,14b \
+      --out /tmp/q55c/a 2>&1 | grep -v Warning | tee "$out/log_a.txt" | tail -22
+    timeout 160 python3 benchmarks/gemm_ws.py --dirs fwd --tile-set fill --ms 64,128 --models 32b \
+      --layers gate_up,down --out /tmp/q55c/b 2>&1 | grep -v Warning | tee "$out/log_b.txt" | tail -8
+    for p in a b; do cp /tmp/q55c/$p/gemm_ws.json "$out/gemm_ws_$p.json"; cp /tmp/q55c/$p/tuned_ws.json "$out/tuned_ws_$p.json"; done
+    ;;
 esac
