@@ -172,7 +172,7 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (16, 3584, 3584): None,  # 0.89x of the decode kernels
     (32, 3584, 3584): WsConfig(32, 64, 4, 4, maxnreg=80),  # run 10: 1.16x the previous entry
     (64, 3584, 3584): WsConfig(64, 64, 4, 4, maxnreg=128),
-    (128, 3584, 3584): WsConfig(64, 64, 6, 1),
+    (128, 3584, 3584): WsConfig(128, 64, 4, 2),  # run 21: 1.06x the previous entry
     (256, 3584, 3584): WsConfig(128, 64, 4, 1),
     (512, 3584, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
     (1024, 3584, 3584): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.09x the previous entry
@@ -189,8 +189,8 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (8, 4608, 3584): None,  # 0.82x of the decode kernels
     (16, 4608, 3584): None,  # 0.83x of the decode kernels
     (32, 4608, 3584): WsConfig(32, 64, 4, 4, maxnreg=80),  # run 10: 1.10x the previous entry
-    (64, 4608, 3584): WsConfig(64, 64, 5, 1, maxnreg=128),
-    (128, 4608, 3584): WsConfig(128, 64, 4, 1),
+    (64, 4608, 3584): WsConfig(64, 64, 4, 3, maxnreg=128),  # run 21: 1.04x the previous entry
+    (128, 4608, 3584): WsConfig(128, 64, 3, 3, maxnreg=128),  # run 21: 1.05x the previous entry
     (256, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.11x the previous entry
     (512, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.07x the previous entry
     (1024, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.11x the previous entry
@@ -198,8 +198,8 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (8, 5120, 5120): None,  # 0.89x of the decode kernels
     (16, 5120, 5120): None,  # 0.90x of the decode kernels
     (32, 5120, 5120): WsConfig(32, 64, 4, 4, maxnreg=80),  # run 10: 1.35x the previous entry
-    (64, 5120, 5120): WsConfig(64, 64, 5, 1, maxnreg=128),
-    (128, 5120, 5120): WsConfig(128, 64, 4, 1),
+    (64, 5120, 5120): WsConfig(64, 64, 5, 3, maxnreg=128),  # run 21: 1.14x the previous entry
+    (128, 5120, 5120): WsConfig(128, 64, 3, 3, maxnreg=128),  # run 21: 1.15x the previous entry
     (256, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.12-1.16x the previous entry
     (512, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.08x the previous entry
     (1024, 5120, 5120): None,  # 0.87x of the previous path
@@ -234,7 +234,7 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (8, 27648, 5120): None,  # 0.92x of the decode kernels
     (16, 27648, 5120): WsConfig(16, 128, 6, 1, maxnreg=128),  # run 10: 1.08x the decode kernels
     (32, 27648, 5120): WsConfig(32, 128, 4, 1, maxnreg=128),  # run 10: 1.28x the previous entry
-    (64, 27648, 5120): WsConfig(64, 128, 4, 1, in_flight=False, maxnreg=128),
+    (64, 27648, 5120): WsConfig(64, 256, 4, 1, consumers=2, in_flight=False),  # run 21: 1.04x the previous entry
     (128, 27648, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
     (256, 27648, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.12x the previous entry
     (512, 27648, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.12x the previous entry
@@ -243,7 +243,7 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (8, 37888, 3584): None,  # 0.91x of the decode kernels
     (16, 37888, 3584): WsConfig(16, 64, 6, 1, maxnreg=80),  # run 10: 1.04x the decode kernels
     (32, 37888, 3584): WsConfig(32, 64, 4, 1, maxnreg=80),  # run 10: 1.44x the previous entry
-    (64, 37888, 3584): WsConfig(64, 64, 5, 1, maxnreg=128),
+    (64, 37888, 3584): WsConfig(64, 64, 3, 1, in_flight=False, maxnreg=80),  # run 21: 1.12x the previous entry
     (128, 37888, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),
     (256, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14: 1.14x the previous entry
     (512, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
@@ -252,7 +252,7 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (8, 55296, 5120): None,  # 0.86x of the decode kernels
     (16, 55296, 5120): None,  # 1.02x of the decode kernels
     (32, 55296, 5120): WsConfig(32, 64, 4, 1, maxnreg=80),  # run 10: 1.32x the previous entry
-    (64, 55296, 5120): WsConfig(64, 64, 4, 1, maxnreg=128),
+    (64, 55296, 5120): WsConfig(64, 64, 3, 1, in_flight=False, maxnreg=80),  # run 21: 1.06x the previous entry
     (128, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
     (256, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.07x the previous entry
     (512, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.15x the previous entry
