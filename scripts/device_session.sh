@@ -1973,11 +1973,11 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   55d)  # the TUNED entries of 55c's search: the forward's GPU tests of the dispatch, then the default dispatch on the
         # previous tables (.device/old: b6f9398) and this code's, alternating, forward M = 32-128; then bounds.py whole
     device_name
-    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
       -k "default_dispatch or small_m_entries or (matches_fp32_reference and not input_gradient)" -rf --tb=short 2>&1 \
       | grep -v "^  \|Warning" | tail -6 | tee "$out/gpu_tests.txt"
-    dispatch_alternating 90 /tmp/q55d --dirs fwd --models 7b,14b,32b --ms 32,64,128
-    timeout 200 python3 benchmarks/bounds.py --out /tmp/q55d_bounds 2>&1 | tail -8
+    dispatch_alternating 80 /tmp/q55d --dirs fwd --models 7b,14b,32b --ms 32,64,128
+    timeout 170 python3 benchmarks/bounds.py --out /tmp/q55d_bounds 2>&1 | tail -8
     tar -cf "$out/bounds.tar" -C /tmp/q55d_bounds .
     ;;
 esac
