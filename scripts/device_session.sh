@@ -1980,4 +1980,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 170 python3 benchmarks/bounds.py --out /tmp/q55d_bounds 2>&1 | tail -8
     tar -cf "$out/bounds.tar" -C /tmp/q55d_bounds .
     ;;
+  55e)  # the fill searches at the buckets around the targets' M: forward M = 32 / 256, input gradient M = 32 / 256 /
+        # 512 (the table's config is a candidate, so a pick is measured against it in the same pass)
+    device_name
+    timeout 250 python3 benchmarks/gemm_ws.py --dirs fwd,bwd --tile-set fill --ms 32,256 --models 7b,14b \
+      --out /tmp/q55e/a 2>&1 | grep -v Warning | tee "$out/log_a.txt" | tail -36
+    timeout 150 python3 benchmarks/gemm_ws.py --dirs bwd --tile-set fill --ms 512 --models 7b,14b \
+      --out /tmp/q55e/b 2>&1 | grep -v Warning | tee "$out/log_b.txt" | tail -9
+    timeout 150 python3 benchmarks/gemm_ws.py --dirs fwd,bwd --tile-set fill --ms 32,256 --models 32b \
+      --layers gate_up,down --out /tmp/q55e/c 2>&1 | grep -v Warning | tee "$out/log_c.txt" | tail -10
+    for p in a b c; do tar -rf "$out/search.tar" -C /tmp/q55e $p/gemm_ws.json $p/tuned_ws.json; done
+    ;;
 esac
