@@ -1991,4 +1991,12 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --layers gate_up,down --out /tmp/q55e/c 2>&1 | grep -v Warning | tee "$out/log_c.txt" | tail -10
     for p in a b c; do tar -rf "$out/search.tar" -C /tmp/q55e $p/gemm_ws.json $p/tuned_ws.json; done
     ;;
+  55f)  # the entries of 55e's search: the kernels' dispatch and input-gradient GPU tests, then the default dispatch on
+        # the previous tables (.device/old: b6f9398) and this code's, alternating, both directions at M = 32 / 256 / 512
+    device_name
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "input_gradient or default_dispatch or small_m_entries" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -6 \
+      | tee "$out/gpu_tests.txt"
+    dispatch_alternating 110 /tmp/q55f --dirs fwd,bwd --models 7b,14b,32b --ms 32,256,512
+    ;;
 esac

@@ -64,9 +64,11 @@ def test_shipped_input_gradient_configs_compile_for_hopper_without_serialized_wg
         assert r["wgmma_waits"] == ([0, 2] if cfg.in_flight else [0]), (cfg, r)
         # The code bytes by two ldmatrix.trans per step; a thread's scales by one load from the scale warp's
         # arrangement per half of the chunk (one consumer: both halves) or, with two consumers, per half of the step
-        # (byte loads before: 32 code bytes and 16 scales per half). The in-flight loop decodes two steps per trip.
-        loop = r["mma_loop_opcodes"]
+        # (byte loads before: 32 code bytes and 16 scales per half). The in-flight loop decodes two steps per trip
+        # (its densest wgmma loop; the odd last step follows it).
+        loop = r["chunk_loop_opcodes"]
         steps = 2 if cfg.in_flight else 1
+        assert loop.get("HGMMA") == steps * (8 if cfg.consumers == 1 else 4), (cfg, loop)
         assert loop.get("LDSM") == 2 * steps and loop.get("LDS") == 2 * steps, (cfg, loop)
     assert len(seen) >= 3
     assert any(c.consumers == 2 for c, _ in seen) and any(c.stream_k for c, _ in seen)

@@ -179,7 +179,7 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (1, 3584, 18944): None,  # 0.98x of the decode kernels
     (8, 3584, 18944): None,  # 1.01x of the decode kernels
     (16, 3584, 18944): WsConfig(16, 64, 6, 4, maxnreg=80, fused=True),  # run 10: 1.18x the decode kernels
-    (32, 3584, 18944): WsConfig(32, 64, 4, 4, maxnreg=80),  # run 10: 1.17x the previous entry
+    (32, 3584, 18944): WsConfig(32, 128, 4, 9, maxnreg=128),  # run 21: 1.10x the previous entry
     (64, 3584, 18944): WsConfig(64, 64, 5, 4, maxnreg=128),
     (128, 3584, 18944): WsConfig(128, 128, 4, 4, consumers=2, in_flight=False),
     (256, 3584, 18944): WsConfig(256, 128, 3, 4, 2, False),  # run 12: 1.06x the previous entry
@@ -200,22 +200,22 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 5120, 5120): WsConfig(32, 64, 4, 4, maxnreg=80),  # run 10: 1.35x the previous entry
     (64, 5120, 5120): WsConfig(64, 64, 5, 3, maxnreg=128),  # run 21: 1.14x the previous entry
     (128, 5120, 5120): WsConfig(128, 64, 3, 3, maxnreg=128),  # run 21: 1.15x the previous entry
-    (256, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.12-1.16x the previous entry
+    (256, 5120, 5120): WsConfig(128, 256, 3, 3, consumers=2, in_flight=False),  # run 21: 1.06x the previous entry
     (512, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.08x the previous entry
     (1024, 5120, 5120): None,  # 0.87x of the previous path
     (1, 5120, 13824): None,  # 0.89x of the decode kernels
     (8, 5120, 13824): None,  # 0.86x of the decode kernels
     (16, 5120, 13824): None,  # 0.94x of the decode kernels
-    (32, 5120, 13824): WsConfig(32, 64, 4, 3, maxnreg=80),  # run 10: 1.20x the previous entry
+    (32, 5120, 13824): WsConfig(32, 128, 4, 6, maxnreg=128),  # run 21: 1.03x the previous entry
     (64, 5120, 13824): WsConfig(64, 64, 5, 3, maxnreg=128),  # split 3 searched later in run 9
     (128, 5120, 13824): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
-    (256, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.32x the previous entry
+    (256, 5120, 13824): WsConfig(128, 256, 3, 3, consumers=2, in_flight=False),  # run 21: 1.19x the previous entry
     (512, 5120, 13824): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14: 1.14x the previous entry
     (1024, 5120, 13824): WsConfig(256, 128, 2, 1, 2, False, stream_k=1, dp_waves=True),  # run 14: 1.11x the one before
     (1, 5120, 27648): None,  # 0.93x of the decode kernels
     (8, 5120, 27648): None,  # 0.89x of the decode kernels
     (16, 5120, 27648): None,  # 0.97x of the decode kernels
-    (32, 5120, 27648): WsConfig(32, 64, 4, 3, maxnreg=80),  # run 10: 1.15x the previous entry
+    (32, 5120, 27648): WsConfig(32, 128, 4, 6, maxnreg=128),  # run 21: 1.08x the previous entry
     (64, 5120, 27648): WsConfig(64, 64, 4, 3, maxnreg=128),  # likewise
     (128, 5120, 27648): WsConfig(128, 128, 4, 3, consumers=2, in_flight=False),  # likewise
     (256, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1, dp_waves=True),  # run 14: 1.14x the one before
@@ -227,7 +227,7 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 7168, 5120): WsConfig(32, 64, 4, 2, maxnreg=80),  # run 10: 1.23x the previous entry
     (64, 7168, 5120): WsConfig(64, 64, 5, 1, maxnreg=128),
     (128, 7168, 5120): WsConfig(128, 64, 4, 1),
-    (256, 7168, 5120): WsConfig(128, 128, 4, 1, 2, False),  # run 12: 1.09x the previous entry
+    (256, 7168, 5120): WsConfig(128, 64, 3, 1, maxnreg=128),  # run 21: 1.14x the previous entry
     (512, 7168, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.21x the previous entry
     (1024, 7168, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.09x the previous entry
     (1, 27648, 5120): None,  # 0.90x of the decode kernels
@@ -265,13 +265,13 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (32, 3584, 3584): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.09x the previous entry
     (64, 3584, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (128, 3584, 3584): WsBwdConfig(128, 4, 4, in_flight=True),  # run 21: 1.14x the previous entry
-    (256, 3584, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
-    (512, 3584, 3584): WsBwdConfig(128, 6, 1, consumers=2),  # run 13: 1.12x the previous entry
+    (256, 3584, 3584): WsBwdConfig(128, 4, 2, in_flight=True),  # run 21: 1.07x the previous entry
+    (512, 3584, 3584): WsBwdConfig(128, 4, 1, in_flight=True),  # run 21: 1.05x the previous entry
     (1024, 3584, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.14x the previous entry
     (1, 3584, 18944): WsBwdConfig(8, 4, 4, 80),  # run 21: 1.62x the previous path
     (8, 3584, 18944): WsBwdConfig(8, 4, 4, 80),  # run 21: M = 1's pick (the same 8-row tile)
     (16, 3584, 18944): WsBwdConfig(16, 4, 4, 80),  # run 21: 1.54x the previous path
-    (32, 3584, 18944): WsBwdConfig(64, 4, 3, maxnreg=128),  # split-N 3: searched later in run 9
+    (32, 3584, 18944): WsBwdConfig(32, 4, 4, 80),  # run 21: 1.31x the previous entry
     (64, 3584, 18944): WsBwdConfig(64, 4, 2, 128, in_flight=True),  # run 21: 1.27x the previous path
     (128, 3584, 18944): WsBwdConfig(128, 4, 1, maxnreg=128),
     (256, 3584, 18944): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.16x the previous entry
@@ -280,16 +280,16 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 4608, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.16x the Triton kernels
     (8, 4608, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.14x the Triton kernels
     (16, 4608, 3584): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.14x the Triton kernels
-    (32, 4608, 3584): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.10x the previous entry
+    (32, 4608, 3584): WsBwdConfig(32, 8, 9, 96, in_flight=True),  # run 21: 1.09x the previous entry
     (64, 4608, 3584): WsBwdConfig(64, 4, 9, 128, in_flight=True),  # run 21: 1.11x the previous entry
     (128, 4608, 3584): WsBwdConfig(128, 4, 4, in_flight=True),  # run 21: 1.14x the previous entry
-    (256, 4608, 3584): WsBwdConfig(128, 4, 4, maxnreg=128),
-    (512, 4608, 3584): WsBwdConfig(128, 6, 1, consumers=2),  # run 13: 1.10x the previous entry
+    (256, 4608, 3584): WsBwdConfig(128, 4, 2, in_flight=True),  # run 21: 1.05x the previous entry
+    (512, 4608, 3584): WsBwdConfig(128, 4, 1, in_flight=True),  # run 21: 1.05x the previous entry
     (1024, 4608, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.16x the previous entry
     (1, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.03/1.03x the entry without
     (8, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.03/1.03x the entry without
     (16, 5120, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.23x the Triton kernels
-    (32, 5120, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.21x the previous entry
+    (32, 5120, 5120): WsBwdConfig(32, 6, 5, 128, in_flight=True),  # run 21: 1.05x the previous entry
     (64, 5120, 5120): WsBwdConfig(64, 4, 5, 128, in_flight=True),  # run 21: 1.18x the previous entry
     (128, 5120, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
     (256, 5120, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # run 12: 1.08x the previous entry
@@ -298,7 +298,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.22x the previous entry
     (8, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.43x the previous entry
     (16, 5120, 13824): WsBwdConfig(16, 4, 2, maxnreg=80),  # run 10: 1.20x the previous entry
-    (32, 5120, 13824): WsBwdConfig(32, 4, 2, maxnreg=80),  # run 10: 1.12x the previous entry
+    (32, 5120, 13824): WsBwdConfig(32, 8, 2, 96, in_flight=True),  # run 21: 1.05x the previous entry
     (64, 5120, 13824): WsBwdConfig(64, 4, 2, 128, in_flight=True),  # run 21: 1.05x the previous entry
     (128, 5120, 13824): WsBwdConfig(128, 4, 1, in_flight=True),  # run 21: 1.08x the previous entry
     (256, 5120, 13824): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.17x the previous entry
@@ -307,7 +307,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 5120, 27648): WsBwdConfig(8, 6, 4, 64),  # run 21: 1.13x the previous entry
     (8, 5120, 27648): WsBwdConfig(8, 6, 4, 64),  # run 21: M = 1's pick (the same 8-row tile)
     (16, 5120, 27648): WsBwdConfig(16, 6, 4, 64),  # run 21: 1.07x the previous entry
-    (32, 5120, 27648): WsBwdConfig(32, 4, 1, maxnreg=80),  # run 10: 1.14x the previous entry
+    (32, 5120, 27648): WsBwdConfig(32, 8, 1, 96, in_flight=True),  # run 21: 1.04x the previous entry
     (64, 5120, 27648): WsBwdConfig(64, 4, 1, 128, in_flight=True),  # run 21: 1.08x the previous entry
     (128, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
     (256, 5120, 27648): WsBwdConfig(256, 4, 1, consumers=2),  # run 13: 1.14x the previous entry
@@ -325,7 +325,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 27648, 5120): WsBwdConfig(8, 6, 16, 64, True),  # run 21: 1.10x the previous entry
     (8, 27648, 5120): WsBwdConfig(8, 6, 16, 64, True),  # run 21: M = 1's pick (the same 8-row tile)
     (16, 27648, 5120): WsBwdConfig(16, 6, 6, 128, True, in_flight=True),  # run 21: 1.08x the previous entry
-    (32, 27648, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.44x the previous entry
+    (32, 27648, 5120): WsBwdConfig(32, 6, 6, 128, in_flight=True),  # run 21: 1.10x the previous entry
     (64, 27648, 5120): WsBwdConfig(64, 4, 6, 128, in_flight=True),  # run 21: 1.61x the previous path
     (128, 27648, 5120): WsBwdConfig(128, 4, 3, in_flight=True),  # run 21: 1.25x the previous entry
     (256, 27648, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.43x the previous entry
@@ -343,7 +343,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 55296, 5120): WsBwdConfig(8, 8, 16, 80, True, in_flight=True),  # run 21: 1.18x the previous entry
     (8, 55296, 5120): WsBwdConfig(8, 8, 16, 80, True, in_flight=True),  # run 21: M = 1's pick (the same 8-row tile)
     (16, 55296, 5120): WsBwdConfig(16, 6, 16, 80, True, in_flight=True),  # run 21: 1.12x the previous entry
-    (32, 55296, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.48x the previous entry
+    (32, 55296, 5120): WsBwdConfig(32, 8, 16, 80),  # run 21: 1.14x the previous entry
     (64, 55296, 5120): WsBwdConfig(64, 4, 6, 128, in_flight=True),  # run 21: 1.59x the previous path
     (128, 55296, 5120): WsBwdConfig(128, 4, 3, in_flight=True),  # run 21: 1.20x the previous entry
     (256, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.54x the previous entry
