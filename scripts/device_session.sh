@@ -1999,4 +1999,9 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | tee "$out/gpu_tests.txt"
     dispatch_alternating 110 /tmp/q55f --dirs fwd,bwd --models 7b,14b,32b --ms 32,256,512
     ;;
+  55g)  # bounds.py on the final tables, on an H100 (the tables were searched on H200s)
+    device_name
+    timeout 280 python3 benchmarks/bounds.py --out /tmp/q55g_bounds 2>&1 | tail -16
+    tar -cf "$out/bounds.tar" -C /tmp/q55g_bounds .
+    ;;
 esac
