@@ -16,7 +16,8 @@ operand B. Per stage the loader copies those two X boxes, the chunk's code bytes
 dimension within TMA's 256 elements: N must be a multiple of 32).
 
 Input gradient (``_ws_bwd_kernel``): dX^T for one chunk (128 columns of K) = W^T [128, N] @ dY^T, over N in steps of
-64 rows of W, two accumulators (the code bytes' low and high nibbles). The operand wants pairs along N (rows n and n
+64 rows of W, two accumulators (the code bytes' low and high nibbles); with ``in_flight`` (one consumer) a step's
+wgmmas retire under the next step's dequantization, as the forward's chunks do. The operand wants pairs along N (rows n and n
 + 1 of W in one register), the transpose of the stored bytes: ``ldmatrix.trans`` on the code bytes seen as 16-bit
 pairs hands each thread rows n and n + 1 of two adjacent columns in one word (two loads per thread and step), and the
 accumulator's rows take the chunk's columns in the order that puts them where the operand wants them (the stores
@@ -165,7 +166,12 @@ def supports(m: int, n: int, k: int) -> bool:
 # alternating passes (benchmarks/RESULTS.md, run 12). Entries marked "run 13" (input gradient, M = 256-1024): its
 # search after the ldmatrix loads, the scale warp and the split step, taken where a different config was at least 8%
 # faster than the entry (the same config measured up to 16% apart in that search, an order effect), then checked in
-# alternating passes (run 13).
+# alternating passes (run 13). Entries marked "run 21": the "fill" searches (``benchmarks/gemm_ws.py --tile-set
+# fill``: splits that fill whole waves of the CTAs an SM holds, which the earlier searches never tried where a
+# layer's tiles outnumber the SMs, e.g. 7B down's 148 chunks; for the input gradient also a step's wgmmas in flight,
+# ``WsBwdConfig.in_flight``) at M = 1-512, taken where at least 3% faster than the entry in the same pass and not the
+# entry itself, then checked against the previous tables in alternating passes (every changed cell faster); at M = 8
+# the input gradient takes M = 1's pick where that changed (the same 8-row tile, so the same work).
 TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (1, 3584, 3584): None,  # 0.95x of the decode kernels
     (8, 3584, 3584): None,  # 0.92x of the decode kernels
