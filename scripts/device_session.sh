@@ -2004,4 +2004,12 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 280 python3 benchmarks/bounds.py --out /tmp/q55g_bounds 2>&1 | tail -16
     tar -cf "$out/bounds.tar" -C /tmp/q55g_bounds .
     ;;
+  55h)  # the input gradient's scales converted to bf16 by the scale warp: its GPU tests, then the default dispatch of
+        # the code before it (.device/old: git archive 9f60dad qerl benchmarks, run 21's tables) and this code, alternating
+    device_name
+    timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "input_gradient or default_dispatch" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -6 \
+      | tee "$out/gpu_tests.txt"
+    dispatch_alternating 70 /tmp/q55h --dirs bwd --models 7b,14b,32b --ms 1,16,64,128,1024
+    ;;
 esac

@@ -62,14 +62,17 @@ def test_shipped_input_gradient_configs_compile_for_hopper_without_serialized_wg
             assert r["registers"] <= cfg.maxnreg, (cfg, r)
         # Each step's wgmmas retire before its stage is released, or (in_flight) under the next step's dequantization.
         assert r["wgmma_waits"] == ([0, 2] if cfg.in_flight else [0]), (cfg, r)
-        # The code bytes by two ldmatrix.trans per step; a thread's scales by one load from the scale warp's
-        # arrangement per half of the chunk (one consumer: both halves) or, with two consumers, per half of the step
-        # (byte loads before: 32 code bytes and 16 scales per half). The in-flight loop decodes two steps per trip
-        # (its densest wgmma loop; the odd last step follows it).
+        # The code bytes by two ldmatrix.trans per step; a thread's scales, already bf16 (the scale warp converts
+        # them), by two 16-byte loads per half of the chunk (one consumer: both halves) or, with two consumers, one
+        # per half of the step; the only PRMTs left spread the code bytes (two per word), none converts scales (a
+        # PRMT and a LEA per two scales before run 21). The in-flight loop decodes two steps per trip (its densest
+        # wgmma loop; the odd last step follows it).
         loop = r["chunk_loop_opcodes"]
         steps = 2 if cfg.in_flight else 1
         assert loop.get("HGMMA") == steps * (8 if cfg.consumers == 1 else 4), (cfg, loop)
-        assert loop.get("LDSM") == 2 * steps and loop.get("LDS") == 2 * steps, (cfg, loop)
+        assert loop.get("LDSM") == 2 * steps, (cfg, loop)
+        assert loop.get("LDS") == (4 if cfg.consumers == 1 else 2) * steps, (cfg, loop)
+        assert loop.get("PRMT") == 16 * steps, (cfg, loop)
     assert len(seen) >= 3
     assert any(c.consumers == 2 for c, _ in seen) and any(c.stream_k for c, _ in seen)
     assert any(c.in_flight for c, _ in seen)

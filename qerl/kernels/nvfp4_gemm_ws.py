@@ -656,12 +656,13 @@ if gluon is not None:
     def _bwd_stages(dy_desc, w_desc, s_desc, BM: gl.constexpr, STAGES: gl.constexpr, CONSUMERS: gl.constexpr):
         """The input gradient's ring of stages and its barriers: dY's box and 64 rows of W's code bytes (TMA), their
         scale bytes as copied (``s_raw``, completing ``s_ready``) and as ``_bwd_scale_worker`` rearranges them for
-        the consumers (``s_t``). ``ready`` completes on two arrivals: the copies' bytes and the rearranged scales."""
+        the consumers (``s_t``, already as bf16). ``ready`` completes on two arrivals: the copies' bytes and the
+        rearranged scales."""
         plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])  # per stage [8, 4, 16]
         dy_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BM, 64], dy_desc.layout)
         w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 64, 64], w_desc.layout)
         s_raw = gl.allocate_shared_memory(gl.uint8, [STAGES, 2, 256], s_desc.layout)
-        s_t = gl.allocate_shared_memory(gl.uint8, [STAGES, 8, 4, 16], plain)
+        s_t = gl.allocate_shared_memory(gl.bfloat16, [STAGES, 8, 4, 16], plain)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
         s_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -1257,9 +1258,11 @@ if gluon is not None:
     def _bwd_scale_worker(s_raw, s_t, ready, s_ready, n_iters, STAGES: gl.constexpr):
         """The scale warp of the input gradient: each stage's scale bytes [64 rows of W, 8 groups] rearranged so that
         a consumer thread's 16 (one group, the 16 rows of W its operand holds: 2q + {0, 1, 8, 9} + {0, 16, 32, 48}
-        for lane q of 4) are one 16-byte load: ``s_t`` = [group, q, 16 bytes], byte b0 + 2 b3 + 4 b4 + 8 b5 holding
-        row 2q + b0 + 8 b3 + 16 b4 + 32 b5. Each thread reads 4 rows x 4 groups as 4 words, transposes them (8 prmt)
-        and writes 4 words; then the warp's arrival completes the stage's ``ready`` with the copies'."""
+        for lane q of 4) are one 32-byte run, and converted to the bf16 ``scale * 2**112`` the dequantization
+        multiplies by (``nvfp4_gemm._SCALES_PTX``), once per stage rather than by each consumer thread that holds them:
+        ``s_t`` = [group, q, 16 bf16], element b0 + 2 b3 + 4 b4 + 8 b5 holding row 2q + b0 + 8 b3 + 16 b4 + 32 b5.
+        Each thread reads 4 rows x 4 groups as 4 words, transposes them (8 prmt), converts them (4 prmt, 4 mad) and
+        writes 8 words; then the warp's arrival completes the stage's ``ready`` with the copies'."""
         plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
         plain3: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])
         # [64 rows, 2 words of 4 groups]: registers rows +1, +8; lanes rows +2, +4, +16, +32, then the word.
@@ -1279,7 +1282,10 @@ if gluon is not None:
                 dtype=(gl.uint32, gl.uint32, gl.uint32, gl.uint32), is_pure=True, pack=1)
             t = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [b5, b4, q, word, i0, i1]: group 4 word + 2 i1 + i0
             t = gl.reshape(gl.permute(t, (3, 5, 4, 2, 0, 1)), [8, 4, 4])  # [group, q, b4 + 2 b5]
-            s_t.index(s)._reinterpret(gl.uint32, [8, 4, 4], plain3).store(t)
+            lo, hi = gl.inline_asm_elementwise(_SCALES_ASM, "=r,=r,r", [t], dtype=(gl.uint32, gl.uint32),
+                                               is_pure=True, pack=1)  # bytes 0-1 / 2-3 of each word as bf16 pairs
+            t = gl.reshape(gl.join(lo, hi), [8, 4, 8])
+            s_t.index(s)._reinterpret(gl.uint32, [8, 4, 8], plain3).store(t)
             gl.thread_barrier()  # every lane's words written before the (one-thread) arrival
             mbarrier.arrive(ready.index(s))
 
@@ -1309,8 +1315,8 @@ if gluon is not None:
     @gluon.jit
     def _bwd_scales(s_t, s, half: gl.constexpr, like, R0: gl.constexpr = 0, ROWS: gl.constexpr = 64):
         """Stage s's scales of the chunk's half ``half`` (groups 4 * half ..) as bf16 pairs of ``scale * 2**112``
-        (rows n, n + 1), broadcast to ``like`` (the codes): one 16-byte load per thread from the scale warp's
-        arrangement (``_bwd_scale_worker``), two conversions per instruction."""
+        (rows n, n + 1), broadcast to ``like`` (the codes): 32 bytes per thread from the scale warp's arrangement,
+        converted there (``_bwd_scale_worker``)."""
         # [4 groups, 4 q, 16 bytes]: registers the 16 bytes, lanes q (the rest of the lanes share them), warps group.
         NB: gl.constexpr = ROWS // 4  # the thread's bytes: rows 2q + b0 + 8 b3 + 16 b4 (+ 32 b5)
         l_s: gl.constexpr = gl.DistributedLinearLayout(
@@ -1324,8 +1330,7 @@ if gluon is not None:
         else:
             u = gl.reshape(u, [4, 2, 2, 2, 2, 2])  # group, q = (b2, b1), byte = (b4, b3, b0)
             u = gl.reshape(gl.permute(u, (3, 4, 1, 2, 5, 0)), [32, 4])
-        u = gl.convert_layout(u, gl.SliceLayout(2, _codes_layout_bwd(ROWS)), assert_trivial=True)
-        p = _scale_bits_pairs(u)
+        p = gl.convert_layout(u, gl.SliceLayout(2, _codes_layout_bwd(ROWS)), assert_trivial=True)
         return gl.broadcast(gl.expand_dims(p, 2), like)[0]
 
     @gluon.jit
