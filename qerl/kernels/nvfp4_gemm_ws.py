@@ -15,15 +15,14 @@ operand B. Per stage the loader copies those two X boxes, the chunk's code bytes
 [BN, 8] (``KernelWeight.scales`` viewed as rows of 256 bytes, 32 W rows each, which keeps the copy's innermost box
 dimension within TMA's 256 elements: N must be a multiple of 32).
 
-Input gradient (``_ws_bwd_kernel``): dX^T for one chunk (128 columns of K) = W^T [128, N] @ dY^T, over N in steps of
-64 rows of W, two accumulators (the code bytes' low and high nibbles); with ``in_flight`` (one consumer) a step's
-wgmmas retire under the next step's dequantization, as the forward's chunks do. The operand wants pairs along N (rows n and n
-+ 1 of W in one register), the transpose of the stored bytes: ``ldmatrix.trans`` on the code bytes seen as 16-bit
-pairs hands each thread rows n and n + 1 of two adjacent columns in one word (two loads per thread and step), and the
-accumulator's rows take the chunk's columns in the order that puts them where the operand wants them (the stores
-undo it). A scale warp rearranges each stage's scale bytes so that a consumer thread's 16 lie together, and converts
-them to the bf16 factors the dequantization multiplies by (once per stage, not in every consumer thread that holds
-them).
+Input gradient (``_ws_bwd_kernel``): dX^T for one chunk (128 columns of K) = W^T [128, N] @ dY^T, over N in steps of 64
+rows of W, two accumulators (the code bytes' low and high nibbles); with ``in_flight`` (one consumer) a step's wgmmas
+retire under the next step's dequantization, as the forward's chunks do. The operand wants pairs along N (rows n and n +
+1 of W in one register), the transpose of the stored bytes: ``ldmatrix.trans`` on the code bytes seen as 16-bit pairs
+hands each thread rows n and n + 1 of two adjacent columns in one word (two loads per thread and step), and the
+accumulator's rows take the chunk's columns in the order that puts them where the operand wants them (the stores undo
+it). A scale warp rearranges each stage's scale bytes so that a consumer thread's 16 lie together, and converts them to
+the bf16 factors the dequantization multiplies by (once per stage, not in every consumer thread that holds them).
 
 Dequantization is the same exact ``e2m1 * scale * 2**-14`` (inline PTX on code-byte pairs, ``_dequant_ptx(2)``) as
 the Triton kernels; the codes are loaded from shared memory straight in the operand's register layout and the scales
