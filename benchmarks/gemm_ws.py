@@ -152,10 +152,9 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
     adds splits 2-4 everywhere (finer work against the last wave's idle SMs). Tile sets: "default" (``TILES``, or
     ``small_tiles`` at M <= 16), "occupancy" (``OCCUPANCY_TILES`` only), "all" (``TILES`` and ``OCCUPANCY_TILES``),
     "table" (only the config ``nvfp4_gemm_ws.TUNED``, or with ``words`` ``TUNED_WORDS``, holds for this M bucket, if
-    any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both), "fill" (``fill_candidates``: at M <= 16
-    splits and stream-K that fill whole waves, from M = 17 on splits of every tile that fill whole waves; and the
-    table's config), "stages" (the table's
-    config with 4, 8 and 10 stages too). Split partials are summed in the
+    any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both), "fill" (``fill_candidates``: at
+    M <= 16 splits and stream-K that fill whole waves, from M = 17 on splits of every tile that fill whole waves; and
+    the table's config), "stages" (the table's config with 4, 8 and 10 stages too). Split partials are summed in the
     kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``). ``stream_k``: each candidate that retires its
     chunks one by one without split-K also as stream-K (``WsConfig.stream_k``: one CTA per SM, and two with 128
     registers), and the two-consumer 128 x 128 / 128 x 256 and one-consumer 128 x 64 tiles with it; ``dp_waves``:
@@ -274,20 +273,19 @@ def few_wave_splits(tiles: int, slots: int, steps: int, even: bool, min_run: int
 def bwd_fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
     """The input gradient's "fill" set (run 21): the table's config, and one-consumer tiles with their wgmmas
     retired per step or kept in flight under the next step's dequantization (``WsBwdConfig.in_flight``), each
-    unsplit and with the splits of N that fill whole waves of the CTAs that fit an SM (summed in
-    the kernel where ``nvfp4_gemm._fuse_reduction`` says so; ``few_wave_splits``: even splits, runs of at least
-    four steps); at M <= 32 also two consumers of an 8- to 32-row tile
-    as stream-K on one or two CTAs per SM. The register caps are those at which ptxas neither spills nor serializes
-    the wgmmas (``aot.ws_report``): retired per step, 64 registers hold BM = 8 / 16 and 80 BM = 32; in flight, 80
-    hold BM = 8 / 16, 96 BM = 32, 128 BM = 64."""
+    unsplit (where its tiles fill half the slots) and with the splits of N that fill whole waves of the CTAs that fit
+    an SM (``few_wave_splits``: even splits, runs of at least four steps; summed in the kernel where
+    ``nvfp4_gemm._fuse_reduction`` says so); at M <= 32 also two consumers of an 8- to 32-row tile as stream-K on one
+    or two CTAs per SM. The register caps are those at which ptxas neither spills nor serializes the wgmmas
+    (``aot.ws_report``): retired per step, 64 registers hold BM = 8 / 16 and 80 BM = 32; in flight, 80 hold BM = 8 /
+    16, 96 BM = 32, 128 BM = 64."""
     steps = -(-n // 64)
     fused = kern._fuse_reduction(m, k_pad)
     if m <= 32:
         bm = min(32, max(8, 1 << max(0, (m - 1).bit_length())))
         reg_in_flight = 80 if bm <= 16 else 96
         tiles_of = [(bm, 6, 64 if bm <= 16 else 80, False), (bm, 4, 80, False), (bm, 8, 80, False),
-                    (bm, 6, reg_in_flight, True),
-                    (bm, 8, reg_in_flight, True), (bm, 6, 128, True)]
+                    (bm, 6, reg_in_flight, True), (bm, 8, reg_in_flight, True), (bm, 6, 128, True)]
     else:
         tiles_of = [(64, 4, 128, False), (64, 4, 128, True), (64, 6, 128, True), (128, 4, None, True),
                     (128, 6, None, True)]

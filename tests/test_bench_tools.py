@@ -79,6 +79,46 @@ def test_fill_candidates_are_configs_the_kernel_takes():
             assert c.split_k <= k // 128
 
 
+def test_few_wave_splits_stay_within_two_waves():
+    gw = _load("gemm_ws")
+    # 7B down's input gradient at M = 1: 148 chunk tiles, 56 steps of 64 rows, four CTAs per SM on 132 SMs (528
+    # slots): the earlier searches never split it (more tiles than SMs); 4 splits give 592 CTAs in 1.12 waves and
+    # are the smallest split that occupies every slot.
+    splits = gw.few_wave_splits(148, 528, 56, True, 4)
+    assert 4 in splits
+    for tiles, slots, steps, even, run in ((148, 528, 56, True, 4), (40, 528, 432, True, 4), (72, 132, 28, False, 2),
+                                           (28, 264, 80, True, 4)):
+        for sp in gw.few_wave_splits(tiles, slots, steps, even, run):
+            assert 2 <= sp <= steps // run and tiles * sp <= 2 * slots
+            assert not even or steps % sp == 0
+    assert gw.few_wave_splits(600, 132, 56, True, 4) == []  # already more than two waves unsplit
+
+
+def test_fill_search_candidates_for_the_input_gradient_and_mid_m_forward():
+    gw = _load("gemm_ws")
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    for m, n, k in ((1, 3584, 18944), (16, 27648, 5120), (32, 4608, 3584), (64, 55296, 5120), (128, 5120, 27648)):
+        cands = gw.bwd_candidates(m, n, k, 132, tile_set="fill")
+        assert cands and len(set(cands)) == len(cands)
+        if ws.TUNED_BWD.get((m, n, k)) is not None:
+            assert ws.TUNED_BWD[(m, n, k)] in cands  # the table's own config is measured alongside
+        assert any(c.in_flight for c in cands) and any(not c.in_flight for c in cands)
+        for c in cands:
+            assert not (c.in_flight and c.consumers == 2) and not (c.stream_k and c.split_n != 1)
+            assert c.bm >= min(m, 64) or c.bm == max(8, 1 << max(0, (m - 1).bit_length()))
+            assert (-(-n // 64)) % c.split_n == 0  # the launcher splits N evenly
+            if c.in_flight:  # only at the register caps where ptxas keeps the wgmmas in flight
+                assert c.maxnreg == {8: 80, 16: 80, 32: 96, 64: 128, 128: None}[c.bm] or c.maxnreg == 128
+        assert any(c.stream_k for c in cands) == (m <= 32)
+    for m, n, k, split in ((64, 4608, 3584, True), (128, 55296, 5120, False)):
+        cands = gw.candidates(m, n, k, 132, tile_set="fill")
+        assert ws.TUNED[(m, n, k)] in cands and len(set(cands)) == len(cands)
+        assert all(c.bm <= max(64, m) for c in cands)
+        # 7B qkv's 72 / 144 tiles leave SMs idle, so splits are tried; 32B gate_up's hundreds of tiles fill >= 2 waves.
+        assert any(c.split_k > 1 for c in cands) == split
+
+
 def test_probe_variants_edit_the_kernel_source():
     wp = _load("ws_probe")
     src = (ROOT / "qerl/kernels/nvfp4_gemm_ws.py").read_text()
