@@ -13,6 +13,8 @@ else null: decline the kernel there; ``load_tuned_configs``' format) under $OUT 
 
 ``--layouts pairs,words`` times every forward candidate on the weight in both code layouts (``prepare_weight``'s
 ``layout``; the shipped path keeps "pairs"): per cell the best config of each layout, and every config's time on both.
+The input gradient's layouts are "pairs" and "rows" (``--layouts pairs,rows``; ``--shipped-bwd-layout rows`` for the
+default dispatch on "rows"); a search with "rows" first writes its picks as "wsbwdr" entries (``TUNED_BWD_ROWS``).
 
 ``--marlin`` also times vLLM's Marlin NVFP4 GEMM on the same weights in the forward cells (needs vLLM; as in
 benchmarks/gemm_nvfp4.py), so the default dispatch on the rollout layout is compared with it in the same run:
@@ -223,8 +225,11 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = Fal
     with ``dp_waves`` also with whole waves of tiles one per CTA (``WsBwdConfig.dp_waves``)."""
     if tile_set == "fill":
         return bwd_fill_candidates(m, n, k_pad, sms)
+    if tile_set == "table":  # the shipped entry alone (e.g. to compare code layouts on it)
+        cfg = ws.TUNED_BWD.get((m, n, k_pad))
+        return [] if cfg is None else [cfg]
     if tile_set not in ("default", "occupancy", "all"):
-        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all or fill")
+        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all, fill or table")
     tiles_of = [] if tile_set == "occupancy" else [(bm, st, reg) for bm in (64, 128) for st in (4, 6)
                                                    for reg in (128, None)]
     if m <= 128:
@@ -316,11 +321,16 @@ def _copies(kw0, l2_bytes: int) -> list:
 def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_only: bool = False,
               wide_splits: bool = False, tile_set: str = "default", layouts: tuple = ("pairs",),
               shipped_layout: str = "pairs", stream_k: bool = False, two_consumers: bool = False,
-              dp_waves: bool = False, marlin_make=None) -> list[dict]:
+              dp_waves: bool = False, marlin_make=None, shipped_bwd_layout: str = "pairs") -> list[dict]:
     """One layer shape in one direction (fwd: Y = X W^T, bwd: dX = dY W) at every M: BF16, the default dispatch
     (``nvfp4_matmul`` / ``nvfp4_matmul_grad_input``) on the weight in ``shipped_layout``, vLLM's Marlin when
     ``marlin_make`` is given (forward) and, unless ``dispatch_only``, every candidate of the kernel on the weight in
-    each of ``layouts`` (the first one's best is the row's pick)."""
+    each of ``layouts`` (the first one's best is the row's pick; the input gradient on its own, "pairs" and "rows", the
+    default dispatch on ``shipped_bwd_layout``)."""
+    fwd = direction == "fwd"
+    layouts = tuple(lay for lay in layouts if lay in (("pairs", "words") if fwd else ("pairs", "rows"))) or ("pairs",)
+    if not fwd:
+        shipped_layout = shipped_bwd_layout
     torch.manual_seed(hash((model, layer)) % 2**31)
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
@@ -331,7 +341,6 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
     kw0 = kws[0]
     w_bf16 = ref_w.to(torch.bfloat16)
     wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
-    fwd = direction == "fwd"
     marlins, marlin_note = [], None
     if fwd and marlin_make is not None:
         try:
@@ -353,14 +362,16 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
         picked = None
         if ws is not None and hasattr(ws, "pick"):
             words = {"words": True} if shipped_layout == "words" else {}
-            picked = ws.pick(x, n, k, kw0.k_pad, **words) if fwd else ws.pick_grad_input(x, n, k, kw0.k_pad)
+            rows_kw = {"rows": True} if shipped_layout == "rows" else {}
+            picked = (ws.pick(x, n, k, kw0.k_pad, **words) if fwd
+                      else ws.pick_grad_input(x, n, k, kw0.k_pad, **rows_kw))
         tried, bests = [], {}
         cands = ([] if dispatch_only else candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set,
                                                      layouts[0] == "words", stream_k, dp_waves) if fwd
                  else bwd_candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set, stream_k, two_consumers,
                                      dp_waves))
         for cfg in cands:
-            for lay in layouts if fwd else ("pairs",):
+            for lay in layouts:
                 copies = by_layout[lay]
                 try:
                     err, finite = checked(lambda out, x=x, cfg=cfg, w=copies[0]: kernel(x, w, cfg, out=out),
@@ -377,7 +388,7 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
                 tried.append({"config": cfg._asdict(), "layout": lay, "us": t * 1e6, "rel_err": err})
                 if lay not in bests or t < bests[lay][0]:
                     bests[lay] = (t, cfg, err)
-        first = layouts[0] if fwd else "pairs"
+        first = layouts[0]
         best = bests.get(first)
         row = {"model": model, "layer": layer, "dir": direction, "n": n, "k": k, "m": m, "bf16_us": t_bf16 * 1e6,
                "shipped_us": t_ship * 1e6, "shipped_rel_err": err_ship, "shipped_over_bf16": t_bf16 / t_ship,
@@ -442,12 +453,14 @@ def main() -> None:
     ap.add_argument("--tile-set", default="default",
                     choices=["default", "occupancy", "all", "table", "wide", "table+wide", "fill", "stages"],
                     help="forward tiles searched (see candidates()); input gradient: default, occupancy, all, "
-                         "fill (see bwd_candidates())")
+                         "fill, table (see bwd_candidates())")
     ap.add_argument("--layouts", default="pairs",
-                    help="code layouts the forward candidates run on, comma-separated (pairs, words); the first "
-                         "one's picks go to tuned_ws.json")
+                    help="code layouts the candidates run on, comma-separated (forward: pairs, words; input "
+                         "gradient: pairs, rows); the first one's picks go to tuned_ws.json")
     ap.add_argument("--shipped-layout", default="pairs", choices=["pairs", "words"],
                     help="the code layout of the weight the default dispatch (the shipped path) runs on")
+    ap.add_argument("--shipped-bwd-layout", default="pairs", choices=["pairs", "rows"],
+                    help="the same for the input gradient")
     ap.add_argument("--stream-k", action="store_true", help="forward and input-gradient candidates also as stream-K (see "
                     "candidates(), bwd_candidates())")
     ap.add_argument("--dp-waves", action="store_true",
@@ -483,7 +496,7 @@ def main() -> None:
                 rows += run_shape(model, layer, n, k, d, ms, l2, meta["sms"], lambda s: print(s, flush=True),
                                   args.dispatch_only, args.wide_splits, args.tile_set,
                                   tuple(args.layouts.split(",")), args.shipped_layout, args.stream_k,
-                                  args.bwd_two_consumers, args.dp_waves, marlin_make)
+                                  args.bwd_two_consumers, args.dp_waves, marlin_make, args.shipped_bwd_layout)
     geo = {}
     for d in args.dirs.split(","):
         for m in ms:
@@ -510,12 +523,13 @@ def main() -> None:
     # first in --layouts: every forward pick, as "wsw|..." (that layout has no other fast path).
     tuned = {}
     words_first = args.layouts.split(",")[0] == "words"
+    rows_first = [lay for lay in args.layouts.split(",") if lay in ("pairs", "rows")][:1] == ["rows"]
     for r in rows:
         if "ws_us" not in r:
             continue
-        kind = "wsbwd" if r["dir"] != "fwd" else "wsw" if words_first else "ws"
+        kind = ("wsbwdr" if rows_first else "wsbwd") if r["dir"] != "fwd" else "wsw" if words_first else "ws"
         key = f"{kind}|{r['m']}|{r['n']}|{-(-r['k'] // kern.CHUNK) * kern.CHUNK}"
-        if kind == "wsw" or r["ws_over_shipped"] >= 1.03:
+        if kind in ("wsw", "wsbwdr") or r["ws_over_shipped"] >= 1.03:
             tuned[key] = r["ws_config"]
         elif r["shipped_path"] == "nvfp4_gemm":
             tuned[key] = None

@@ -128,6 +128,18 @@ dispatch_alternating_words() {  # as dispatch_alternating, the new passes on the
     cp ${w}_$pass/gemm_ws.json "$out/dispatch_$pass.json"
   done
 }
+dispatch_bwd_layouts() {  # benchmarks/gemm_ws.py --dispatch-only --dirs bwd ARGS on this code, the weights in the
+                          # "pairs" then the "rows" layout, twice (limit $1 s each, work dir prefix $2)
+  local limit=$1 w=$2; shift 2
+  local q="--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv,noheader"
+  for pass in pairs1 rows1 pairs2 rows2; do
+    echo "$pass before: $(nvidia-smi $q)" >> "$out/clocks.txt"
+    timeout "$limit" python3 benchmarks/gemm_ws.py --dispatch-only --dirs bwd --shipped-bwd-layout "${pass%?}" "$@" \
+      --out ${w}_$pass 2>&1 | tail -7
+    echo "$pass after: $(nvidia-smi $q)" >> "$out/clocks.txt"
+    cp ${w}_$pass/gemm_ws.json "$out/dispatch_$pass.json"
+  done
+}
 marlin_vs_dispatch() {  # vLLM's Marlin against the default dispatch on words (the rollout layout), forward, every
                         # layer at M = 1-128, in the same run (vLLM unpacked; work dir $1)
   timeout 400 python3 benchmarks/gemm_ws.py --dispatch-only --shipped-layout words --marlin --models 7b,14b,32b \
@@ -2011,5 +2023,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       -k "input_gradient or default_dispatch" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -6 \
       | tee "$out/gpu_tests.txt"
     dispatch_alternating 70 /tmp/q55h --dirs bwd --models 7b,14b,32b --ms 1,16,64,128,1024
+    ;;
+  56a)  # Run 22: the input gradient on the "rows" code layout (words decoding of the ldmatrix.trans word): its GPU
+        # tests (same bits as "pairs" for every config and shape, the dispatch), then the default dispatch with the
+        # same tables on "pairs" and on "rows", alternating, every layer at M = 1 / 16 / 64 / 128 / 1024
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "rows" -rf \
+      --tb=short 2>&1 | grep -v "^  \|Warning" | tail -6 | tee "$out/gpu_tests.txt"
+    dispatch_bwd_layouts 80 /tmp/q56a --models 7b,14b,32b --ms 1,16,64,128,1024
     ;;
 esac

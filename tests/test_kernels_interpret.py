@@ -434,6 +434,78 @@ def test_row_pair_ptx_dequantizes_both_columns_and_nibbles_exactly():
                         assert got.item() == want, (trial, halves, high, col, row, code)
 
 
+def test_rows_layout_words_decode_to_each_row_column_and_half():
+    """The input gradient's "rows" layout: the word ``ldmatrix.trans`` hands a thread (byte columns 2j, 2j + 1 of rows
+    n and n + 1, n even) holds those rows' codes at elements 2j, 2j + 1 of both halves where the words decoder reads
+    them, so its PTX (one scale pair per half), executed instruction by instruction, gives E2M1 * scale * 2**-14 of
+    the right row, column and half; the layout converts back to the codec exactly, in slabs or whole."""
+    from qerl.kernels import nvfp4_gemm
+    from qerl.kernels.nvfp4_gemm import _SCALES_PTX, _word_dequant_ptx
+
+    n, k = 6, 272  # K padded to 384: three chunks, the last mostly padding
+    q = nvfp4.quantize(torch.randn(n, k))
+    kw = prepare_weight(q.packed, q.scale, q.global_scale, layout="rows")
+    assert kw.rows and not kw.words and kw.codes.shape == (n, 192)
+    codes = torch.nn.functional.pad(nvfp4.unpack(q.packed), (0, 384 - k)).to(torch.int64)
+    scales = torch.nn.functional.pad(q.scale.float(), (0, 384 // 16 - k // 16), value=1.0)
+    b = kw.codes.to(torch.int64)
+    e2m1 = nvfp4.E2M1_VALUES
+    decoded = 0
+    for r in range(0, n, 2):
+        for col in range(0, 192, 2):  # byte columns 2j, 2j + 1 of a chunk
+            word = int(b[r, col]) | int(b[r, col + 1]) << 8 | int(b[r + 1, col]) << 16 | int(b[r + 1, col + 1]) << 24
+            c, j = col // 64, (col % 64) // 2
+            for i, bits in enumerate(WORD_BITS):  # code 2o + row: output o = (column bit o & 1, half o >> 1)
+                o, row = divmod(i, 2)
+                elem = c * CHUNK + 64 * (o >> 1) + 2 * j + (o & 1)
+                got = sum(((word >> pos) & 1) << bit for bit, pos in enumerate(bits))
+                assert got == int(codes[r + row, elem]), (r, col, i)
+            if (r * 96 + col // 2) % 7:  # the PTX on every 7th word (the interpreter of it is slow)
+                continue
+            decoded += 1
+            for outputs in ((0, 1), (2, 3), (0, 1, 2, 3)):
+                halves = sorted({o >> 1 for o in outputs})
+                inputs = {f"${len(outputs)}": word}
+                for h in halves:  # the scale pair (rows r, r + 1) of the half's group, as the scale warp writes it
+                    group = (c * CHUNK + 64 * h + 2 * j) // 16
+                    sb = encode_e5m3(scales[r : r + 2, group])
+                    pair = _run_ptx(_SCALES_PTX, {"$2": int(sb[0]) | int(sb[1]) << 8})["$0"]
+                    inputs[f"${len(outputs) + 1 + halves.index(h)}"] = pair
+                regs = _run_ptx(_word_dequant_ptx(outputs, scale_per_half=True), inputs)
+                for slot, o in enumerate(outputs):
+                    elem = c * CHUNK + 64 * (o >> 1) + 2 * j + (o & 1)
+                    for row in range(2):
+                        code = int(codes[r + row, elem])
+                        want = (-1 if code & 8 else 1) * e2m1[code & 7] * float(scales[r + row, elem // 16]) * 2.0**-14
+                        bits = (regs[f"${slot}"] >> (16 * row)) & 0xFFFF
+                        got = torch.tensor([bits], dtype=torch.int32).to(torch.int16).view(torch.bfloat16).float()
+                        assert got.item() == want, (r, col, outputs, o, row, code)
+    assert decoded >= 40
+    back_packed, back_scale = codec_from_kernel_weight(kw)
+    assert torch.equal(back_packed, q.packed) and torch.equal(back_scale.float(), q.scale.float())
+    assert torch.equal(kw.scales, prepare_weight(q.packed, q.scale, q.global_scale).scales)  # scales as "pairs"
+    monkeypatch = pytest.MonkeyPatch()
+    with monkeypatch.context() as mp:
+        mp.setattr(nvfp4_gemm, "WORDS_PASS_BYTES", 16 * 384 * 2)  # two rows a pass: the same bytes
+        assert torch.equal(prepare_weight(q.packed, q.scale, q.global_scale, layout="rows").codes, kw.codes)
+    odd = nvfp4.quantize(torch.randn(5, 64))
+    with pytest.raises(ValueError, match="N must be even"):
+        prepare_weight(odd.packed, odd.scale, odd.global_scale, layout="rows")
+
+
+def test_rows_layout_is_refused_where_no_kernel_reads_it():
+    """Only the warp-specialized input gradient reads "rows": a forward, or an input gradient the Hopper kernel does
+    not take (here: no GPU), says which layout to use instead of computing garbage."""
+    from qerl.kernels import nvfp4_matmul, nvfp4_matmul_grad_input
+
+    q = nvfp4.quantize(torch.randn(64, 128))
+    kw = prepare_weight(q.packed, q.scale, q.global_scale, layout="rows")
+    with pytest.raises(ValueError, match="layout='pairs' or 'words'"):
+        nvfp4_matmul(torch.randn(3, 128, dtype=torch.bfloat16), kw)
+    with pytest.raises(ValueError, match="read only by the warp-specialized input-gradient kernel"):
+        nvfp4_matmul_grad_input(torch.randn(3, 64, dtype=torch.bfloat16), kw)
+
+
 def test_scale_warp_transpose_ptx_moves_every_byte():
     """The input gradient's scale warp transposes 4 rows x 4 groups of scale bytes with 8 prmt: byte j of input word
     i lands in byte i of output word j, for distinct bytes everywhere."""

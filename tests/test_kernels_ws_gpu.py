@@ -141,6 +141,45 @@ def test_input_gradient_matches_fp32_reference(cfg, m, n, k):
 
 
 @hopper
+@pytest.mark.parametrize("cfg", BWD_CONFIGS, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("m,n,k", [(100, 96, 1008), (1, 160, 2048), (300, 4608, 3584), (129, 352, 1424)])
+def test_rows_layout_input_gradient_gives_the_same_bits_as_pairs(cfg, m, n, k):
+    # The "rows" layout decodes the same exact bf16 operand tiles (as words) for the same wgmmas: bit for bit.
+    dy = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    pairs = prepare_weight(q.packed, q.scale, q.global_scale)
+    rows = prepare_weight(q.packed, q.scale, q.global_scale, layout="rows")
+    out = torch.full((m, k), float("nan"), device="cuda", dtype=torch.bfloat16)
+    dx = ws.ws_matmul_grad_input(dy, rows, cfg, out=out)
+    assert torch.isfinite(dx).all()
+    assert torch.equal(dx, ws.ws_matmul_grad_input(dy, pairs, cfg))
+    ref = _fp32_matmul(dy.float(), nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32))
+    assert float((dx.float() - ref).norm() / ref.norm()) < 4e-3
+
+
+@hopper
+@pytest.mark.parametrize("m", [1, 16, 64, 128])
+def test_rows_layout_default_dispatch_and_its_refusals(m):
+    """``nvfp4_matmul_grad_input`` on a "rows" weight takes the table's kernel (same bits as on "pairs") and refuses,
+    with the fix named, the products no kernel reads that layout for: the forward, and an input gradient past the
+    table (M = 2048)."""
+    from qerl.kernels import nvfp4_matmul, nvfp4_matmul_grad_input
+
+    n, k = 3584, 3584
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    pairs = prepare_weight(q.packed, q.scale, q.global_scale)
+    rows = prepare_weight(q.packed, q.scale, q.global_scale, layout="rows")
+    dy = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+    cfg = ws.pick_grad_input(dy, n, k, rows.k_pad)
+    assert cfg is not None
+    assert torch.equal(nvfp4_matmul_grad_input(dy, rows), ws.ws_matmul_grad_input(dy, pairs, cfg))
+    with pytest.raises(ValueError, match="layout='pairs' or 'words'"):
+        nvfp4_matmul(torch.randn(m, k, device="cuda").to(torch.bfloat16), rows)
+    with pytest.raises(ValueError, match="read only by the warp-specialized input-gradient kernel"):
+        nvfp4_matmul_grad_input(torch.randn(2048, n, device="cuda").to(torch.bfloat16), rows)
+
+
+@hopper
 @pytest.mark.parametrize("m", [64, 200])
 def test_default_dispatch_takes_the_kernels_on_tuned_shapes(m, monkeypatch):
     # Qwen2.5-7B o projection (3584 x 3584): tuned for both directions at these M, so the default path (here through

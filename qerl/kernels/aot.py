@@ -219,7 +219,8 @@ _WGMMA_SERIALIZED = re.compile(r"\(C751\d\)[^\n]*wgmma[^\n]*serialized")
 
 
 def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = False, glu: bool = False,
-              row_norm: bool = False, add_norm: bool = False, norm_nt: int = 64, rope: bool = False) -> dict:
+              row_norm: bool = False, add_norm: bool = False, norm_nt: int = 64, rope: bool = False,
+              rows: bool = False) -> dict:
     """The warp-specialized kernel (``nvfp4_gemm_ws``) compiled for ``cfg`` as ``ws_matmul`` (a ``WsConfig``) or
     ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, spill bytes, whether ptxas
     serialized the wgmmas, the wgmma waits in the SASS (``WARPGROUP.DEPBAR.LE gsb0, n``: n = 2 keeps a chunk's
@@ -232,9 +233,11 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
 
     if isinstance(cfg, ws.WsBwdConfig):
         fn = ws._ws_bwd_sk_kernel if cfg.stream_k else ws._ws_bwd_kernel
-        const = ({"BM": cfg.bm, "STAGES": cfg.stages, "CONSUMER_REGS": ws.CONSUMER_REGS} if cfg.stream_k else
+        const = ({"BM": cfg.bm, "STAGES": cfg.stages, "CONSUMER_REGS": ws.CONSUMER_REGS, "ROWS": rows}
+                 if cfg.stream_k else
                  {"BM": cfg.bm, "STAGES": cfg.stages, "OUT_F32": out_f32, "FUSED": out_f32 and cfg.fused,
-                  "CONSUMERS": cfg.consumers, "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight})
+                  "CONSUMERS": cfg.consumers, "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight,
+                  "ROWS": rows})
         x_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
         _, w_l, s_l = ws.shared_layouts(64, 64)
         descs = {"dy_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[64, 64],{w_l!r}>",

@@ -30,6 +30,13 @@ Kernel layout (``KernelWeight``):
     the Triton kernels here decode it in plain Triton (their layouts do not guarantee that a thread holds whole
     words), correct but slower, so vLLM's engine (forward only) takes it on Hopper GPUs and the training modules keep
     "pairs" (the input-gradient kernels read pairs of W rows).
+  * ``layout`` "rows" (the input gradient's): the same chunks, halves and scales (N even), but the 32-bit word that
+    ``ldmatrix.trans`` hands an input-gradient thread, the 16-bit pairs of byte columns 2j, 2j + 1 of rows n and
+    n + 1 (n even; bytes 0-1 stored in row n, bytes 2-3 in row n + 1), holds those rows' 8 codes at elements 2j,
+    2j + 1 of the low and the high half in ``WORD_BITS``' positions, so the input gradient decodes it with the words
+    layout's 12 instructions (pairs along N, what its wgmma operand wants) instead of 18. Only the warp-specialized
+    input-gradient kernel reads it (``nvfp4_matmul_grad_input`` where ``nvfp4_gemm_ws.pick_grad_input`` takes the
+    product; a clear error elsewhere), so a module keeps it next to "pairs", not instead of it.
 
 Decoding in registers (``_dequant``): the tile fed to the tensor cores is ``e2m1 * scale * 2**-14`` in bf16, which
 is exact (at most 6 significant bits, well inside bf16's range), so dequantization adds no rounding error;
@@ -95,7 +102,7 @@ _HALF = CHUNK // 2
 _SCALES_PER_CHUNK = CHUNK // GROUP_SIZE  # 8: one scale row holds this many bytes per W row
 
 
-LAYOUTS = ("pairs", "words")  # code byte layouts of ``KernelWeight.codes`` (module docstring)
+LAYOUTS = ("pairs", "words", "rows")  # code byte layouts of ``KernelWeight.codes`` (module docstring)
 
 # The "words" layout: in each 16-byte block of a chunk's 64 code bytes, bytes 4u .. 4u + 3 (one 32-bit word) hold
 # the low-half elements 2u, 2u + 1, 2u + 8, 2u + 9 of the block's 16 (and the high-half elements 64 above them):
@@ -126,6 +133,10 @@ class KernelWeight(NamedTuple):
         return self.layout == "words"
 
     @property
+    def rows(self) -> bool:
+        return self.layout == "rows"
+
+    @property
     def k_pad(self) -> int:
         return self.codes.shape[1] * 2
 
@@ -136,7 +147,8 @@ class KernelWeight(NamedTuple):
 def prepare_weight(packed: torch.Tensor, scale: torch.Tensor, global_scale: torch.Tensor,
                    layout: str = "pairs") -> KernelWeight:
     """Relayout a codec-format NVFP4 weight (``qerl.nvfp4``) into the kernel layout, once at load time: ``layout``
-    "pairs" (every kernel) or "words" (forward kernels only; see the module docstring).
+    "pairs" (every kernel), "words" (forward kernels only) or "rows" (the warp-specialized input gradient only; N
+    even); see the module docstring.
 
     Runs on the tensors' device; needs N * K_pad bytes of temporary memory (and "words" ``WORDS_PASS_BYTES`` more).
     """
@@ -158,8 +170,12 @@ def prepare_weight(packed: torch.Tensor, scale: torch.Tensor, global_scale: torc
     zero = scale_f == 0
     if zero.any():
         codes = codes.masked_fill(zero.repeat_interleave(GROUP_SIZE, dim=1), 0)
+    if layout == "rows" and n % 2:
+        raise ValueError(f"the rows layout pairs W's rows, so N must be even (got {n}): use layout='pairs'")
     if layout == "words":
         relaid = _to_words(codes)
+    elif layout == "rows":
+        relaid = _to_rows(codes)
     else:
         codes = codes.reshape(n, k_pad // CHUNK, 2, _HALF)
         relaid = (codes[:, :, 0, :] | (codes[:, :, 1, :] << 4)).reshape(n, k_pad // 2).contiguous()
@@ -200,6 +216,43 @@ def _to_words(codes: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def _row_word_order(codes: torch.Tensor) -> torch.Tensor:
+    """Codes [N, K_pad] (N even) -> [N // 2, K_pad // 128, 32, 8]: the "rows" layout's word (row pair, chunk, byte
+    column pair j) with its 8 codes in ``WORD_BITS``' order: code 2o + r is row 2p + r's element 2j + (o & 1) + 64 (o
+    >> 1) of the chunk (the decoder's output o: columns 2j, 2j + 1 of the low half, then of the high half)."""
+    n, k_pad = codes.shape
+    c = codes.reshape(n // 2, 2, k_pad // CHUNK, 2, 32, 2)  # row pair, r, chunk, half, j, column bit
+    return c.permute(0, 2, 4, 3, 5, 1).reshape(n // 2, k_pad // CHUNK, 32, 8)
+
+
+def _to_rows(codes: torch.Tensor) -> torch.Tensor:
+    """Codes [N, K_pad] (0..15, N even) -> the "rows" layout's bytes [N, K_pad // 2]."""
+    n, k_pad = codes.shape
+    out = torch.empty((n, k_pad // 2), dtype=torch.uint8, device=codes.device)
+    rows = max(2, WORDS_PASS_BYTES // (16 * k_pad) // 2 * 2)
+    for r0 in range(0, n, rows):
+        per = _row_word_order(codes[r0 : r0 + rows]).to(torch.int64)
+        word = torch.zeros(per.shape[:3], dtype=torch.int64, device=codes.device)
+        for i, bits in enumerate(WORD_BITS):
+            for j, pos in enumerate(bits):
+                word |= ((per[..., i] >> j) & 1) << pos
+        slab = torch.stack([(word >> (8 * b)) & 0xFF for b in range(4)], dim=-1)  # [pairs, chunks, 32, 4 bytes]
+        slab = slab.reshape(*slab.shape[:3], 2, 2).permute(0, 3, 1, 2, 4)  # bytes 0-1 to row n, 2-3 to row n + 1
+        out[r0 : r0 + rows] = slab.reshape(-1, k_pad // 2)
+    return out
+
+
+def _from_rows(data: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``_to_rows``: codes [N, K_pad]."""
+    n, half_k = data.shape
+    b = data.reshape(n // 2, 2, half_k // 64, 32, 2).permute(0, 2, 3, 1, 4).reshape(n // 2, half_k // 64, 32, 4)
+    b = b.to(torch.int64)
+    word = b[..., 0] | (b[..., 1] << 8) | (b[..., 2] << 16) | (b[..., 3] << 24)
+    per = torch.stack([sum(((word >> pos) & 1) << j for j, pos in enumerate(bits)) for bits in WORD_BITS], dim=-1)
+    c = per.reshape(n // 2, half_k // 64, 32, 2, 2, 2)  # pair, chunk, j, half, column bit, r
+    return c.permute(0, 5, 1, 3, 2, 4).reshape(n, 2 * half_k).to(torch.uint8)
+
+
 def _from_words(data: torch.Tensor) -> torch.Tensor:
     """Inverse of ``_to_words``: codes [N, K_pad]."""
     n = data.shape[0]
@@ -216,6 +269,8 @@ def codec_from_kernel_weight(w: KernelWeight) -> tuple[torch.Tensor, torch.Tenso
     n, k_pad = w.n, w.k_pad
     if w.words:
         codes = _from_words(w.codes)[:, : w.k]
+    elif w.rows:
+        codes = _from_rows(w.codes)[:, : w.k]
     else:
         halves = w.codes.reshape(n, k_pad // CHUNK, _HALF)
         codes = torch.stack((halves & 0x0F, halves >> 4), dim=2).reshape(n, k_pad)[:, : w.k]
@@ -355,24 +410,37 @@ def _dequant_rows_ptx(halves: tuple[bool, ...]) -> str:
     return "\n".join(["{", ".reg .b32 t0, t1, a, nz;", "mov.b32 nz, 0x80008000;", *body, "}"])
 
 
-def _word_dequant_ptx() -> str:
-    """Inline PTX dequantizing one code word of the "words" layout (8 weights, ``WORD_BITS``) in 12 instructions,
-    against 18 for the 4 code bytes of the "pairs" layout (``_dequant_ptx(4)``).
+# Per decoder output (``WORD_BITS``' codes 2o, 2o + 1), the instructions that bring its two codes to bits 15 and 8..6
+# of their bf16 lanes (mask 0x81C081C0) from the word $W into register {r}: a mask; a rotation and a mask (two
+# outputs); a mask, a multiply by 0x1084 and a mask.
+_WORD_EXTRACT = (
+    ("and.b32 {r}, $W, 0x81C081C0;",),
+    ("shf.l.wrap.b32 {r}, $W, $W, 10;", "and.b32 {r}, {r}, 0x81C081C0;"),
+    ("shf.l.wrap.b32 {r}, $W, $W, 13;", "and.b32 {r}, {r}, 0x81C081C0;"),
+    ("and.b32 {r}, $W, 0x001B001B;", "mul.lo.u32 {r}, {r}, 0x1084;", "and.b32 {r}, {r}, 0x81C081C0;"),
+)
 
-    Operands as ``_dequant_ptx(4)``'s: $0/$1 the low half's bf16 pairs (bytes 0-1, 2-3 of the word), $2/$3 the high
-    half's, $4 the word, $5..$8 the bf16 pairs of ``scale * 2**112`` for $0..$3. Each output's two codes reach bits
-    15 and 8..6 of their lanes (mask 0x81C081C0) by a mask, by a rotation and a mask, or by a mask, a multiply by
-    0x1084 and a mask; one bf16x2 FMA with the scales then gives E2M1 * scale * 2**-14 exactly, as in
-    ``_dequant_ptx``."""
-    mask = "0x81C081C0"
-    return "\n".join([
-        "{", ".reg .b32 a, b, c, d, nz;", "mov.b32 nz, 0x80008000;",
-        f"and.b32 a, $4, {mask};",
-        "shf.l.wrap.b32 b, $4, $4, 10;", f"and.b32 b, b, {mask};",
-        "shf.l.wrap.b32 c, $4, $4, 13;", f"and.b32 c, c, {mask};",
-        "and.b32 d, $4, 0x001B001B;", "mul.lo.u32 d, d, 0x1084;", f"and.b32 d, d, {mask};",
-        "fma.rn.bf16x2 $0, a, $5, nz;", "fma.rn.bf16x2 $1, b, $6, nz;",
-        "fma.rn.bf16x2 $2, c, $7, nz;", "fma.rn.bf16x2 $3, d, $8, nz;", "}"])
+
+def _word_dequant_ptx(outputs: tuple[int, ...] = (0, 1, 2, 3), scale_per_half: bool = False) -> str:
+    """Inline PTX dequantizing one code word of the "words" / "rows" layout (8 weights, ``WORD_BITS``) in 12
+    instructions, against 18 for the 4 code bytes of the "pairs" layout (``_dequant_ptx(4)``).
+
+    Operands: the bf16 pairs of ``outputs`` ($0 ..; by default all four: the low half's two, then the high half's),
+    the word, then the bf16 pairs of ``scale * 2**112``: one per output, or (``scale_per_half``, the "rows" layout,
+    whose outputs are pairs of W rows and share a scale group per half) one per half present. Each output's two
+    codes reach bits 15 and 8..6 of their lanes (``_WORD_EXTRACT``); one bf16x2 FMA with the scales then gives E2M1 *
+    scale * 2**-14 exactly, as in ``_dequant_ptx``."""
+    n_out = len(outputs)
+    halves = sorted({o >> 1 for o in outputs})
+    body, fmas = [], []
+    for i, o in enumerate(outputs):
+        reg = "abcd"[i]
+        body += [line.format(r=reg).replace("$W", f"${n_out}") for line in _WORD_EXTRACT[o]]
+        scale = n_out + 1 + (halves.index(o >> 1) if scale_per_half else i)
+        fmas.append(f"fma.rn.bf16x2 ${i}, {reg}, ${scale}, nz;")
+    body += fmas
+    regs = ", ".join("abcd"[:n_out])
+    return "\n".join(["{", f".reg .b32 {regs}, nz;", "mov.b32 nz, 0x80008000;", *body, "}"])
 
 
 # A 4 x 4 byte transpose: $4..$7 words (4 bytes each) -> $0..$3, byte j of word i to byte i of word j (8 prmt).
@@ -1154,22 +1222,26 @@ def bwd_config(m: int, n: int, k_pad: int, device: torch.device) -> BwdConfig:
 
 def load_tuned_configs(table: dict[str, dict]) -> int:
     """Add ``{"fwd|m_bucket|n|k_pad": {config fields}}`` entries (as written by benchmarks/gemm_nvfp4.py --tune)
-    to ``TUNED``, and "ws|..." / "wsbwd|..." / "wsw|..." entries (benchmarks/gemm_ws.py; null: decline that kernel
-    there) to ``nvfp4_gemm_ws.TUNED`` / ``TUNED_BWD`` / ``TUNED_WORDS``; returns how many."""
+    to ``TUNED``, and "ws|..." / "wsbwd|..." / "wsw|..." / "wsbwdr|..." entries (benchmarks/gemm_ws.py; null:
+    decline that kernel there) to ``nvfp4_gemm_ws.TUNED`` / ``TUNED_BWD`` / ``TUNED_WORDS`` / ``TUNED_BWD_ROWS``;
+    returns how many."""
     for key, fields in table.items():
         direction, bucket, n, k_pad = key.split("|")
-        if direction in ("ws", "wsbwd", "wsw"):
+        if direction in ("ws", "wsbwd", "wsw", "wsbwdr"):
             from qerl.kernels import nvfp4_gemm_ws
 
             ws_table, ws_cls = {"ws": (nvfp4_gemm_ws.TUNED, nvfp4_gemm_ws.WsConfig),
                                 "wsbwd": (nvfp4_gemm_ws.TUNED_BWD, nvfp4_gemm_ws.WsBwdConfig),
-                                "wsw": (nvfp4_gemm_ws.TUNED_WORDS, nvfp4_gemm_ws.WsConfig)}[direction]
-            if fields is None and direction == "wsw":
-                raise ValueError(f"{key!r}: a words-layout weight has no other fast path to decline to")
+                                "wsw": (nvfp4_gemm_ws.TUNED_WORDS, nvfp4_gemm_ws.WsConfig),
+                                "wsbwdr": (nvfp4_gemm_ws.TUNED_BWD_ROWS, nvfp4_gemm_ws.WsBwdConfig)}[direction]
+            if fields is None and direction in ("wsw", "wsbwdr"):
+                raise ValueError(f"{key!r}: a {'words' if direction == 'wsw' else 'rows'}-layout weight has no other "
+                                 "fast path to decline to")
             ws_table[(int(bucket), int(n), int(k_pad))] = None if fields is None else ws_cls(**fields)
             continue
         if direction not in ("fwd", "bwd"):
-            raise ValueError(f"unknown direction {direction!r} in key {key!r}: expected fwd, bwd, ws, wsbwd or wsw")
+            raise ValueError(f"unknown direction {direction!r} in key {key!r}: expected fwd, bwd, ws, wsbwd, wsw or "
+                             "wsbwdr")
         cls = FwdConfig if direction == "fwd" else BwdConfig
         TUNED[(direction, int(bucket), int(n), int(k_pad))] = cls(**fields)
     return len(table)
@@ -1203,6 +1275,13 @@ def _use_asm(want: bool | int, words: bool = False) -> int:
     if _interpreting() or words:
         return 0
     return int(want)
+
+
+def require_forward_layout(w: KernelWeight) -> None:
+    """Raise the one clear error for a "rows"-layout weight given to a forward kernel (which cannot read it)."""
+    if w.rows:
+        raise ValueError("a 'rows'-layout weight serves only the input gradient (nvfp4_matmul_grad_input on a Hopper "
+                         "GPU): prepare the forward's copy with layout='pairs' or 'words'")
 
 
 def _as_2d(t: torch.Tensor, last: int, name: str) -> torch.Tensor:
@@ -1252,6 +1331,7 @@ DEQUANT_BN, DEQUANT_WARPS = 32, 4  # rows per program and warps of _dequant_rows
 def dequantize_rows(w: KernelWeight, row0: int, rows: int, out: torch.Tensor | None = None,
                     asm: bool = True, bn: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Rows ``[row0, row0 + rows)`` of W as a bf16 [rows, K] tensor (``out``: a contiguous buffer to fill)."""
+    require_forward_layout(w)
     if out is None:
         out = torch.empty((rows, w.k), dtype=torch.bfloat16, device=w.codes.device)
     bn = bn or DEQUANT_BN
@@ -1441,6 +1521,7 @@ def nvfp4_matmul(
     contiguous) receives the result if given. The bias and ``lora`` are added in the kernel's epilogue (no extra
     launch) where the tiles allow it (``_lora_fits``), else by ``add_bias_and_lora_`` after it.
     """
+    require_forward_layout(w)
     x2 = _as_2d(x, w.k, "x")
     m = x2.shape[0]
     y = _out(out, m, w.n, x2)
@@ -1589,10 +1670,14 @@ def nvfp4_matmul_grad_input(
     if config is None and dy2.is_cuda:
         from qerl.kernels import nvfp4_gemm_ws  # see nvfp4_matmul
 
-        ws_cfg = None if w.words else nvfp4_gemm_ws.pick_grad_input(dy2, w.n, w.k, w.k_pad)
+        ws_cfg = None if w.words else nvfp4_gemm_ws.pick_grad_input(dy2, w.n, w.k, w.k_pad, w.rows)
         if ws_cfg is not None:
             dx = nvfp4_gemm_ws.ws_matmul_grad_input(dy2, w, ws_cfg, out=dx)
             return dx.reshape(*dy.shape[:-1], w.k)
+    if w.rows:
+        raise ValueError(f"the 'rows' layout is read only by the warp-specialized input-gradient kernel (a Hopper GPU, "
+                         f"N % 32 == 0, an M its table covers; here M={m}, N={w.n}, config={config}): use the "
+                         "layout='pairs' copy of the weight for this product")
     if config is None and _slab_path(m, w.n, w.k, LARGE_M_BWD):
         return _grad_input_large_m(dy2, w, dx).reshape(*dy.shape[:-1], w.k)
     if config is None:

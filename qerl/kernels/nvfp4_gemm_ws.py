@@ -358,6 +358,10 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1024, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.18x the slab path
 }
 
+# The input gradient on weights of the "rows" code layout (``prepare_weight(layout="rows")``), where it differs from
+# ``TUNED_BWD`` (which serves both layouts otherwise): {(m_bucket, n, k_pad): config}.
+TUNED_BWD_ROWS: dict[tuple[int, int, int], WsBwdConfig] = {}
+
 # The forward on weights of the "words" code layout (``prepare_weight(layout="words")``), which only this kernel
 # decodes with PTX (the Triton kernels take their plain-Triton path on it): {(m_bucket, n, k_pad): config, or None
 # for the slab path (dequantized slabs of W, then cuBLAS)}, from run 11's searches on an H200 (benchmarks/RESULTS.md:
@@ -542,13 +546,16 @@ def default_words_config(m: int, n: int, k_pad: int, sms: int = 132) -> WsConfig
     return WsConfig(bm, 64, stages, split, 1, True, regs, kern._fuse_reduction(m, n) and split > 1)
 
 
-def pick_grad_input(dy2: torch.Tensor, n: int, k: int, k_pad: int) -> WsBwdConfig | None:
+def pick_grad_input(dy2: torch.Tensor, n: int, k: int, k_pad: int, rows: bool = False) -> WsBwdConfig | None:
     """The same for ``nvfp4_matmul_grad_input`` with ``dy2`` [M, N] (``TUNED_BWD``; any M with an entry: the input
-    gradient's small-M kernels are slower than these on some layers, e.g. 7B gate_up at M = 1-16)."""
+    gradient's small-M kernels are slower than these on some layers, e.g. 7B gate_up at M = 1-16). ``rows``: a weight
+    of the "rows" layout, whose own entries (``TUNED_BWD_ROWS``) come first."""
     m = dy2.shape[0]
     if not supports(m, n, k):
         return None
-    cfg = _lookup(TUNED_BWD, m, n, k_pad)
+    cfg = _lookup(TUNED_BWD_ROWS, m, n, k_pad) if rows else None
+    if cfg is None:
+        cfg = _lookup(TUNED_BWD, m, n, k_pad)
     return cfg if cfg is not None and _usable(dy2, n) else None
 
 
@@ -559,6 +566,10 @@ if gluon is not None:
     _DQ_ROWS_HIGH_ASM = gl.constexpr(kern._dequant_rows_ptx((True,)))
     _DQ_ROWS_BOTH_ASM = gl.constexpr(kern._dequant_rows_ptx((False, True)))
     _DQ_WORD_ASM = gl.constexpr(kern._word_dequant_ptx())
+    # The input gradient on the "rows" layout: the words decoding of an ldmatrix.trans word, one scale pair per half.
+    _DQ_RW_LOW_ASM = gl.constexpr(kern._word_dequant_ptx((0, 1), scale_per_half=True))
+    _DQ_RW_HIGH_ASM = gl.constexpr(kern._word_dequant_ptx((2, 3), scale_per_half=True))
+    _DQ_RW_BOTH_ASM = gl.constexpr(kern._word_dequant_ptx((0, 1, 2, 3), scale_per_half=True))
 
     @gluon.constexpr_function
     def _mma_layout(BM):
@@ -1362,17 +1373,18 @@ if gluon is not None:
 
     @gluon.jit
     def _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES: gl.constexpr,
-                  IN_FLIGHT: gl.constexpr = False):
+                  IN_FLIGHT: gl.constexpr = False, ROWS: gl.constexpr = False):
         """Step i of the input gradient: wait for its stage, dequantize its 64 rows of W (pairs along N) into wgmma's
         register operand, add W^T @ dY^T to both accumulators (the code bytes' low and high nibbles), wait for the
         wgmmas and release the stage; with ``IN_FLIGHT`` wait only for the previous step's wgmmas and release the
-        previous step's stage (this step's stay in flight under the next step's dequantization)."""
+        previous step's stage (this step's stay in flight under the next step's dequantization). ``ROWS``: the codes
+        are the "rows" layout's, decoded as words (12 instructions per 8 weights instead of 18)."""
         a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_lo.type.layout, k_width=2)
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
         codes = _bwd_codes(w_smem, s)
         lo_even, lo_odd, hi_even, hi_odd = gl.inline_asm_elementwise(
-            _DQ_ROWS_BOTH_ASM, "=r,=r,=r,=r,r,r,r",
+            _DQ_RW_BOTH_ASM if ROWS else _DQ_ROWS_BOTH_ASM, "=r,=r,=r,=r,r,r,r",
             [codes, _bwd_scales(s_smem, s, 0, codes), _bwd_scales(s_smem, s, 1, codes)],
             dtype=(gl.bfloat16, gl.bfloat16, gl.bfloat16, gl.bfloat16), is_pure=True, pack=2)
         dy_t = dy_smem.index(s).permute((1, 0))  # [64 rows of W, BM]
@@ -1389,7 +1401,8 @@ if gluon is not None:
     @gluon.jit
     def _bwd_mma_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm,
                            stride_xsplit, pid_s, off_m, c, n_steps, BM: gl.constexpr, STAGES: gl.constexpr,
-                           OUT_F32: gl.constexpr, FUSED: gl.constexpr, IN_FLIGHT: gl.constexpr = False):
+                           OUT_F32: gl.constexpr, FUSED: gl.constexpr, IN_FLIGHT: gl.constexpr = False,
+                           ROWS: gl.constexpr = False):
         """The consumer warpgroup of the input gradient: dX^T for the chunk's 128 columns of K (two accumulators,
         the code bytes' low and high nibbles) = W^T [128, N] @ dY^T, W^T dequantized into wgmma's register operand
         with pairs along N, dY^T from shared memory. Split-N partials go to split ``pid_s`` of ``dx_ptr``; with
@@ -1401,16 +1414,18 @@ if gluon is not None:
             # Two steps per trip, so that the operands of consecutive steps are distinct registers (one set reused
             # every step makes ptxas serialize the wgmmas), as the forward's ``_mma_partition``.
             for j in range(n_steps // 2):
-                acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, 2 * j, STAGES, True)
+                acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, 2 * j, STAGES, True,
+                                           ROWS)
                 acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, 2 * j + 1, STAGES,
-                                           True)
+                                           True, ROWS)
             if n_steps % 2 == 1:
                 acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, n_steps - 1,
-                                           STAGES, True)
+                                           STAGES, True, ROWS)
             acc_lo, acc_hi = warpgroup_mma_wait(num_outstanding=0, deps=(acc_lo, acc_hi))  # (the loader is done)
         else:
             for i in range(n_steps):
-                acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES)
+                acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES,
+                                           ROWS=ROWS)
 
         out: gl.constexpr = _bwd_out_layout(BM)
         inv = 16384.0 / gl.load(gs_ptr)
@@ -1442,7 +1457,8 @@ if gluon is not None:
                     gl.store(dest + kk[:, None], total.to(gl.bfloat16), mask=mask)
 
     @gluon.jit
-    def _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES: gl.constexpr, HALF: gl.constexpr):
+    def _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES: gl.constexpr, HALF: gl.constexpr,
+                       ROWS: gl.constexpr = False):
         """``_bwd_step`` for one half of the chunk (HALF 0: the code bytes' low nibbles, 1: the high ones), dequantized
         alone into one accumulator; the stage is released once per consumer."""
         a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc.type.layout, k_width=2)
@@ -1452,7 +1468,8 @@ if gluon is not None:
         for h in gl.static_range(2):  # the step's two 32-row halves: the second dequantized under the first's wgmma
             codes = _bwd_codes(w_smem, s, 32 * h, 32)
             w_even, w_odd = gl.inline_asm_elementwise(
-                _DQ_ROWS_HIGH_ASM if HALF else _DQ_ROWS_LOW_ASM, "=r,=r,r,r",
+                (_DQ_RW_HIGH_ASM if HALF else _DQ_RW_LOW_ASM) if ROWS else (_DQ_ROWS_HIGH_ASM if HALF else
+                                                                           _DQ_ROWS_LOW_ASM), "=r,=r,r,r",
                 [codes, _bwd_scales(s_smem, s, HALF, codes, 32 * h, 32)],
                 dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=2)
             acc = warpgroup_mma(_bwd_operand(w_even, w_odd, a_layout), dy_t.slice(32 * h, 32, dim=0), acc,
@@ -1464,14 +1481,14 @@ if gluon is not None:
     @gluon.jit
     def _bwd_half_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
                             pid_s, off_m, c, n_steps, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
-                            HALF: gl.constexpr):
+                            HALF: gl.constexpr, ROWS: gl.constexpr = False):
         """A consumer of the two-consumer input gradient (``WsBwdConfig.consumers``): the chunk's half HALF (0: the
         code bytes' low nibbles, columns c * 128 .. + 64 of dX; 1: the high ones) over every step, dequantizing only
         that nibble (``nvfp4_gemm._dequant_rows_ptx``) into one accumulator [64, BM]."""
         mma: gl.constexpr = _mma_layout(BM)
         acc = gl.zeros([64, BM], gl.float32, mma)
         for i in range(n_steps):
-            acc = _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES, HALF)
+            acc = _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES, HALF, ROWS)
         out: gl.constexpr = _bwd_out_layout(BM)
         kk = c * 128 + 64 * HALF + gl.arange(0, 64, layout=gl.SliceLayout(1, out))
         offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, out))
@@ -1488,7 +1505,7 @@ if gluon is not None:
     def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
                        n_steps, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
                        FUSED: gl.constexpr, CONSUMERS: gl.constexpr = 1, CONSUMER_REGS: gl.constexpr = 232,
-                       IN_FLIGHT: gl.constexpr = False):
+                       IN_FLIGHT: gl.constexpr = False, ROWS: gl.constexpr = False):
         pid = gl.program_id(0)
         pid_s = gl.program_id(1)
         num_m = gl.cdiv(M, BM)
@@ -1501,7 +1518,7 @@ if gluon is not None:
             gl.warp_specialize([
                 (_bwd_mma_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K,
                                       stride_xm, stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32,
-                                      FUSED, IN_FLIGHT)),
+                                      FUSED, IN_FLIGHT, ROWS)),
                 (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, off_m, c,
                                     n_begin, n_steps, s_rows_per_chunk, STAGES)),
                 (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, n_steps, STAGES)),
@@ -1511,9 +1528,9 @@ if gluon is not None:
                              "two consumers: one per half of the chunk, no fused sum, wgmmas retired per step")
             gl.warp_specialize([
                 (_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
-                                       stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 0)),
+                                       stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 0, ROWS)),
                 (_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
-                                       stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 1)),
+                                       stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 1, ROWS)),
                 (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, off_m, c,
                                     n_begin, n_steps, s_rows_per_chunk, STAGES)),
                 (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, n_steps, STAGES)),
@@ -1549,7 +1566,7 @@ if gluon is not None:
     @gluon.jit
     def _sk_bwd_half_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
                                stride_xm, it_begin, it_end, iters, n_steps, num_m, BM: gl.constexpr,
-                               STAGES: gl.constexpr, HALF: gl.constexpr):
+                               STAGES: gl.constexpr, HALF: gl.constexpr, ROWS: gl.constexpr = False):
         """A consumer of the stream-K input gradient: half HALF of each chunk (``_bwd_half_step``) over this CTA's run
         of (tile, step) pairs (``_sk_bwd_load_worker``); a whole tile is written as bf16, a part goes to
         ``_sk_merge_part`` (as consumer HALF of two), and the consumer that completes the tile writes its sum."""
@@ -1561,7 +1578,7 @@ if gluon is not None:
             j_hi = gl.minimum(it_end - t * n_steps, n_steps)
             acc = gl.zeros([64, BM], gl.float32, mma)
             for _j in range(j_lo, j_hi):
-                acc = _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES, HALF)
+                acc = _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES, HALF, ROWS)
                 i += 1
             if j_hi - j_lo == n_steps:
                 _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, M, K, stride_xm, BM)
@@ -1574,7 +1591,7 @@ if gluon is not None:
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
     def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, n_steps, iters,
                           sk_total, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
-                          CONSUMER_REGS: gl.constexpr = 232):
+                          CONSUMER_REGS: gl.constexpr = 232, ROWS: gl.constexpr = False):
         """The input gradient as stream-K, two consumers (one per half of the chunk): CTA g takes (tile, step) pairs
         g * iters .. of the first ``sk_total``, later CTAs one whole tile each (``_sk_run``). (One consumer with both
         halves was measured slower in run 12 and not kept.)"""
@@ -1583,9 +1600,9 @@ if gluon is not None:
         dy_smem, w_smem, s_raw, s_t, ready, empty, s_ready = _bwd_stages(dy_desc, w_desc, s_desc, BM, STAGES, 2)
         gl.warp_specialize([
             (_sk_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
-                                      stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 0)),
+                                      stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 0, ROWS)),
             (_sk_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
-                                      stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 1)),
+                                      stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 1, ROWS)),
             (_sk_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, it_begin,
                                    it_end, n_steps, num_m, s_rows_per_chunk, BM, STAGES)),
             (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, it_end - it_begin, STAGES)),
@@ -1742,6 +1759,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
       output is residual + x2 @ W^T, and the kernel also writes the next RMSNorm's input (output * weight) into u
       and its statistics into sumsq.
     - ``rope`` (``RopeEpilogue``): bias, RoPE and the KV-cache write of a QKV projection; the output is q."""
+    kern.require_forward_layout(w)
     m, k = x2.shape
     if not supports(m, w.n, w.k) or k != w.k:
         raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
@@ -1915,7 +1933,7 @@ def _stream_k_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     _ensure_cuda_context(dy2.device)
     _ws_bwd_sk_kernel[(ctas,)](dy_desc, w_desc, s_desc, dx, parts, counters, w.global_scale, m, w.k, w.k, steps,
                                iters, sk_total, scale_pitch(w), BM=cfg.bm, STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS,
-                               num_warps=4,
+                               ROWS=w.rows, num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
@@ -1948,7 +1966,7 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     _ws_bwd_kernel[grid](dy_desc, w_desc, s_desc, target, dx, target if counters is None else counters,
                          w.global_scale, m, w.k, w.k, stride_split, steps // split, scale_pitch(w), BM=cfg.bm,
                          STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None, CONSUMERS=cfg.consumers,
-                         CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight, num_warps=4,
+                         CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight, ROWS=w.rows, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, dx, split)
