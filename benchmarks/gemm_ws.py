@@ -336,7 +336,7 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
     by_layout = {lay: _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale,
                                                   **({} if lay == "pairs" else {"layout": lay})), l2_bytes)
-                 for lay in set(layouts) | {shipped_layout}}
+                 for lay in set(layouts) | {shipped_layout} | ({"pairs"} if shipped_layout == "rows" else set())}
     kws = by_layout[shipped_layout]
     kw0 = kws[0]
     w_bf16 = ref_w.to(torch.bfloat16)
@@ -357,14 +357,17 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
         out_shape = (m, n if fwd else k)
         t_bf16 = bench([(lambda wb=wb, x=x: torch.nn.functional.linear(x, wb)) if fwd else
                         (lambda wb=wb, x=x: torch.matmul(x, wb)) for wb in wbs])
-        t_ship = bench([lambda kw=kw, x=x: shipped(x, kw) for kw in kws])
-        err_ship, _ = checked(lambda out, x=x: shipped(x, kw0, out=out), out_shape, ref)
         picked = None
         if ws is not None and hasattr(ws, "pick"):
             words = {"words": True} if shipped_layout == "words" else {}
             rows_kw = {"rows": True} if shipped_layout == "rows" else {}
             picked = (ws.pick(x, n, k, kw0.k_pad, **words) if fwd
                       else ws.pick_grad_input(x, n, k, kw0.k_pad, **rows_kw))
+        # A "rows" weight serves only the kernel's table: elsewhere a module takes its "pairs" copy, so does this cell.
+        cell_layout = "pairs" if shipped_layout == "rows" and picked is None else shipped_layout
+        cell_kws = by_layout[cell_layout]
+        t_ship = bench([lambda kw=kw, x=x: shipped(x, kw) for kw in cell_kws])
+        err_ship, _ = checked(lambda out, x=x: shipped(x, cell_kws[0], out=out), out_shape, ref)
         tried, bests = [], {}
         cands = ([] if dispatch_only else candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set,
                                                      layouts[0] == "words", stream_k, dp_waves) if fwd
@@ -393,7 +396,7 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
         row = {"model": model, "layer": layer, "dir": direction, "n": n, "k": k, "m": m, "bf16_us": t_bf16 * 1e6,
                "shipped_us": t_ship * 1e6, "shipped_rel_err": err_ship, "shipped_over_bf16": t_bf16 / t_ship,
                "shipped_path": "ws " + str(tuple(picked)) if picked is not None else "nvfp4_gemm", "tried": tried,
-               "shipped_layout": shipped_layout}
+               "shipped_layout": cell_layout}
         if fwd and "words" in by_layout and m >= kern.LARGE_M_FWD:
             # The slab path (dequantize slabs of W, then cuBLAS) on the words layout, for the large-M dispatch.
             slab = by_layout["words"]
