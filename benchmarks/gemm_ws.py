@@ -367,7 +367,7 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
         cell_layout = "pairs" if shipped_layout == "rows" and picked is None else shipped_layout
         cell_kws = by_layout[cell_layout]
         t_ship = bench([lambda kw=kw, x=x: shipped(x, kw) for kw in cell_kws])
-        err_ship, _ = checked(lambda out, x=x: shipped(x, cell_kws[0], out=out), out_shape, ref)
+        err_ship, _ = checked(lambda out, x=x, w0=cell_kws[0]: shipped(x, w0, out=out), out_shape, ref)
         tried, bests = [], {}
         cands = ([] if dispatch_only else candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set,
                                                      layouts[0] == "words", stream_k, dp_waves) if fwd
