@@ -2032,4 +2032,9 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --tb=short 2>&1 | grep -v "^  \|Warning" | tail -6 | tee "$out/gpu_tests.txt"
     dispatch_bwd_layouts 80 /tmp/q56a --models 7b,14b,32b --ms 1,16,64,128,1024
     ;;
+  56b)  # 56a's comparison again (its "rows" passes stopped at the one cell the table declines, 14B o at M = 1024, which
+        # the script now runs on "pairs" as a module would), M = 1-1024
+    device_name
+    dispatch_bwd_layouts 100 /tmp/q56b --models 7b,14b,32b --ms 1,16,64,128,256,512,1024
+    ;;
 esac
