@@ -2037,4 +2037,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     device_name
     dispatch_bwd_layouts 100 /tmp/q56b --models 7b,14b,32b --ms 1,16,64,128,256,512,1024
     ;;
+  56c)  # the input gradient's "fill" search (as 55a) on the "rows" layout, M = 1 / 16 / 64 / 128: picks as "wsbwdr"
+        # entries (TUNED_BWD_ROWS); the table's config is a candidate and the shipped path runs on "rows" too
+    device_name
+    timeout 390 python3 benchmarks/gemm_ws.py --dirs bwd --tile-set fill --layouts rows --shipped-bwd-layout rows \
+      --ms 1,16,64,128 --models 7b,14b --out /tmp/q56c/a 2>&1 | grep -v Warning | tee "$out/log_a.txt" | tail -40
+    timeout 170 python3 benchmarks/gemm_ws.py --dirs bwd --tile-set fill --layouts rows --shipped-bwd-layout rows \
+      --ms 1,16,64,128 --models 32b --layers gate_up,down --out /tmp/q56c/b 2>&1 | grep -v Warning \
+      | tee "$out/log_b.txt" | tail -14
+    for p in a b; do cp /tmp/q56c/$p/gemm_ws.json "$out/gemm_ws_$p.json"; cp /tmp/q56c/$p/tuned_ws.json "$out/tuned_ws_$p.json"; done
+    ;;
 esac
