@@ -359,8 +359,17 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
 }
 
 # The input gradient on weights of the "rows" code layout (``prepare_weight(layout="rows")``), where it differs from
-# ``TUNED_BWD`` (which serves both layouts otherwise): {(m_bucket, n, k_pad): config}.
-TUNED_BWD_ROWS: dict[tuple[int, int, int], WsBwdConfig] = {}
+# ``TUNED_BWD`` (which serves both layouts otherwise): {(m_bucket, n, k_pad): config}. Run 22's "fill" search on this
+# layout (H200, benchmarks/RESULTS.md): the picks at least 3% faster than ``TUNED_BWD``'s config on the same weights,
+# other than that config itself (the same config can time a few percent apart between the two).
+TUNED_BWD_ROWS: dict[tuple[int, int, int], WsBwdConfig] = {
+    (64, 3584, 3584): WsBwdConfig(64, 4, 7, 128, False, in_flight=True),  # 7B o: 1.05x
+    (16, 3584, 18944): WsBwdConfig(16, 8, 2, 80, False, in_flight=True),  # 7B down: 1.05x
+    (64, 3584, 18944): WsBwdConfig(64, 4, 1, 128, False, in_flight=True),  # 7B down: 1.12x
+    (128, 5120, 5120): WsBwdConfig(128, 4, 2, None, False, in_flight=True),  # 14B / 32B o: 1.06x
+    (1, 27648, 5120): WsBwdConfig(8, 6, 6, 128, True, in_flight=True),  # 14B gate_up: 1.23x
+    (16, 5120, 27648): WsBwdConfig(16, 6, 1, 128, False, in_flight=True),  # 32B down: 1.08x
+}
 
 # The forward on weights of the "words" code layout (``prepare_weight(layout="words")``), which only this kernel
 # decodes with PTX (the Triton kernels take their plain-Triton path on it): {(m_bucket, n, k_pad): config, or None
