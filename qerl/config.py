@@ -23,6 +23,10 @@ class QeRLConfig(GRPOConfig):
     model_name_or_path: str | None = field(default=None, metadata={"help": "HF checkpoint dir or hub id (NVFP4 "
                                                                            "checkpoint for --load nvfp4)"})
     load: str = field(default="nvfp4", metadata={"help": "nvfp4 (QeRL) | bf16 (LoRA) | nf4 (QLoRA)"})
+    kernel_input_grad_rows: bool = field(default=False, metadata={"help": "nvfp4 on a Hopper GPU: keep the base "
+                                                                            "weights' codes a second time in the input "
+                                                                            "gradient's 'rows' layout (+0.5 byte per "
+                                                                            "weight), faster backward at M <= 1024"})
     model_dtype: str = field(default="auto", metadata={"help": "auto (bf16 on CUDA, fp32 on CPU) | bfloat16 | "
                                                                "float32"})
     # --- LoRA --------------------------------------------------------------------------------------------------
@@ -108,6 +112,9 @@ class QeRLConfig(GRPOConfig):
             raise ValueError(f"algorithm {self.algorithm!r} is not one of {ALGORITHMS}")
         if self.vllm_fp4_kernel not in FP4_KERNELS:
             raise ValueError(f"vllm_fp4_kernel {self.vllm_fp4_kernel!r} is not one of {FP4_KERNELS}")
+        if self.kernel_input_grad_rows and self.load != "nvfp4":
+            raise ValueError("kernel_input_grad_rows keeps a copy of an NVFP4 base's codes: use it with --load nvfp4 "
+                             "or drop it")
         if self.vllm_fuse_lora_expand and self.load == "nvfp4" and self.vllm_fp4_kernel != "qerl":
             raise ValueError("vllm_fuse_lora_expand adds the adapter's expand in this project's NVFP4 GEMM: it needs "
                              "--vllm_fp4_kernel qerl (Marlin is vLLM's kernel and has no such epilogue)")

@@ -76,8 +76,11 @@ def load_policy(
     load: str = "bf16",
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.bfloat16,
+    input_grad_rows: bool = False,
 ):
-    """Return ``(model, tokenizer)``. ``load``: "nvfp4" (packed 4-bit base), "bf16" (dense), "nf4" (bitsandbytes)."""
+    """Return ``(model, tokenizer)``. ``load``: "nvfp4" (packed 4-bit base), "bf16" (dense), "nf4" (bitsandbytes).
+    ``input_grad_rows`` (nvfp4 on CUDA): the packed layers also keep the input gradient's "rows" code layout
+    (``NVFP4Linear.to_kernel_layout``)."""
     if load not in LOAD_MODES:
         raise UserError(f"unknown load mode {load!r}: use one of {', '.join(LOAD_MODES)}")
     path = resolve_model_path(str(path))
@@ -90,7 +93,7 @@ def load_policy(
                 "quantization_config): quantize it with `.venv-quantize/bin/python llm-compressor/quantize_nvfp4.py --model PATH` "
                 "or use --load bf16"
             )
-        model = _load_packed(path, torch.device(device), dtype)
+        model = _load_packed(path, torch.device(device), dtype, input_grad_rows)
     elif qc is not None:
         raise UserError(f"{path} is an NVFP4 checkpoint: load it with --load nvfp4 (or pass the BF16 source model)")
     elif load == "bf16":
@@ -129,7 +132,7 @@ def _safetensors_files(path: Path) -> list[Path]:
     return files
 
 
-def _load_packed(path: Path, device: torch.device, dtype: torch.dtype) -> nn.Module:
+def _load_packed(path: Path, device: torch.device, dtype: torch.dtype, input_grad_rows: bool = False) -> nn.Module:
     from accelerate import init_empty_weights
     from safetensors import safe_open
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -177,7 +180,7 @@ def _load_packed(path: Path, device: torch.device, dtype: torch.dtype) -> nn.Mod
         raise UserError(f"{path} is missing weights for {still_meta[:5]}{' ...' if len(still_meta) > 5 else ''}")
     model.to(device)
     if device.type == "cuda":
-        use_kernel_layout(model)  # one 4-bit copy, in the layout the fused kernels read
+        use_kernel_layout(model, input_grad_rows)  # one 4-bit copy in the kernels' layout (two with the rows copy)
         # Hand the replaced codec-layout blocks back to the device: a colocated engine started after this sizes its
         # KV cache from the free memory it sees.
         torch.cuda.empty_cache()

@@ -109,14 +109,26 @@ class NVFP4Linear(nn.Module):
     def kernel_layout(self) -> bool:
         return self._buffers.get("weight_packed") is None
 
-    def to_kernel_layout(self) -> None:
+    def to_kernel_layout(self, input_grad_rows: bool = False) -> None:
         """Replace the codec tensors by the fused kernels' layout (``qerl.kernels.prepare_weight``), once, on CUDA:
-        the module then holds one 4-bit copy in the form the kernels read, not two."""
-        if self.kernel_layout:
-            return
-        from qerl.kernels import prepare_weight
+        the module then holds one 4-bit copy in the form the kernels read, not two.
 
+        ``input_grad_rows``: also keep the codes in the input gradient's "rows" layout (another 0.5 byte per weight;
+        an even number of output features), which the backward takes wherever the warp-specialized input-gradient
+        kernel's table covers the product (Hopper, M <= 1024): the same bits, fewer instructions per weight
+        (benchmarks/RESULTS.md, run 22). Callable again on a module already in the kernel layout."""
+        from qerl.kernels import codec_from_kernel_weight, prepare_weight
+
+        if self.kernel_layout:
+            if input_grad_rows and self._buffers.get("kernel_codes_rows") is None:
+                packed, scale = codec_from_kernel_weight(self.kernel_weight())
+                rows = prepare_weight(packed, scale, self.weight_global_scale, layout="rows")
+                self.register_buffer("kernel_codes_rows", rows.codes, persistent=False)  # derived, not saved
+            return
         kw = prepare_weight(self.weight_packed, self.weight_scale, self.weight_global_scale)
+        if input_grad_rows:
+            rows = prepare_weight(self.weight_packed, self.weight_scale, self.weight_global_scale, layout="rows")
+            self.register_buffer("kernel_codes_rows", rows.codes, persistent=False)
         self.register_buffer("kernel_codes", kw.codes)
         self.register_buffer("kernel_scales", kw.scales)
         self._buffers["weight_packed"] = None
@@ -127,6 +139,16 @@ class NVFP4Linear(nn.Module):
 
         return KernelWeight(self.kernel_codes, self.kernel_scales, self.weight_global_scale, self.out_features,
                             self.in_features)
+
+    def kernel_weight_rows(self):
+        """The weight in the input gradient's "rows" layout (``to_kernel_layout(input_grad_rows=True)``), or None."""
+        codes = self._buffers.get("kernel_codes_rows")
+        if codes is None:
+            return None
+        from qerl.kernels import KernelWeight
+
+        return KernelWeight(codes, self.kernel_scales, self.weight_global_scale, self.out_features, self.in_features,
+                            "rows")
 
     def packed(self) -> nvfp4.NVFP4Tensor:
         if self.kernel_layout:
@@ -145,7 +167,8 @@ class NVFP4Linear(nn.Module):
             if torch.is_grad_enabled() and x.requires_grad:
                 from qerl.kernels import NVFP4MatmulFn
 
-                y = NVFP4MatmulFn.apply(x.to(torch.bfloat16), self.kernel_weight(), self.bias)
+                y = NVFP4MatmulFn.apply(x.to(torch.bfloat16), self.kernel_weight(), self.bias,
+                                        self.kernel_weight_rows())
             else:
                 # No gradient to carry (rollouts, scoring): the custom op, which torch.compile keeps as one opaque
                 # call (the compiled decode step) instead of tracing the launcher's Python.
@@ -197,12 +220,14 @@ def dense_weight_cache(model: nn.Module) -> Iterator[None]:
             m._dense_cache = None
 
 
-def use_kernel_layout(model: nn.Module) -> int:
-    """Switch every packed layer on a kernel-capable CUDA device to the fused kernels' layout; returns how many."""
+def use_kernel_layout(model: nn.Module, input_grad_rows: bool = False) -> int:
+    """Switch every packed layer on a kernel-capable CUDA device to the fused kernels' layout (``input_grad_rows``:
+    with the input gradient's "rows" copy, on layers of an even number of output features; see
+    ``NVFP4Linear.to_kernel_layout``); returns how many."""
     count = 0
     for m in model.modules():
         if isinstance(m, NVFP4Linear) and kernels_available(m.weight_global_scale.device):
-            m.to_kernel_layout()
+            m.to_kernel_layout(input_grad_rows and m.out_features % 2 == 0)
             count += 1
     return count
 

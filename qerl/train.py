@@ -37,7 +37,8 @@ def build_trainer(args: QeRLConfig, reward_funcs: list | None = None):
     if not args.model_name_or_path:
         raise UserError("no model given: pass --model_name_or_path PATH (an NVFP4 checkpoint for --load nvfp4)")
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model, tokenizer = load_policy(args.model_name_or_path, load=args.load, device=device, dtype=args.torch_dtype)
+    model, tokenizer = load_policy(args.model_name_or_path, load=args.load, device=device, dtype=args.torch_dtype,
+                                   input_grad_rows=args.kernel_input_grad_rows)
     if args.gradient_checkpointing:
         model.config.use_cache = False
 

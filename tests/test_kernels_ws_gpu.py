@@ -180,6 +180,44 @@ def test_rows_layout_default_dispatch_and_its_refusals(m):
 
 
 @hopper
+@pytest.mark.parametrize("m", [16, 64, 2048])
+def test_module_backward_takes_the_rows_copy_where_the_kernel_covers_it(m, monkeypatch):
+    """A packed layer with the "rows" copy: the same output as without it and the input gradient of the fp32 product
+    (bit for bit where both layouts' tables pick the same config); it runs on "rows" where the kernel's table covers M
+    (16, 64) and on "pairs" past it (2048)."""
+    from torch import nn
+
+    from qerl.modules import NVFP4Linear
+
+    torch.manual_seed(6)
+    lin = nn.Linear(3584, 3584)
+    plain = NVFP4Linear.from_linear(lin).to("cuda", torch.bfloat16)
+    with_rows = NVFP4Linear.from_linear(lin).to("cuda", torch.bfloat16)
+    plain.to_kernel_layout()
+    with_rows.to_kernel_layout(input_grad_rows=True)
+    layouts = []
+    real = ws.ws_matmul_grad_input
+    monkeypatch.setattr(ws, "ws_matmul_grad_input", lambda dy2, w, *a, **kw: layouts.append(w.layout)
+                        or real(dy2, w, *a, **kw))
+    x = torch.randn(m, 3584, device="cuda", dtype=torch.bfloat16)
+    g = torch.randn(m, 3584, device="cuda", dtype=torch.bfloat16)
+    grads = []
+    for layer in (plain, with_rows):
+        xi = x.clone().requires_grad_(True)
+        y = layer(xi)
+        y.backward(g)
+        grads.append((y.detach(), xi.grad))
+    assert torch.equal(grads[0][0], grads[1][0])
+    ref = _fp32_matmul(g.float(), plain.dequantized_weight(torch.float32))
+    for _, dx in grads:
+        assert float((dx.float() - ref).norm() / ref.norm()) < 4e-3
+    dy = g.reshape(-1, 3584)
+    if ws.pick_grad_input(dy, 3584, 3584, 3584) == ws.pick_grad_input(dy, 3584, 3584, 3584, rows=True):
+        assert torch.equal(grads[0][1], grads[1][1])
+    assert layouts == ([] if m == 2048 else ["pairs", "rows"])
+
+
+@hopper
 @pytest.mark.parametrize("m", [64, 200])
 def test_default_dispatch_takes_the_kernels_on_tuned_shapes(m, monkeypatch):
     # Qwen2.5-7B o projection (3584 x 3584): tuned for both directions at these M, so the default path (here through

@@ -156,3 +156,35 @@ def test_kernel_layout_keeps_one_copy_and_the_same_function():
     packed.to(torch.bfloat16)
     assert packed.weight_global_scale.dtype == torch.float32 and packed.kernel_codes.dtype == torch.uint8
 
+
+def test_input_gradient_rows_copy_is_the_same_weight_and_not_saved():
+    """``to_kernel_layout(input_grad_rows=True)`` (before or after the switch) keeps the codes a second time in the
+    "rows" layout, converting back to the same codec tensors, outside the state dict (derived data); the backward
+    keeps the "pairs" weight off CUDA."""
+    pytest.importorskip("triton")
+    from qerl.kernels import codec_from_kernel_weight
+    from qerl.kernels.nvfp4_gemm import grad_input_weight
+
+    torch.manual_seed(5)
+    for switched_first in (False, True):
+        packed = NVFP4Linear.from_linear(nn.Linear(576, 40))
+        before = packed.packed()
+        assert packed.kernel_weight_rows() is None
+        if switched_first:
+            packed.to_kernel_layout()
+            assert packed.kernel_weight_rows() is None
+        packed.to_kernel_layout(input_grad_rows=True)
+        rows = packed.kernel_weight_rows()
+        assert rows.rows and rows.codes.shape == packed.kernel_codes.shape
+        assert rows.scales is packed.kernel_scales  # one copy of the scales serves both layouts
+        back_packed, back_scale = codec_from_kernel_weight(rows)
+        assert torch.equal(back_packed, before.packed)
+        assert torch.equal(back_scale.view(torch.uint8), before.scale.view(torch.uint8))
+        assert "kernel_codes_rows" not in packed.state_dict() and "kernel_codes" in packed.state_dict()
+        dy = torch.randn(3, 40, dtype=torch.bfloat16)
+        assert grad_input_weight(dy, packed.kernel_weight(), rows) is not rows  # no GPU: the "pairs" weight
+    with pytest.raises(ValueError, match="--load nvfp4"):
+        from qerl.config import QeRLConfig
+
+        QeRLConfig(output_dir="/tmp/unused", load="bf16", kernel_input_grad_rows=True)
+

@@ -1766,14 +1766,18 @@ def _reduce(ws: torch.Tensor, out: torch.Tensor, split: int) -> None:
 
 
 class NVFP4MatmulFn(torch.autograd.Function):
-    """y = x @ W^T + bias with a frozen NVFP4 W: gradients for x and bias only."""
+    """y = x @ W^T + bias with a frozen NVFP4 W: gradients for x and bias only. ``rows``: the same W in the input
+    gradient's "rows" layout, which the backward takes where the warp-specialized kernel's table covers the product
+    (else ``weight``)."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, weight: KernelWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(ctx, x: torch.Tensor, weight: KernelWeight, bias: torch.Tensor | None = None,
+                rows: KernelWeight | None = None) -> torch.Tensor:
         y = nvfp4_matmul(x, weight)
         if bias is not None:
             y = y + bias.to(y.dtype)
         ctx.weight = weight
+        ctx.rows = rows
         ctx.bias_dtype = None if bias is None else bias.dtype
         return y
 
@@ -1781,7 +1785,18 @@ class NVFP4MatmulFn(torch.autograd.Function):
     def backward(ctx, dy: torch.Tensor):
         dx = db = None
         if ctx.needs_input_grad[0]:
-            dx = nvfp4_matmul_grad_input(dy, ctx.weight)
+            dx = nvfp4_matmul_grad_input(dy, grad_input_weight(dy, ctx.weight, ctx.rows))
         if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
             db = dy.reshape(-1, dy.shape[-1]).float().sum(0).to(ctx.bias_dtype)
-        return dx, None, db
+        return dx, None, db, None
+
+
+def grad_input_weight(dy: torch.Tensor, weight: KernelWeight, rows: KernelWeight | None) -> KernelWeight:
+    """``rows`` (the "rows" layout) where the warp-specialized input-gradient kernel takes ``dy``'s product, else
+    ``weight``."""
+    if rows is None or not dy.is_cuda:
+        return weight
+    from qerl.kernels import nvfp4_gemm_ws
+
+    dy2 = _as_2d(dy, rows.n, "dy")  # as nvfp4_matmul_grad_input hands it to the kernel
+    return rows if nvfp4_gemm_ws.pick_grad_input(dy2, rows.n, rows.k, rows.k_pad, rows=True) is not None else weight
