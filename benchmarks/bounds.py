@@ -13,7 +13,8 @@ Its time is therefore at least max(t_io, t_mma), and its speedup over cuBLAS at 
   cuBLAS BF16 throughput measured in this run (an 8192^3 product and every layer's largest M).
 
 Next to the bounds it times cuBLAS BF16 and the default dispatch (``nvfp4_matmul`` on the rollouts' "words"
-layout below M = 1024, on the trainer's "pairs" layout from there; ``nvfp4_matmul_grad_input`` on "pairs"; checked
+layout below M = 1024, on the trainer's "pairs" layout from there; ``nvfp4_matmul_grad_input`` on "pairs", or with
+``--bwd-layout rows`` on the "rows" layout where the kernel's table covers the product; checked
 first against dequantize-then-matmul in fp32 on a NaN-poisoned output), so each row says what the shipped kernel
 reaches, what could be reached at best, and whether the issue's target is within the bound at all. A cell whose measured bound is below its target cannot meet it with any kernel that runs a single
 launch on this device; one whose spec bound is below cannot meet it on this chip at all.
@@ -205,9 +206,11 @@ def mma_peak(log) -> float:
 
 
 def measure_layer(model: str, layer: str, n: int, k: int, directions: list[str], fwd_ms: list[int],
-                  bwd_ms: list[int], l2_bytes: int, sms: int, log) -> list[dict]:
+                  bwd_ms: list[int], l2_bytes: int, sms: int, log, bwd_layout: str = "pairs") -> list[dict]:
     """BF16 and the default dispatch per M and direction, with the streaming floor of each cell's traffic. Rows
-    carry seconds in ``_bf16_s`` / ``_io_s`` until the run's MMA peak is known."""
+    carry seconds in ``_bf16_s`` / ``_io_s`` until the run's MMA peak is known. ``bwd_layout`` "rows": the input
+    gradient on that layout where the kernel's table covers the product, else on "pairs" (as a packed layer with the
+    "rows" copy runs it)."""
     from gemm_ws import _copies
 
     from qerl import nvfp4
@@ -219,7 +222,7 @@ def measure_layer(model: str, layer: str, n: int, k: int, directions: list[str],
     w_bf16 = ref_w.to(torch.bfloat16)
     wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
     kws = {lay: _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=lay), l2_bytes)
-           for lay in ("pairs", "words")}
+           for lay in ("pairs", "words") + (("rows",) if bwd_layout == "rows" else ())}
     rows = []
     for direction in directions:
         for m in fwd_ms if direction == "fwd" else bwd_ms:
@@ -231,6 +234,8 @@ def measure_layer(model: str, layer: str, n: int, k: int, directions: list[str],
                 t_bf16 = bench([lambda wb=wb, x=x: torch.nn.functional.linear(x, wb) for wb in wbs])
             else:
                 layout = "pairs"
+                if bwd_layout == "rows" and kern.grad_input_weight(x, kws["pairs"][0], kws["rows"][0]).rows:
+                    layout = "rows"
                 shipped = kern.nvfp4_matmul_grad_input
                 t_bf16 = bench([lambda wb=wb, x=x: torch.matmul(x, wb) for wb in wbs])
             # As every timed GEMM of the benchmarks: checked first against dequantize-then-matmul in fp32 on a
@@ -322,6 +327,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dirs", default="fwd,bwd", help="fwd (Y = X W^T) and/or bwd (dX = dY W)")
     p.add_argument("--ms", default=",".join(map(str, FWD_MS)), help="forward M values")
     p.add_argument("--bwd-ms", default=",".join(map(str, BWD_MS)), help="input-gradient M values")
+    p.add_argument("--bwd-layout", default="pairs", choices=["pairs", "rows"],
+                   help="the input gradient's code layout (rows: where the kernel's table covers the product)")
     p.add_argument("--out", default="benchmarks/out/bounds")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -345,7 +352,8 @@ def main(argv: list[str] | None = None) -> None:
     for model in args.models.split(","):
         for layer, n, k in SHAPES[model]:
             raw += measure_layer(model, layer, n, k, args.dirs.split(","), [int(v) for v in args.ms.split(",")],
-                                 [int(v) for v in args.bwd_ms.split(",")], l2, props.multi_processor_count, log)
+                                 [int(v) for v in args.bwd_ms.split(",")], l2, props.multi_processor_count, log,
+                                 args.bwd_layout)
             # The largest products are also MMA throughputs of this run: the peak is the best of them all.
             peak = max([peak] + [2 * r["m"] * r["n"] * r["k"] / r["_bf16_s"] for r in raw])
             meta["peak_tflops"] = peak / 1e12

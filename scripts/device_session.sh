@@ -2047,4 +2047,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | tee "$out/log_b.txt" | tail -14
     for p in a b; do cp /tmp/q56c/$p/gemm_ws.json "$out/gemm_ws_$p.json"; cp /tmp/q56c/$p/tuned_ws.json "$out/tuned_ws_$p.json"; done
     ;;
+  56d)  # TUNED_BWD_ROWS (56c's picks) and the packed layer's rows copy: their GPU tests, then the default dispatch on
+        # "rows" with the tables before the entries (.device/old: git archive e08a477 qerl benchmarks) and with them,
+        # alternating, M = 1 / 16 / 64 / 128; then bounds.py's input gradient on "rows"
+    device_name
+    timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
+      -k "rows or input_gradient or packed_linear or default_dispatch" -rf --tb=short 2>&1 | grep -v "^  \|Warning" \
+      | tail -6 | tee "$out/gpu_tests.txt"
+    dispatch_alternating 60 /tmp/q56d --dirs bwd --shipped-bwd-layout rows --models 7b,14b,32b --ms 1,16,64,128
+    timeout 170 python3 benchmarks/bounds.py --dirs bwd --bwd-layout rows --out /tmp/q56d_bounds 2>&1 | tail -12
+    tar -cf "$out/bounds.tar" -C /tmp/q56d_bounds .
+    ;;
 esac
