@@ -2058,4 +2058,16 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 170 python3 benchmarks/bounds.py --dirs bwd --bwd-layout rows --out /tmp/q56d_bounds 2>&1 | tail -12
     tar -cf "$out/bounds.tar" -C /tmp/q56d_bounds .
     ;;
+  56e)  # the rows entries' lookup fixed (a rows entry replaces only its own bucket): the rows GPU tests again, then the
+        # "fill" search on "rows" at M = 32 / 256 / 512 (the table's config a candidate, the shipped path on "rows")
+    device_name
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "rows" -rf \
+      --tb=short 2>&1 | grep -v "^  \|Warning" | tail -6 | tee "$out/gpu_tests.txt"
+    timeout 200 python3 benchmarks/gemm_ws.py --dirs bwd --tile-set fill --layouts rows --shipped-bwd-layout rows \
+      --ms 32,256,512 --models 7b,14b --out /tmp/q56e/a 2>&1 | grep -v Warning | tee "$out/log_a.txt" | tail -30
+    timeout 100 python3 benchmarks/gemm_ws.py --dirs bwd --tile-set fill --layouts rows --shipped-bwd-layout rows \
+      --ms 32,256,512 --models 32b --layers gate_up,down --out /tmp/q56e/b 2>&1 | grep -v Warning \
+      | tee "$out/log_b.txt" | tail -10
+    for p in a b; do tar -rf "$out/search.tar" -C /tmp/q56e $p/gemm_ws.json $p/tuned_ws.json; done
+    ;;
 esac

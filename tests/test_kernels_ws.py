@@ -337,6 +337,52 @@ def test_pick_grad_input_follows_its_own_table(monkeypatch):
     assert ws.pick_grad_input(_x(12, n), n, k, k) is None
 
 
+def test_pick_grad_input_on_rows_replaces_only_its_own_buckets(monkeypatch):
+    """A "rows" weight takes ``TUNED_BWD_ROWS``' entry where that table has M's nearest bucket, else
+    ``TUNED_BWD``'s: a rows entry of a larger bucket never replaces a nearer ``TUNED_BWD`` entry."""
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    n, k = 3584, 3584  # 7B o: a rows entry at M = 64 only
+    assert (64, n, k) in ws.TUNED_BWD_ROWS and (16, n, k) not in ws.TUNED_BWD_ROWS
+    assert ws.pick_grad_input(_x(64, n), n, k, k, rows=True) == ws.TUNED_BWD_ROWS[(64, n, k)]
+    assert ws.pick_grad_input(_x(40, n), n, k, k, rows=True) == ws.TUNED_BWD_ROWS[(64, n, k)]
+    assert ws.pick_grad_input(_x(64, n), n, k, k) == ws.TUNED_BWD[(64, n, k)] != ws.TUNED_BWD_ROWS[(64, n, k)]
+    assert ws.pick_grad_input(_x(16, n), n, k, k, rows=True) == ws.TUNED_BWD[(16, n, k)]
+    n, k = 5120, 5120  # 14B o: a rows entry at M = 128; M = 64 keeps its own bucket, M = 1024 stays declined
+    assert ws.pick_grad_input(_x(64, n), n, k, k, rows=True) == ws.TUNED_BWD[(64, n, k)]
+    assert ws.pick_grad_input(_x(1024, n), n, k, k, rows=True) is None
+    # A table loaded for a shape only the rows table knows still serves it.
+    monkeypatch.setattr(ws, "TUNED_BWD_ROWS", dict(ws.TUNED_BWD_ROWS))
+    cfg = ws.WsBwdConfig(64, 4, 1, 128, in_flight=True)
+    assert kern.load_tuned_configs({"wsbwdr|64|96|512": cfg._asdict()}) == 1
+    assert ws.pick_grad_input(_x(64, 96), 96, 512, 512, rows=True) == cfg
+    assert ws.pick_grad_input(_x(64, 96), 96, 512, 512) is None
+    with pytest.raises(ValueError, match="rows-layout weight has no other fast path"):
+        kern.load_tuned_configs({"wsbwdr|32|96|512": None})
+
+
+@needs_ptxas
+def test_rows_layout_input_gradient_decodes_words():
+    """On the "rows" layout the input gradient decodes each ldmatrix.trans word as the forward's words (12
+    instructions per 8 weights, no PRMT spreading the bytes) instead of 18: about a quarter fewer instructions in
+    the step loop, the same loads and wgmmas, no serialized wgmmas and spills only where "pairs" allows them; for
+    every shipped config (both tables)."""
+    seen = set()
+    for cfg in [c for c in list(ws.TUNED_BWD.values()) + list(ws.TUNED_BWD_ROWS.values()) if c is not None]:
+        key = (cfg._replace(split_n=1), cfg.split_n > 1)
+        if key in seen:
+            continue
+        seen.add(key)
+        rows, pairs = aot.ws_report(*key, rows=True), aot.ws_report(*key)
+        assert not rows["wgmma_serialized"], (cfg, rows)
+        _assert_spills_allowed(cfg, rows)
+        r, p = rows["chunk_loop_opcodes"], pairs["chunk_loop_opcodes"]
+        for op in ("HGMMA", "LDSM", "LDS", "HMUL2"):
+            assert r.get(op) == p.get(op), (cfg, op, r, p)
+        assert "PRMT" not in r and p["PRMT"] > 0, (cfg, r, p)
+        assert sum(r.values()) <= 0.8 * sum(p.values()), (cfg, sum(r.values()), sum(p.values()))
+    assert len(seen) >= 3
+
+
 def test_environment_switch_turns_the_kernels_off(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)

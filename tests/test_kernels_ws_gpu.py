@@ -170,7 +170,7 @@ def test_rows_layout_default_dispatch_and_its_refusals(m):
     pairs = prepare_weight(q.packed, q.scale, q.global_scale)
     rows = prepare_weight(q.packed, q.scale, q.global_scale, layout="rows")
     dy = torch.randn(m, n, device="cuda").to(torch.bfloat16)
-    cfg = ws.pick_grad_input(dy, n, k, rows.k_pad)
+    cfg = ws.pick_grad_input(dy, n, k, rows.k_pad, rows=True)
     assert cfg is not None
     assert torch.equal(nvfp4_matmul_grad_input(dy, rows), ws.ws_matmul_grad_input(dy, pairs, cfg))
     with pytest.raises(ValueError, match="layout='pairs' or 'words'"):

@@ -558,13 +558,13 @@ def default_words_config(m: int, n: int, k_pad: int, sms: int = 132) -> WsConfig
 def pick_grad_input(dy2: torch.Tensor, n: int, k: int, k_pad: int, rows: bool = False) -> WsBwdConfig | None:
     """The same for ``nvfp4_matmul_grad_input`` with ``dy2`` [M, N] (``TUNED_BWD``; any M with an entry: the input
     gradient's small-M kernels are slower than these on some layers, e.g. 7B gate_up at M = 1-16). ``rows``: a weight
-    of the "rows" layout, whose own entries (``TUNED_BWD_ROWS``) come first."""
+    of the "rows" layout, whose own entries (``TUNED_BWD_ROWS``) replace those of the same bucket (the nearest bucket
+    is chosen among both tables' keys, so a rows entry never stands in for a nearer ``TUNED_BWD`` one)."""
     m = dy2.shape[0]
     if not supports(m, n, k):
         return None
-    cfg = _lookup(TUNED_BWD_ROWS, m, n, k_pad) if rows else None
-    if cfg is None:
-        cfg = _lookup(TUNED_BWD, m, n, k_pad)
+    both = {**TUNED_BWD, **TUNED_BWD_ROWS} if rows else TUNED_BWD
+    cfg = _lookup(both, m, n, k_pad)
     return cfg if cfg is not None and _usable(dy2, n) else None
 
 
