@@ -2070,4 +2070,12 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | tee "$out/log_b.txt" | tail -10
     for p in a b; do tar -rf "$out/search.tar" -C /tmp/q56e $p/gemm_ws.json $p/tuned_ws.json; done
     ;;
+  56f)  # the final rows tables (56c's and 56e's picks): the default dispatch on "rows" with the tables before the
+        # entries (.device/old: git archive e08a477 qerl benchmarks) and with them, alternating, M = 1-256; then bounds.py's
+        # input gradient on "rows" (the table's lookup fixed since 56d)
+    device_name
+    dispatch_alternating 70 /tmp/q56f --dirs bwd --shipped-bwd-layout rows --models 7b,14b,32b --ms 1,16,32,64,128,256
+    timeout 170 python3 benchmarks/bounds.py --dirs bwd --bwd-layout rows --out /tmp/q56f_bounds 2>&1 | tail -12
+    tar -cf "$out/bounds.tar" -C /tmp/q56f_bounds .
+    ;;
 esac
