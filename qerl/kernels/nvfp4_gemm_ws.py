@@ -366,7 +366,6 @@ TUNED_BWD_ROWS: dict[tuple[int, int, int], WsBwdConfig] = {
     (64, 3584, 3584): WsBwdConfig(64, 4, 7, 128, False, in_flight=True),  # 7B o: 1.05x
     (32, 37888, 3584): WsBwdConfig(32, 8, 8, 96, False, in_flight=True),  # 7B gate_up: 1.04x
     (32, 55296, 5120): WsBwdConfig(32, 4, 16, 80, False),  # 32B gate_up: 1.13x
-    (256, 55296, 5120): WsBwdConfig(128, 4, 3, None, False, in_flight=True),  # 32B gate_up: 1.04x
     (16, 3584, 18944): WsBwdConfig(16, 8, 2, 80, False, in_flight=True),  # 7B down: 1.05x
     (64, 3584, 18944): WsBwdConfig(64, 4, 1, 128, False, in_flight=True),  # 7B down: 1.12x
     (128, 5120, 5120): WsBwdConfig(128, 4, 2, None, False, in_flight=True),  # 14B / 32B o: 1.06x
