@@ -2,7 +2,8 @@
 ``dispatch_alternating``: dispatch_old1/new1/old2/new2.json in one directory) as the markdown tables of
 benchmarks/RESULTS.md: per direction and M, the new / previous time (geomean over the layers, min, max) and the
 speedup over BF16 before and after; then per layer. Each version's time is the geomean of its two passes, BF16 the
-mean of all four.
+mean of all four. ``--names pairs,rows`` reads another pair of pass names (``dispatch_bwd_layouts``' files:
+dispatch_pairs1/rows1/pairs2/rows2.json), the first as "previous".
 
     python benchmarks/dispatch_summary.py benchmarks/results/run10_h200_2026-11-24/dispatch_final
 """
@@ -17,10 +18,12 @@ from pathlib import Path
 PASSES = ("old1", "new1", "old2", "new2")
 
 
-def load(directory: Path) -> dict[str, dict[tuple, dict]]:
+def load(directory: Path, names: tuple[str, str] = ("old", "new")) -> dict[str, dict[tuple, dict]]:
+    """The four passes, keyed old1 / new1 / old2 / new2 whatever their file names (``names``)."""
     out = {}
     for p in PASSES:
-        path = directory / f"dispatch_{p}.json"
+        name = {"old": names[0], "new": names[1]}[p[:3]] + p[3:]
+        path = directory / f"dispatch_{name}.json"
         if not path.is_file():
             raise SystemExit(f"{path} is missing: give the directory of one dispatch_alternating call")
         out[p] = {(r["model"], r["layer"], r["dir"], r["m"]): r for r in json.loads(path.read_text())["rows"]}
@@ -59,8 +62,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("directory", type=Path)
     ap.add_argument("--write", action="store_true", help="also write summary.md into the directory")
+    ap.add_argument("--names", default="old,new", help="the two versions' pass names, previous first")
     args = ap.parse_args()
-    text = summarise(load(args.directory))
+    names = tuple(args.names.split(","))
+    if len(names) != 2:
+        ap.error("--names takes two comma-separated names, e.g. pairs,rows")
+    text = summarise(load(args.directory, names))
     print(text, end="")
     if args.write:
         (args.directory / "summary.md").write_text(text)

@@ -22,7 +22,9 @@ retire under the next step's dequantization, as the forward's chunks do. The ope
 hands each thread rows n and n + 1 of two adjacent columns in one word (two loads per thread and step), and the
 accumulator's rows take the chunk's columns in the order that puts them where the operand wants them (the stores undo
 it). A scale warp rearranges each stage's scale bytes so that a consumer thread's 16 lie together, and converts them to
-the bf16 factors the dequantization multiplies by (once per stage, not in every consumer thread that holds them).
+the bf16 factors the dequantization multiplies by (once per stage, not in every consumer thread that holds them). On a
+weight of the "rows" code layout (``nvfp4_gemm``'s docstring) the same ``ldmatrix.trans`` word holds its 8 codes where
+the words decoding reads them: 12 instructions per word instead of 18 (``TUNED_BWD_ROWS``: its own table entries).
 
 Dequantization is the same exact ``e2m1 * scale * 2**-14`` (inline PTX on code-byte pairs, ``_dequant_ptx(2)``) as
 the Triton kernels; the codes are loaded from shared memory straight in the operand's register layout and the scales
