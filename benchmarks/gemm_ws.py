@@ -262,7 +262,7 @@ BWD_CTAS_PER_SM = {64: 5, 80: 4, 96: 3, 128: 2, None: 1}
 
 def few_wave_splits(tiles: int, slots: int, steps: int, even: bool, min_run: int, best: int = 2) -> list[int]:
     """Splits of a reduction of ``steps`` steps (``even``: divisors of it only, as the input gradient's launcher
-    splits evenly) with runs of at least ``min_run`` steps and at most two waves of ``slots`` CTAs, whose programs
+    split before run 22) with runs of at least ``min_run`` steps and at most two waves of ``slots`` CTAs, whose programs
     fill whole waves best: the ``best`` fullest (fewer splits first), and the smallest split that gives every slot a
     program."""
     fills = []
@@ -279,7 +279,8 @@ def bwd_fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
     """The input gradient's "fill" set (run 21): the table's config, and one-consumer tiles with their wgmmas
     retired per step or kept in flight under the next step's dequantization (``WsBwdConfig.in_flight``), each
     unsplit (where its tiles fill half the slots) and with the splits of N that fill whole waves of the CTAs that fit
-    an SM (``few_wave_splits``: even splits, runs of at least four steps; summed in the kernel where
+    an SM (``few_wave_splits``: runs of at least four steps, as even as the count allows since run 22, divisors of
+    it before; summed in the kernel where
     ``nvfp4_gemm._fuse_reduction`` says so); at M <= 32 also two consumers of an 8- to 32-row tile as stream-K on one
     or two CTAs per SM. The register caps are those at which ptxas neither spills nor serializes the wgmmas
     (``aot.ws_report``): retired per step, 64 registers hold BM = 8 / 16 and 80 BM = 32; in flight, 80 hold BM = 8 /
@@ -301,7 +302,7 @@ def bwd_fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
     for bm, st, reg, inf in tiles_of:
         tiles = -(-m // bm) * (k_pad // kern.CHUNK)
         slots = BWD_CTAS_PER_SM[reg] * sms
-        for sp in ([1] if 2 * tiles >= slots else []) + few_wave_splits(tiles, slots, steps, True, 4):
+        for sp in ([1] if 2 * tiles >= slots else []) + few_wave_splits(tiles, slots, steps, False, 4):
             cfg = ws.WsBwdConfig(bm, st, sp, reg, fused and sp > 1, in_flight=inf)
             if cfg not in out:
                 out.append(cfg)

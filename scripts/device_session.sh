@@ -2078,4 +2078,23 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 170 python3 benchmarks/bounds.py --dirs bwd --bwd-layout rows --out /tmp/q56f_bounds 2>&1 | tail -12
     tar -cf "$out/bounds.tar" -C /tmp/q56f_bounds .
     ;;
+  56g)  # split-N runs as even as the count allows (not only divisors of the step count): the input gradient's GPU tests
+        # (uneven splits among the configs), then the "fill" search on "rows" at M = 1 / 16 / 32 / 64 with the splits
+        # that fill whole waves now unconstrained
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "input_gradient_matches or rows_layout_default or module_backward" -rf --tb=short 2>&1 \
+      | grep -v "^  \|Warning" | tail -6 | tee "$out/gpu_tests.txt"
+    timeout 200 python3 benchmarks/gemm_ws.py --dirs bwd --tile-set fill --layouts rows --shipped-bwd-layout rows \
+      --ms 1,16,32,64 --out /tmp/q56g 2>&1 | grep -v Warning | tee "$out/log.txt" | grep "geomean\|FAILED\|WRONG" | tail -12
+    cp /tmp/q56g/gemm_ws.json /tmp/q56g/tuned_ws.json "$out/"
+    ;;
+  56h)  # 56g's picks (TUNED_BWD_ROWS): the dispatch GPU tests, then the default dispatch on "rows" with the tables
+        # before them (.device/old: git archive of 56g's commit) and with them, alternating, M = 1 / 16 / 32 / 64
+    device_name
+    timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "rows_layout_default or module_backward" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 \
+      | tee "$out/gpu_tests.txt"
+    dispatch_alternating 60 /tmp/q56h --dirs bwd --shipped-bwd-layout rows --models 7b,14b,32b --ms 1,16,32,64
+    ;;
 esac

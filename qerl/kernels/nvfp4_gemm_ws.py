@@ -109,7 +109,8 @@ class WsConfig(NamedTuple):
 class WsBwdConfig(NamedTuple):
     """Launch parameters of ``_ws_bwd_kernel`` (input gradient): BM rows of dY (8-128, 256 with two consumers) by one
     128-column chunk of K per CTA, ``stages`` shared-memory stages of 64 rows of W each, ``split_n`` programs along N
-    (fp32 partials summed by ``nvfp4_gemm._reduce``, or in the kernel with ``fused``), ``maxnreg`` as in
+    (runs of the 64-row steps as even as their count allows; fp32 partials summed by ``nvfp4_gemm._reduce``, or in
+    the kernel with ``fused``; the splits of entries made before run 22 divide their step count), ``maxnreg`` as in
     ``WsConfig``."""
 
     bm: int
@@ -1514,17 +1515,21 @@ if gluon is not None:
         else:
             gl.store(ptrs, val.to(gl.bfloat16), mask=mask)
 
-    @gluon.jit(do_not_specialize=["M", "n_steps"])
+    @gluon.jit(do_not_specialize=["M", "total_steps"])
     def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
-                       n_steps, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
-                       FUSED: gl.constexpr, CONSUMERS: gl.constexpr = 1, CONSUMER_REGS: gl.constexpr = 232,
-                       IN_FLIGHT: gl.constexpr = False, ROWS: gl.constexpr = False):
+                       total_steps, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
+                       OUT_F32: gl.constexpr, FUSED: gl.constexpr, CONSUMERS: gl.constexpr = 1,
+                       CONSUMER_REGS: gl.constexpr = 232, IN_FLIGHT: gl.constexpr = False, ROWS: gl.constexpr = False):
         pid = gl.program_id(0)
         pid_s = gl.program_id(1)
         num_m = gl.cdiv(M, BM)
         off_m = (pid % num_m) * BM
         c = pid // num_m  # the chunk of K (128 columns of dX) this program writes
-        n_begin = pid_s * n_steps * 64
+        # Split pid_s's run of the steps over N: as even as the count allows (runs differ by one step at most), so a
+        # split need not divide the step count (as the forward's split-K).
+        s0 = pid_s * total_steps // gl.num_programs(1)
+        n_steps = (pid_s + 1) * total_steps // gl.num_programs(1) - s0
+        n_begin = s0 * 64
         dy_smem, w_smem, s_raw, s_t, ready, empty, s_ready = _bwd_stages(dy_desc, w_desc, s_desc, BM, STAGES,
                                                                          CONSUMERS)
         if CONSUMERS == 1:
@@ -1969,7 +1974,7 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     steps = -(-w.n // 64)
     if cfg.stream_k and _stream_k_grad_input(dy2, w, cfg, dx, kc, steps):
         return dx
-    split = kern._even_split(steps, cfg.split_n)
+    split = max(1, min(cfg.split_n, steps))  # runs of the steps as even as the count allows (_ws_bwd_kernel)
     dy_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
     dy_desc = TensorDescriptor(dy2, [m, n], [n, 1], [cfg.bm, 64], dy_l)
     w_desc, s_desc = weight_descriptors(w, 64)
@@ -1977,7 +1982,7 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     target, stride_split, counters = kern._split_target(dx, split, grid[0], fused=cfg.fused)
     _ensure_cuda_context(dy2.device)
     _ws_bwd_kernel[grid](dy_desc, w_desc, s_desc, target, dx, target if counters is None else counters,
-                         w.global_scale, m, w.k, w.k, stride_split, steps // split, scale_pitch(w), BM=cfg.bm,
+                         w.global_scale, m, w.k, w.k, stride_split, steps, scale_pitch(w), BM=cfg.bm,
                          STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None, CONSUMERS=cfg.consumers,
                          CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight, ROWS=w.rows, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
