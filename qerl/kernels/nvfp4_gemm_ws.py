@@ -364,10 +364,19 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
 # The input gradient on weights of the "rows" code layout (``prepare_weight(layout="rows")``), where it differs from
 # ``TUNED_BWD`` (which serves both layouts otherwise): {(m_bucket, n, k_pad): config}. Run 22's "fill" search on this
 # layout (H200, benchmarks/RESULTS.md): the picks at least 3% faster than ``TUNED_BWD``'s config on the same weights,
-# other than that config itself (the same config can time a few percent apart between the two).
+# other than that config itself (the same config can time a few percent apart between the two); the splits of N of
+# the second search need not divide the step count (7B o's 56 steps in 9 runs of 6-7).
 TUNED_BWD_ROWS: dict[tuple[int, int, int], WsBwdConfig] = {
-    (64, 3584, 3584): WsBwdConfig(64, 4, 7, 128, False, in_flight=True),  # 7B o: 1.05x
-    (32, 37888, 3584): WsBwdConfig(32, 8, 8, 96, False, in_flight=True),  # 7B gate_up: 1.04x
+    (64, 3584, 3584): WsBwdConfig(64, 4, 9, 128, False, in_flight=True),  # 7B o: 1.04x over run 22's first entry
+    (32, 3584, 3584): WsBwdConfig(32, 6, 9, 128, False, in_flight=True),  # 7B o: 1.05x (uneven split, as below)
+    (16, 37888, 3584): WsBwdConfig(16, 6, 9, 128, True, in_flight=True),  # 7B gate_up: 1.05x
+    (64, 37888, 3584): WsBwdConfig(64, 4, 9, 128, False, in_flight=True),  # 7B gate_up: 1.06x
+    (16, 7168, 5120): WsBwdConfig(16, 6, 6, 128, True, in_flight=True),  # 14B / 32B qkv: 1.04x
+    (32, 7168, 5120): WsBwdConfig(32, 6, 6, 128, False, in_flight=True),  # 14B / 32B qkv: 1.09x
+    (64, 7168, 5120): WsBwdConfig(64, 4, 6, 128, False, in_flight=True),  # 14B / 32B qkv: 1.22x
+    (64, 5120, 5120): WsBwdConfig(64, 4, 6, 128, False, in_flight=True),  # 14B / 32B o: 1.04x
+    (1, 5120, 27648): WsBwdConfig(8, 4, 3, 80, False),  # 32B down: 1.05x
+    (32, 37888, 3584): WsBwdConfig(32, 6, 9, 128, False, in_flight=True),  # 7B gate_up: 1.05x over 1.04x's entry
     (32, 55296, 5120): WsBwdConfig(32, 4, 16, 80, False),  # 32B gate_up: 1.13x
     (16, 3584, 18944): WsBwdConfig(16, 8, 2, 80, False, in_flight=True),  # 7B down: 1.05x
     (64, 3584, 18944): WsBwdConfig(64, 4, 1, 128, False, in_flight=True),  # 7B down: 1.12x
