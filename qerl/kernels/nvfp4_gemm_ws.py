@@ -367,22 +367,30 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
 # other than that config itself (the same config can time a few percent apart between the two); the splits of N of
 # the second search need not divide the step count (7B o's 56 steps in 9 runs of 6-7).
 TUNED_BWD_ROWS: dict[tuple[int, int, int], WsBwdConfig] = {
-    (64, 3584, 3584): WsBwdConfig(64, 4, 9, 128, False, in_flight=True),  # 7B o: 1.04x over run 22's first entry
-    (32, 3584, 3584): WsBwdConfig(32, 6, 9, 128, False, in_flight=True),  # 7B o: 1.05x (uneven split, as below)
-    (16, 37888, 3584): WsBwdConfig(16, 6, 9, 128, True, in_flight=True),  # 7B gate_up: 1.05x
-    (64, 37888, 3584): WsBwdConfig(64, 4, 9, 128, False, in_flight=True),  # 7B gate_up: 1.06x
-    (16, 7168, 5120): WsBwdConfig(16, 6, 6, 128, True, in_flight=True),  # 14B / 32B qkv: 1.04x
-    (32, 7168, 5120): WsBwdConfig(32, 6, 6, 128, False, in_flight=True),  # 14B / 32B qkv: 1.09x
-    (64, 7168, 5120): WsBwdConfig(64, 4, 6, 128, False, in_flight=True),  # 14B / 32B qkv: 1.22x
-    (64, 5120, 5120): WsBwdConfig(64, 4, 6, 128, False, in_flight=True),  # 14B / 32B o: 1.04x
-    (1, 5120, 27648): WsBwdConfig(8, 4, 3, 80, False),  # 32B down: 1.05x
-    (32, 37888, 3584): WsBwdConfig(32, 6, 9, 128, False, in_flight=True),  # 7B gate_up: 1.05x over 1.04x's entry
-    (32, 55296, 5120): WsBwdConfig(32, 4, 16, 80, False),  # 32B gate_up: 1.13x
-    (16, 3584, 18944): WsBwdConfig(16, 8, 2, 80, False, in_flight=True),  # 7B down: 1.05x
-    (64, 3584, 18944): WsBwdConfig(64, 4, 1, 128, False, in_flight=True),  # 7B down: 1.12x
-    (128, 5120, 5120): WsBwdConfig(128, 4, 2, None, False, in_flight=True),  # 14B / 32B o: 1.06x
-    (1, 27648, 5120): WsBwdConfig(8, 6, 6, 128, True, in_flight=True),  # 14B gate_up: 1.23x
-    (16, 5120, 27648): WsBwdConfig(16, 6, 1, 128, False, in_flight=True),  # 32B down: 1.08x
+    # 7B o (3584 x 3584); the factors: the search's, over ``TUNED_BWD``'s config in the same pass
+    (32, 3584, 3584): WsBwdConfig(32, 6, 9, 128, False, in_flight=True),  # 1.05x (56 steps in 9 runs of 6-7)
+    (64, 3584, 3584): WsBwdConfig(64, 4, 9, 128, False, in_flight=True),  # 1.04x
+    # 7B gate_up (37888 x 3584)
+    (16, 37888, 3584): WsBwdConfig(16, 6, 9, 128, True, in_flight=True),  # 1.05x
+    (32, 37888, 3584): WsBwdConfig(32, 6, 9, 128, False, in_flight=True),  # 1.05x
+    (64, 37888, 3584): WsBwdConfig(64, 4, 9, 128, False, in_flight=True),  # 1.06x
+    # 7B down (3584 x 18944)
+    (16, 3584, 18944): WsBwdConfig(16, 8, 2, 80, False, in_flight=True),  # 1.05x
+    (64, 3584, 18944): WsBwdConfig(64, 4, 1, 128, False, in_flight=True),  # 1.12x
+    # 14B / 32B qkv (7168 x 5120)
+    (16, 7168, 5120): WsBwdConfig(16, 6, 6, 128, True, in_flight=True),  # 1.04x
+    (32, 7168, 5120): WsBwdConfig(32, 6, 6, 128, False, in_flight=True),  # 1.09x
+    (64, 7168, 5120): WsBwdConfig(64, 4, 6, 128, False, in_flight=True),  # 1.22x
+    # 14B / 32B o (5120 x 5120)
+    (64, 5120, 5120): WsBwdConfig(64, 4, 6, 128, False, in_flight=True),  # 1.04x
+    (128, 5120, 5120): WsBwdConfig(128, 4, 2, None, False, in_flight=True),  # 1.06x
+    # 14B gate_up (27648 x 5120)
+    (1, 27648, 5120): WsBwdConfig(8, 6, 6, 128, True, in_flight=True),  # 1.23x
+    # 32B gate_up (55296 x 5120)
+    (32, 55296, 5120): WsBwdConfig(32, 4, 16, 80, False),  # 1.13x
+    # 32B down (5120 x 27648)
+    (1, 5120, 27648): WsBwdConfig(8, 4, 3, 80, False),  # 1.05x
+    (16, 5120, 27648): WsBwdConfig(16, 6, 1, 128, False, in_flight=True),  # 1.08x
 }
 
 # The forward on weights of the "words" code layout (``prepare_weight(layout="words")``), which only this kernel
