@@ -2097,4 +2097,9 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | tee "$out/gpu_tests.txt"
     dispatch_alternating 60 /tmp/q56h --dirs bwd --shipped-bwd-layout rows --models 7b,14b,32b --ms 1,16,32,64
     ;;
+  56i)  # bounds.py's input gradient on "rows" with the final tables
+    device_name
+    timeout 200 python3 benchmarks/bounds.py --dirs bwd --bwd-layout rows --out /tmp/q56i_bounds 2>&1 | tail -3
+    cp /tmp/q56i_bounds/bounds.json /tmp/q56i_bounds/bounds.md "$out/"
+    ;;
 esac
