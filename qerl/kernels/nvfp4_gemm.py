@@ -186,6 +186,23 @@ def prepare_weight(packed: torch.Tensor, scale: torch.Tensor, global_scale: torc
     return KernelWeight(relaid, sbits, gs, n, k, layout)
 
 
+def _pack_word(per: torch.Tensor) -> torch.Tensor:
+    """[..., 8] codes in ``WORD_BITS``' order -> [..., 4] the little-endian bytes of their 32-bit word (int64)."""
+    per = per.to(torch.int64)
+    word = torch.zeros(per.shape[:-1], dtype=torch.int64, device=per.device)
+    for i, bits in enumerate(WORD_BITS):
+        for j, pos in enumerate(bits):
+            word |= ((per[..., i] >> j) & 1) << pos
+    return torch.stack([(word >> (8 * b)) & 0xFF for b in range(4)], dim=-1)
+
+
+def _unpack_word(b: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``_pack_word``: [..., 4] word bytes -> [..., 8] codes (int64)."""
+    b = b.to(torch.int64)
+    word = b[..., 0] | (b[..., 1] << 8) | (b[..., 2] << 16) | (b[..., 3] << 24)
+    return torch.stack([sum(((word >> pos) & 1) << j for j, pos in enumerate(bits)) for bits in WORD_BITS], dim=-1)
+
+
 def _word_order(codes: torch.Tensor) -> torch.Tensor:
     """Codes [N, K_pad] -> [N, words, 8]: each word's 8 codes in ``WORD_BITS``' order. An element's index in a chunk
     half is 16q + 8h + 2u + p (block q, byte pair h, word u, byte p of the pair); word (q, u) holds the low then
@@ -195,8 +212,9 @@ def _word_order(codes: torch.Tensor) -> torch.Tensor:
     return c.permute(0, 1, 3, 5, 2, 4, 6).reshape(n, -1, 8)
 
 
-# Temporary bytes ``_to_words`` uses per pass (it works on int64 codes, 16 bytes of scratch per weight): rows are
-# converted a slab at a time, so loading a 32B model's 55296 x 5120 gate_up needs about this much, not 4.5 GB.
+# Temporary bytes ``_to_words`` / ``_to_rows`` use per pass (they work on int64 codes, 16 bytes of scratch per
+# weight): rows are converted a slab at a time, so loading a 32B model's 55296 x 5120 gate_up needs about this much,
+# not 4.5 GB.
 WORDS_PASS_BYTES = 2**28
 
 
@@ -206,14 +224,16 @@ def _to_words(codes: torch.Tensor) -> torch.Tensor:
     out = torch.empty((n, k_pad // 2), dtype=torch.uint8, device=codes.device)
     rows = max(1, WORDS_PASS_BYTES // (16 * k_pad))
     for r0 in range(0, n, rows):
-        per = _word_order(codes[r0 : r0 + rows]).to(torch.int64)
-        word = torch.zeros(per.shape[:2], dtype=torch.int64, device=codes.device)
-        for i, bits in enumerate(WORD_BITS):
-            for j, pos in enumerate(bits):
-                word |= ((per[:, :, i] >> j) & 1) << pos
-        slab = torch.stack([(word >> (8 * b)) & 0xFF for b in range(4)], dim=-1)  # little-endian bytes of each word
-        out[r0 : r0 + rows] = slab.reshape(per.shape[0], -1)
+        slab = _pack_word(_word_order(codes[r0 : r0 + rows]))  # [rows, words, 4 bytes]
+        out[r0 : r0 + rows] = slab.reshape(slab.shape[0], -1)
     return out
+
+
+def _from_words(data: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``_to_words``: codes [N, K_pad]."""
+    n = data.shape[0]
+    c = _unpack_word(data.reshape(n, -1, 4)).reshape(n, -1, 4, 4, 2, 2, 2)  # chunk, q, u, half, h, p
+    return c.permute(0, 1, 4, 2, 5, 3, 6).reshape(n, -1).to(torch.uint8)
 
 
 def _row_word_order(codes: torch.Tensor) -> torch.Tensor:
@@ -231,12 +251,7 @@ def _to_rows(codes: torch.Tensor) -> torch.Tensor:
     out = torch.empty((n, k_pad // 2), dtype=torch.uint8, device=codes.device)
     rows = max(2, WORDS_PASS_BYTES // (16 * k_pad) // 2 * 2)
     for r0 in range(0, n, rows):
-        per = _row_word_order(codes[r0 : r0 + rows]).to(torch.int64)
-        word = torch.zeros(per.shape[:3], dtype=torch.int64, device=codes.device)
-        for i, bits in enumerate(WORD_BITS):
-            for j, pos in enumerate(bits):
-                word |= ((per[..., i] >> j) & 1) << pos
-        slab = torch.stack([(word >> (8 * b)) & 0xFF for b in range(4)], dim=-1)  # [pairs, chunks, 32, 4 bytes]
+        slab = _pack_word(_row_word_order(codes[r0 : r0 + rows]))  # [pairs, chunks, 32, 4 bytes]
         slab = slab.reshape(*slab.shape[:3], 2, 2).permute(0, 3, 1, 2, 4)  # bytes 0-1 to row n, 2-3 to row n + 1
         out[r0 : r0 + rows] = slab.reshape(-1, k_pad // 2)
     return out
@@ -246,21 +261,8 @@ def _from_rows(data: torch.Tensor) -> torch.Tensor:
     """Inverse of ``_to_rows``: codes [N, K_pad]."""
     n, half_k = data.shape
     b = data.reshape(n // 2, 2, half_k // 64, 32, 2).permute(0, 2, 3, 1, 4).reshape(n // 2, half_k // 64, 32, 4)
-    b = b.to(torch.int64)
-    word = b[..., 0] | (b[..., 1] << 8) | (b[..., 2] << 16) | (b[..., 3] << 24)
-    per = torch.stack([sum(((word >> pos) & 1) << j for j, pos in enumerate(bits)) for bits in WORD_BITS], dim=-1)
-    c = per.reshape(n // 2, half_k // 64, 32, 2, 2, 2)  # pair, chunk, j, half, column bit, r
+    c = _unpack_word(b).reshape(n // 2, half_k // 64, 32, 2, 2, 2)  # pair, chunk, j, half, column bit, r
     return c.permute(0, 5, 1, 3, 2, 4).reshape(n, 2 * half_k).to(torch.uint8)
-
-
-def _from_words(data: torch.Tensor) -> torch.Tensor:
-    """Inverse of ``_to_words``: codes [N, K_pad]."""
-    n = data.shape[0]
-    b = data.reshape(n, -1, 4).to(torch.int64)
-    word = b[:, :, 0] | (b[:, :, 1] << 8) | (b[:, :, 2] << 16) | (b[:, :, 3] << 24)
-    per = torch.stack([sum(((word >> pos) & 1) << j for j, pos in enumerate(bits)) for bits in WORD_BITS], dim=-1)
-    c = per.reshape(n, -1, 4, 4, 2, 2, 2)  # chunk, q, u, half, h, p
-    return c.permute(0, 1, 4, 2, 5, 3, 6).reshape(n, -1).to(torch.uint8)
 
 
 def codec_from_kernel_weight(w: KernelWeight) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1658,9 +1660,12 @@ def _lora_launch_args(lora: LoRAEpilogue | None, f32_dummy: torch.Tensor, bf16_d
 
 
 def nvfp4_matmul_grad_input(
-    dy: torch.Tensor, w: KernelWeight, config: BwdConfig | None = None, out: torch.Tensor | None = None
+    dy: torch.Tensor, w: KernelWeight, config: BwdConfig | None = None, out: torch.Tensor | None = None,
+    rows: KernelWeight | None = None,
 ) -> torch.Tensor:
-    """Input gradient ``dy @ W`` for ``dy`` [..., N] (bf16) and an NVFP4 ``w`` [N, K]: bf16 [..., K]."""
+    """Input gradient ``dy @ W`` for ``dy`` [..., N] (bf16) and an NVFP4 ``w`` [N, K]: bf16 [..., K]. ``rows``: the
+    same W in the "rows" layout, taken instead of ``w`` where the warp-specialized kernel's table covers the product
+    (a packed layer's second copy, ``NVFP4Linear.to_kernel_layout``)."""
     dy2 = _as_2d(dy, w.n, "dy")
     m = dy2.shape[0]
     dx = _out(out, m, w.k, dy2)
@@ -1670,7 +1675,12 @@ def nvfp4_matmul_grad_input(
     if config is None and dy2.is_cuda:
         from qerl.kernels import nvfp4_gemm_ws  # see nvfp4_matmul
 
-        ws_cfg = None if w.words else nvfp4_gemm_ws.pick_grad_input(dy2, w.n, w.k, w.k_pad, w.rows)
+        ws_cfg = None
+        if rows is not None:
+            ws_cfg = nvfp4_gemm_ws.pick_grad_input(dy2, rows.n, rows.k, rows.k_pad, rows=True)
+            w = w if ws_cfg is None else rows
+        if ws_cfg is None and not w.words:
+            ws_cfg = nvfp4_gemm_ws.pick_grad_input(dy2, w.n, w.k, w.k_pad, w.rows)
         if ws_cfg is not None:
             dx = nvfp4_gemm_ws.ws_matmul_grad_input(dy2, w, ws_cfg, out=dx)
             return dx.reshape(*dy.shape[:-1], w.k)
@@ -1785,18 +1795,7 @@ class NVFP4MatmulFn(torch.autograd.Function):
     def backward(ctx, dy: torch.Tensor):
         dx = db = None
         if ctx.needs_input_grad[0]:
-            dx = nvfp4_matmul_grad_input(dy, grad_input_weight(dy, ctx.weight, ctx.rows))
+            dx = nvfp4_matmul_grad_input(dy, ctx.weight, rows=ctx.rows)
         if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
             db = dy.reshape(-1, dy.shape[-1]).float().sum(0).to(ctx.bias_dtype)
         return dx, None, db, None
-
-
-def grad_input_weight(dy: torch.Tensor, weight: KernelWeight, rows: KernelWeight | None) -> KernelWeight:
-    """``rows`` (the "rows" layout) where the warp-specialized input-gradient kernel takes ``dy``'s product, else
-    ``weight``."""
-    if rows is None or not dy.is_cuda:
-        return weight
-    from qerl.kernels import nvfp4_gemm_ws
-
-    dy2 = _as_2d(dy, rows.n, "dy")  # as nvfp4_matmul_grad_input hands it to the kernel
-    return rows if nvfp4_gemm_ws.pick_grad_input(dy2, rows.n, rows.k, rows.k_pad, rows=True) is not None else weight
