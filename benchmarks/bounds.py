@@ -215,7 +215,6 @@ def measure_layer(model: str, layer: str, n: int, k: int, directions: list[str],
 
     from qerl import nvfp4
     from qerl.kernels import nvfp4_gemm as kern
-    from qerl.kernels import nvfp4_gemm_ws as ws
 
     torch.manual_seed(hash((model, layer)) % 2**31)
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
@@ -235,8 +234,8 @@ def measure_layer(model: str, layer: str, n: int, k: int, directions: list[str],
                 t_bf16 = bench([lambda wb=wb, x=x: torch.nn.functional.linear(x, wb) for wb in wbs])
             else:
                 layout = "pairs"
-                if bwd_layout == "rows" and ws.pick_grad_input(x, n, k, kws["rows"][0].k_pad, rows=True) is not None:
-                    layout = "rows"  # where the kernel's table covers the product, as a packed layer takes it
+                if bwd_layout == "rows" and kern.grad_input_weight(x, kws["pairs"][0], kws["rows"][0]).rows:
+                    layout = "rows"
                 shipped = kern.nvfp4_matmul_grad_input
                 t_bf16 = bench([lambda wb=wb, x=x: torch.matmul(x, wb) for wb in wbs])
             # As every timed GEMM of the benchmarks: checked first against dequantize-then-matmul in fp32 on a

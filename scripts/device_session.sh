@@ -2102,10 +2102,4 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 200 python3 benchmarks/bounds.py --dirs bwd --bwd-layout rows --out /tmp/q56i_bounds 2>&1 | tail -3
     cp /tmp/q56i_bounds/bounds.json /tmp/q56i_bounds/bounds.md "$out/"
     ;;
-  56j)  # nvfp4_matmul_grad_input taking the rows copy itself (rows=): the rows dispatch and packed-layer GPU tests
-    device_name
-    timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
-      -k "rows_layout_default or module_backward or packed_linear" -rf --tb=short 2>&1 | grep -v "^  \|Warning" \
-      | tail -4 | tee "$out/gpu_tests.txt"
-    ;;
 esac

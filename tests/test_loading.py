@@ -160,9 +160,10 @@ def test_kernel_layout_keeps_one_copy_and_the_same_function():
 def test_input_gradient_rows_copy_is_the_same_weight_and_not_saved():
     """``to_kernel_layout(input_grad_rows=True)`` (before or after the switch) keeps the codes a second time in the
     "rows" layout, converting back to the same codec tensors, outside the state dict (derived data); the backward
-    takes it on Hopper GPUs only (tests/test_kernels_ws_gpu.py)."""
+    keeps the "pairs" weight off CUDA."""
     pytest.importorskip("triton")
     from qerl.kernels import codec_from_kernel_weight
+    from qerl.kernels.nvfp4_gemm import grad_input_weight
 
     torch.manual_seed(5)
     for switched_first in (False, True):
@@ -180,6 +181,8 @@ def test_input_gradient_rows_copy_is_the_same_weight_and_not_saved():
         assert torch.equal(back_packed, before.packed)
         assert torch.equal(back_scale.view(torch.uint8), before.scale.view(torch.uint8))
         assert "kernel_codes_rows" not in packed.state_dict() and "kernel_codes" in packed.state_dict()
+        dy = torch.randn(3, 40, dtype=torch.bfloat16)
+        assert grad_input_weight(dy, packed.kernel_weight(), rows) is not rows  # no GPU: the "pairs" weight
     with pytest.raises(ValueError, match="--load nvfp4"):
         from qerl.config import QeRLConfig
 

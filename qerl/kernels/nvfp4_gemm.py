@@ -1660,12 +1660,9 @@ def _lora_launch_args(lora: LoRAEpilogue | None, f32_dummy: torch.Tensor, bf16_d
 
 
 def nvfp4_matmul_grad_input(
-    dy: torch.Tensor, w: KernelWeight, config: BwdConfig | None = None, out: torch.Tensor | None = None,
-    rows: KernelWeight | None = None,
+    dy: torch.Tensor, w: KernelWeight, config: BwdConfig | None = None, out: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Input gradient ``dy @ W`` for ``dy`` [..., N] (bf16) and an NVFP4 ``w`` [N, K]: bf16 [..., K]. ``rows``: the
-    same W in the "rows" layout, taken instead of ``w`` where the warp-specialized kernel's table covers the product
-    (a packed layer's second copy, ``NVFP4Linear.to_kernel_layout``)."""
+    """Input gradient ``dy @ W`` for ``dy`` [..., N] (bf16) and an NVFP4 ``w`` [N, K]: bf16 [..., K]."""
     dy2 = _as_2d(dy, w.n, "dy")
     m = dy2.shape[0]
     dx = _out(out, m, w.k, dy2)
@@ -1675,12 +1672,7 @@ def nvfp4_matmul_grad_input(
     if config is None and dy2.is_cuda:
         from qerl.kernels import nvfp4_gemm_ws  # see nvfp4_matmul
 
-        ws_cfg = None
-        if rows is not None:
-            ws_cfg = nvfp4_gemm_ws.pick_grad_input(dy2, rows.n, rows.k, rows.k_pad, rows=True)
-            w = w if ws_cfg is None else rows
-        if ws_cfg is None and not w.words:
-            ws_cfg = nvfp4_gemm_ws.pick_grad_input(dy2, w.n, w.k, w.k_pad, w.rows)
+        ws_cfg = None if w.words else nvfp4_gemm_ws.pick_grad_input(dy2, w.n, w.k, w.k_pad, w.rows)
         if ws_cfg is not None:
             dx = nvfp4_gemm_ws.ws_matmul_grad_input(dy2, w, ws_cfg, out=dx)
             return dx.reshape(*dy.shape[:-1], w.k)
@@ -1795,7 +1787,18 @@ class NVFP4MatmulFn(torch.autograd.Function):
     def backward(ctx, dy: torch.Tensor):
         dx = db = None
         if ctx.needs_input_grad[0]:
-            dx = nvfp4_matmul_grad_input(dy, ctx.weight, rows=ctx.rows)
+            dx = nvfp4_matmul_grad_input(dy, grad_input_weight(dy, ctx.weight, ctx.rows))
         if ctx.bias_dtype is not None and ctx.needs_input_grad[2]:
             db = dy.reshape(-1, dy.shape[-1]).float().sum(0).to(ctx.bias_dtype)
         return dx, None, db, None
+
+
+def grad_input_weight(dy: torch.Tensor, weight: KernelWeight, rows: KernelWeight | None) -> KernelWeight:
+    """``rows`` (the "rows" layout) where the warp-specialized input-gradient kernel takes ``dy``'s product, else
+    ``weight``."""
+    if rows is None or not dy.is_cuda:
+        return weight
+    from qerl.kernels import nvfp4_gemm_ws
+
+    dy2 = _as_2d(dy, rows.n, "dy")  # as nvfp4_matmul_grad_input hands it to the kernel
+    return rows if nvfp4_gemm_ws.pick_grad_input(dy2, rows.n, rows.k, rows.k_pad, rows=True) is not None else weight
