@@ -347,8 +347,9 @@ def test_pick_grad_input_on_rows_replaces_only_its_own_buckets(monkeypatch):
     assert ws.pick_grad_input(_x(40, n), n, k, k, rows=True) == ws.TUNED_BWD_ROWS[(64, n, k)]
     assert ws.pick_grad_input(_x(64, n), n, k, k) == ws.TUNED_BWD[(64, n, k)] != ws.TUNED_BWD_ROWS[(64, n, k)]
     assert ws.pick_grad_input(_x(16, n), n, k, k, rows=True) == ws.TUNED_BWD[(16, n, k)]
-    n, k = 5120, 5120  # 14B o: a rows entry at M = 128; M = 64 keeps its own bucket, M = 1024 stays declined
-    assert ws.pick_grad_input(_x(64, n), n, k, k, rows=True) == ws.TUNED_BWD[(64, n, k)]
+    n, k = 5120, 5120  # 14B o: rows entries at M = 64 / 128; M = 32 keeps its own bucket, M = 1024 stays declined
+    assert (64, n, k) in ws.TUNED_BWD_ROWS and (32, n, k) not in ws.TUNED_BWD_ROWS
+    assert ws.pick_grad_input(_x(32, n), n, k, k, rows=True) == ws.TUNED_BWD[(32, n, k)]
     assert ws.pick_grad_input(_x(1024, n), n, k, k, rows=True) is None
     # A table loaded for a shape only the rows table knows still serves it.
     monkeypatch.setattr(ws, "TUNED_BWD_ROWS", dict(ws.TUNED_BWD_ROWS))
