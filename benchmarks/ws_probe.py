@@ -11,10 +11,19 @@ temporary directory (the shipped kernels stay as they are; an edit whose anchor 
 - ``no_scales``: the full kernel without the copies of the scale bytes;
 - ``codes_only``: ``no_compute`` without the copies of X and of the scales (the code bytes' copies alone).
 
+With ``--dir bwd`` the input gradient (``_ws_bwd_kernel``, one consumer; ``--bwd-layout`` "rows" or "pairs"):
+
+- ``full``: the kernel as shipped;
+- ``no_compute``: the consumer only waits for each stage and releases it (the scale warp still rearranges the scales);
+- ``copies_only``: ``no_compute`` with the scale warp only passing each stage on (the copies and barriers alone);
+- ``codes_only``: ``copies_only`` without the copies of dY and of the scales (the code bytes' copies alone).
+
 Outputs of the edited variants are wrong by design; only their time is reported, per layer, M and launch config
-(the shipped config of ``TUNED_WORDS`` by default), with the weight in enough copies that L2 serves none of it.
+(the shipped config of ``TUNED_WORDS`` / of the input gradient's tables by default), with the weight in enough copies
+that L2 serves none of it.
 
     python benchmarks/ws_probe.py --models 7b --ms 1,8,16 --out benchmarks/out/ws_probe
+    python benchmarks/ws_probe.py --dir bwd --models 7b --ms 1,16,64 --out benchmarks/out/ws_probe_bwd
 """
 
 from __future__ import annotations
@@ -56,6 +65,21 @@ _S_COPY = ('''
             tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))''')
 VARIANTS = ("full", "no_compute", "no_x", "no_scales", "codes_only")
 
+# The input gradient's anchors: _bwd_step from its code load to the release (kept), the scale warp's work, the copies.
+_BWD_STEP = ("        codes = _bwd_codes(w_smem, s)\n        lo_even, lo_odd, hi_even, hi_odd",
+             "            mbarrier.arrive(empty.index(s))\n        return acc_lo, acc_hi\n")
+_BWD_SCALES = ("            v = s_raw.index(s)._reinterpret(gl.uint32, [64, 2], plain).load(rows)\n",
+               "            gl.thread_barrier()  # every lane's words written before the (one-thread) arrival\n")
+_BWD_COPIES = ("        mbarrier.expect(bar, dy_desc.block_type.nbytes + w_desc.block_type.nbytes)\n"
+               "        tma.async_copy_global_to_shared(dy_desc, [off_m, n0], bar, dy_smem.index(s))\n"
+               "        tma.async_copy_global_to_shared(w_desc, [n0, col], bar, w_smem.index(s))\n"
+               "        mbarrier.expect(s_ready.index(s), s_desc.block_type.nbytes)\n"
+               "        tma.async_copy_global_to_shared(s_desc, [s_row, 0], s_ready.index(s), s_raw.index(s))\n",
+               "        mbarrier.expect(bar, w_desc.block_type.nbytes)\n"
+               "        tma.async_copy_global_to_shared(w_desc, [n0, col], bar, w_smem.index(s))\n"
+               "        mbarrier.arrive(s_ready.index(s))\n")
+VARIANTS_BWD = ("full", "no_compute", "copies_only", "codes_only")
+
 
 def _replace_once(src: str, old: str, new: str, what: str) -> str:
     if src.count(old) != 1:
@@ -94,11 +118,37 @@ def variant_source(src: str, variant: str) -> str:
     raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS}")
 
 
-def load_variant(variant: str, workdir: Path):
+def _cut(src: str, start: str, end: str, keep: str, what: str) -> str:
+    """``src`` with the text from ``start`` up to and including ``end`` replaced by ``keep``."""
+    for anchor in (start, end):
+        if src.count(anchor) != 1:
+            raise RuntimeError(f"{what}: an anchor text occurs {src.count(anchor)} times in nvfp4_gemm_ws.py "
+                               "(expected 1); update benchmarks/ws_probe.py to the kernel's source")
+    i, j = src.index(start), src.index(end)
+    if j < i:
+        raise RuntimeError(f"{what}: the anchor texts are out of order in nvfp4_gemm_ws.py")
+    return src[:i] + keep + src[j + len(end):]
+
+
+def bwd_variant_source(src: str, variant: str) -> str:
+    """``nvfp4_gemm_ws.py``'s source edited into the input gradient's ``variant`` (see the module docstring)."""
+    if variant == "full":
+        return src
+    if variant == "no_compute":
+        return _cut(src, *_BWD_STEP, "        mbarrier.arrive(empty.index(s))\n        return acc_lo, acc_hi\n",
+                    variant)
+    if variant == "copies_only":
+        return _cut(bwd_variant_source(src, "no_compute"), *_BWD_SCALES, "", variant)
+    if variant == "codes_only":
+        return _replace_once(bwd_variant_source(src, "copies_only"), *_BWD_COPIES, variant)
+    raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS_BWD}")
+
+
+def load_variant(variant: str, workdir: Path, direction: str = "fwd"):
     """The edited module, imported under its own name from ``workdir`` (Gluon compiles from the file's source)."""
     src = (ROOT / "qerl/kernels/nvfp4_gemm_ws.py").read_text()
-    path = workdir / f"qerl_ws_probe_{variant}.py"
-    path.write_text(variant_source(src, variant))
+    path = workdir / f"qerl_ws_probe_{direction}_{variant}.py"
+    path.write_text(variant_source(src, variant) if direction == "fwd" else bwd_variant_source(src, variant))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[path.stem] = mod
@@ -110,7 +160,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default="7b")
     p.add_argument("--ms", default="1,8,16")
-    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--dir", choices=("fwd", "bwd"), default="fwd", help="the forward or the input gradient")
+    p.add_argument("--bwd-layout", choices=("rows", "pairs"), default="rows", help="the input gradient's codes")
+    p.add_argument("--variants", default=None, help="comma-separated; default: every variant of the direction")
     p.add_argument("--out", default="benchmarks/out/ws_probe")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -128,24 +180,39 @@ def main(argv: list[str] | None = None) -> None:
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 50 * 2**20)
     work = Path(tempfile.mkdtemp(prefix="ws_probe_"))
-    mods = {v: load_variant(v, work) for v in args.variants.split(",")}
+    variants = args.variants.split(",") if args.variants else list(VARIANTS if args.dir == "fwd" else VARIANTS_BWD)
+    mods = {v: load_variant(v, work, args.dir) for v in variants}
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "command": "python benchmarks/ws_probe.py " + " ".join(sys.argv[1:] if argv is None else argv)}
     rows = []
     for model in args.models.split(","):
         for layer, n, k in SHAPES[model]:
             q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
-            kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout="words"), l2)
+            layout = "words" if args.dir == "fwd" else args.bwd_layout
+            kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2)
             for m in (int(v) for v in args.ms.split(",")):
-                x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-                cfg = ws.pick(x, n, k, kws[0].k_pad, words=True)
-                if cfg is None or cfg.stream_k:
-                    print(f"{model} {layer} M={m}: shipped path is not the split/tile kernel ({cfg}); skipped")
+                if args.dir == "fwd":
+                    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+                    cfg = ws.pick(x, n, k, kws[0].k_pad, words=True)
+                    runnable = cfg is not None and not cfg.stream_k
+                else:
+                    x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+                    cfg = ws.pick_grad_input(x, n, k, kws[0].k_pad, rows=layout == "rows")
+                    runnable = cfg is not None and not cfg.stream_k and cfg.consumers == 1
+                if not runnable:
+                    print(f"{model} {layer} M={m}: shipped path is not the one-consumer split/tile kernel ({cfg}); "
+                          "skipped")
                     continue
-                row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "config": cfg._asdict()}
+                row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "dir": args.dir, "layout": layout,
+                       "config": cfg._asdict()}
                 for v, mod in mods.items():
-                    c = mod.WsConfig(*cfg)
-                    row[f"{v}_us"] = bench([lambda kw=kw, c=c, mod=mod, x=x: mod.ws_matmul(x, kw, c) for kw in kws]) * 1e6
+                    if args.dir == "fwd":
+                        c = mod.WsConfig(*cfg)
+                        fns = [lambda kw=kw, c=c, mod=mod, x=x: mod.ws_matmul(x, kw, c) for kw in kws]
+                    else:
+                        c = mod.WsBwdConfig(*cfg)
+                        fns = [lambda kw=kw, c=c, mod=mod, x=x: mod.ws_matmul_grad_input(x, kw, c) for kw in kws]
+                    row[f"{v}_us"] = bench(fns) * 1e6
                 rows.append(row)
                 print(f"{model} {layer:8} M={m:3} {tuple(cfg)}: " + "  ".join(
                     f"{v} {row[f'{v}_us']:.1f}" for v in mods), flush=True)

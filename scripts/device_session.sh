@@ -2102,4 +2102,16 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 200 python3 benchmarks/bounds.py --dirs bwd --bwd-layout rows --out /tmp/q56i_bounds 2>&1 | tail -3
     cp /tmp/q56i_bounds/bounds.json /tmp/q56i_bounds/bounds.md "$out/"
     ;;
+  57a)  # Run 23: where the input gradient's time goes (benchmarks/ws_probe.py --dir bwd: the shipped one-consumer
+        # configs on "rows" as they are, the consumer only waiting and releasing, the scale warp only passing stages on,
+        # the code bytes' copies alone), every layer at M = 1 / 16 / 64; then the forward's probe at M = 64 (with and
+        # without the copies of X, whose boxes the CTAs of a row of tiles each read from L2)
+    device_name
+    timeout 380 python3 benchmarks/ws_probe.py --dir bwd --models 7b,14b,32b --ms 1,16,64 --out /tmp/q57a/bwd 2>&1 \
+      | grep -v Warning | tee "$out/log_bwd.txt" | tail -3
+    cp /tmp/q57a/bwd/ws_probe.json "$out/ws_probe_bwd.json"
+    timeout 170 python3 benchmarks/ws_probe.py --models 7b,14b,32b --ms 64 --variants full,no_x,no_compute \
+      --out /tmp/q57a/fwd 2>&1 | grep -v Warning | tee "$out/log_fwd.txt" | tail -3
+    cp /tmp/q57a/fwd/ws_probe.json "$out/ws_probe_fwd.json"
+    ;;
 esac

@@ -140,6 +140,33 @@ def test_probe_variants_edit_the_kernel_source():
                                       "        acc = warpgroup_mma( w_hi"), "no_compute")
 
 
+def test_probe_input_gradient_variants_edit_the_kernel_source():
+    wp = _load("ws_probe")
+    src = (ROOT / "qerl/kernels/nvfp4_gemm_ws.py").read_text()
+
+    def part(text: str, start: str, end: str) -> str:
+        return text[text.index(start):text.index(end)]
+
+    assert wp.bwd_variant_source(src, "full") == src
+    no_compute = wp.bwd_variant_source(src, "no_compute")
+    step = part(no_compute, "    def _bwd_step(", "    def _bwd_mma_partition(")
+    assert "warpgroup_mma(" not in step and "_bwd_codes(" not in step
+    assert "mbarrier.wait(ready" in step and "mbarrier.arrive(empty.index(s))" in step
+    assert "_TRANSPOSE_ASM" in part(no_compute, "    def _bwd_scale_worker(", "    def _codes_layout_bwd(")
+    copies = wp.bwd_variant_source(src, "copies_only")
+    scale_warp = part(copies, "    def _bwd_scale_worker(", "    def _codes_layout_bwd(")
+    assert "_TRANSPOSE_ASM" not in scale_warp and "mbarrier.wait(s_ready" in scale_warp
+    assert "mbarrier.arrive(ready" in scale_warp
+    codes = wp.bwd_variant_source(src, "codes_only")
+    copy_step = part(codes, "    def _bwd_copy_step(", "    def _bwd_scale_worker(")
+    assert copy_step.count("tma.async_copy_global_to_shared(") == 1 and "mbarrier.arrive(s_ready" in copy_step
+    # Only the one-consumer step is cut; the two-consumer half step keeps its work.
+    assert "warpgroup_mma(" in part(codes, "    def _bwd_half_step(", "    def _bwd_half_partition(")
+    with pytest.raises(RuntimeError, match="anchor"):
+        wp.bwd_variant_source(src.replace("        codes = _bwd_codes(w_smem, s)\n", "        codes = _bwd_codes(w_smem,s)\n"),
+                              "no_compute")
+
+
 def test_kernel_times_sum_by_kind_per_step():
     """decode_nvfp4.kernel_times (used by decode_nvfp4.py and rollout_hf.py --profile): each kernel's GPU time per
     step, summed by kind; events without GPU time (host-side ops) left out."""
