@@ -10,8 +10,14 @@ only the copies cost time) in these patterns, with the same grid of programs (64
   four chunks per copy);
 - ``tiles64``: the same bytes stored tile by tile (every 64-row by 64-byte box contiguous, 4 KiB), boxes as rows64.
 
-For each Qwen2.5 layer it reports GB/s per pattern and split, and next to them the GEMM the project ships at M = 1
-and 8 (``nvfp4_matmul`` on the "words" layout) and cuBLAS BF16 at M = 8, as bytes of weight per second.
+With ``--orders n`` each program instead takes one box column (a 64-byte chunk of every row: the input gradient's
+order, which walks N in 64-row steps for one chunk of K), split along N.
+
+The weight is read in enough copies that L2 holds none of it between reads (``--copies``: 3x L2 by default, as
+``gemm_nvfp4.py`` times the GEMMs; a single copy of a weight near L2's size is partly served from it).
+
+For each Qwen2.5 layer it reports GB/s per pattern, order and split, and next to them the GEMM the project ships at
+M = 1 and 8 (``nvfp4_matmul`` on the "words" layout) and cuBLAS BF16 at M = 8, as bytes of weight per second.
 
     python benchmarks/read_pattern.py --models 7b --out benchmarks/out/read_pattern
 """
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -36,18 +43,22 @@ PATTERNS = {"rows64": (64, False), "rows128": (128, False), "rows256": (256, Fal
 ROWS = 64  # W rows per box and per program, as the forward's 64-row tiles
 
 
-def grid_of(n: int, k: int, box_bytes: int, split: int) -> tuple[int, int, int]:
-    """(programs along N, programs along K, boxes per program) for an N x K weight (K / 2 code bytes a row) read in
-    boxes of ``ROWS`` rows by ``box_bytes`` bytes, K split into ``split`` runs of boxes (the last one shorter where
-    they do not divide; ValueError if the boxes do not divide the row or leave a run empty)."""
+def grid_of(n: int, k: int, box_bytes: int, split: int, order: str = "k") -> tuple[int, int, int]:
+    """(programs along the outer dimension, programs along the walked one, boxes per program) for an N x K weight
+    (K / 2 code bytes a row) read in boxes of ``ROWS`` rows by ``box_bytes`` bytes. Order "k": a program per 64-row
+    tile walks K; "n": a program per box column walks N. The walked dimension is split into ``split`` runs of boxes
+    (the last one shorter where they do not divide; ValueError if the boxes do not divide the row or leave a run
+    empty)."""
     row_bytes = k // 2
     if n % ROWS or row_bytes % box_bytes:
         raise ValueError(f"N={n} must be a multiple of {ROWS} and K/2={row_bytes} of the box width {box_bytes}")
-    boxes = row_bytes // box_bytes
-    per = -(-boxes // split)
-    if per * (split - 1) >= boxes:
-        raise ValueError(f"{boxes} boxes a row leave a run empty in {split} runs")
-    return n // ROWS, split, per
+    if order not in ("k", "n"):
+        raise ValueError(f"order {order!r}: 'k' or 'n'")
+    outer, walked = (n // ROWS, row_bytes // box_bytes) if order == "k" else (row_bytes // box_bytes, n // ROWS)
+    per = -(-walked // split)
+    if per * (split - 1) >= walked:
+        raise ValueError(f"{walked} boxes leave a run empty in {split} runs")
+    return outer, split, per
 
 
 def tile_major(codes: torch.Tensor, box_bytes: int) -> torch.Tensor:
@@ -64,30 +75,36 @@ def _kernel():
     import triton.language as tl
 
     @triton.jit
-    def read_boxes(desc, out_ptr, boxes_per_row, boxes_per_prog, TILED: tl.constexpr, BOX: tl.constexpr,
-                   STAGES: tl.constexpr):
-        tile = tl.program_id(0)
+    def read_boxes(desc, out_ptr, boxes_per_row, walked, boxes_per_prog, TILED: tl.constexpr, BOX: tl.constexpr,
+                   STAGES: tl.constexpr, ALONG_N: tl.constexpr):
+        outer = tl.program_id(0)
         part = tl.program_id(1)
         acc = tl.zeros([64, BOX], tl.int32)
-        b0 = part * boxes_per_prog
-        for i in tl.range(0, tl.minimum(boxes_per_prog, boxes_per_row - b0), num_stages=STAGES):
-            b = b0 + i
+        j0 = part * boxes_per_prog
+        for i in tl.range(0, tl.minimum(boxes_per_prog, walked - j0), num_stages=STAGES):
+            if ALONG_N:
+                tile = j0 + i
+                b = outer
+            else:
+                tile = outer
+                b = j0 + i
             if TILED:
                 acc += desc.load([(tile * boxes_per_row + b) * 64, 0]).to(tl.int32)
             else:
                 acc += desc.load([tile * 64, b * BOX]).to(tl.int32)
-        tl.store(out_ptr + tile * tl.num_programs(1) + part, tl.sum(acc))
+        tl.store(out_ptr + outer * tl.num_programs(1) + part, tl.sum(acc))
 
     return read_boxes
 
 
-def _time_us(fn) -> float:
-    import triton.testing
+def _time_us(fns: list) -> float:
+    """Median microseconds per call, the calls cycling through ``fns`` (one per weight copy) in a CUDA graph."""
+    from gemm_nvfp4 import bench
 
-    return triton.testing.do_bench_cudagraph(fn, rep=100) * 1e3
+    return bench(fns) * 1e6
 
 
-def measure(n: int, k: int, splits: list[int], stages: int, log) -> dict:
+def measure(n: int, k: int, splits: list[int], stages: int, log, orders: tuple = ("k",), copies: int = 1) -> dict:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     read_boxes = _kernel()
@@ -96,35 +113,39 @@ def measure(n: int, k: int, splits: list[int], stages: int, log) -> dict:
     res = {}
     for name, (box, tiled) in PATTERNS.items():
         src = tile_major(codes, box) if tiled else codes
-        desc = TensorDescriptor.from_tensor(src, [ROWS, box])
-        for split in splits:
-            try:
-                tiles, parts, per = grid_of(n, k, box, split)
-            except ValueError:
-                continue
-            out = torch.empty(tiles * parts, dtype=torch.int32, device="cuda")
-
-            run = functools.partial(read_boxes[(tiles, parts)], desc, out, (k // 2) // box, per, TILED=tiled,
-                                    BOX=box, STAGES=stages, num_warps=4)
-
-            try:
-                run()
-            except Exception as e:  # e.g. a box TMA cannot copy in one message: report it and go on
-                log(f"  {name:8s} split {split:2d}: failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
-                res[f"{name}/split{split}"] = {"error": f"{type(e).__name__}: {e}"[:500]}
-                continue
-            if int(out.to(torch.int64).sum()) != expect:
-                raise RuntimeError(f"{name} split {split}: the boxes read do not sum to the weight's bytes")
-            us = _time_us(run)
-            res[f"{name}/split{split}"] = {"us": us, "gbs": codes.numel() / us / 1e3, "programs": tiles * parts}
-            log(f"  {name:8s} split {split:2d} ({tiles * parts:5d} programs): {us:8.2f} us "
-                f"{codes.numel() / us / 1e3:7.0f} GB/s")
-        del src
+        srcs = [src] + [src.clone() for _ in range(copies - 1)]
+        descs = [TensorDescriptor.from_tensor(t, [ROWS, box]) for t in srcs]
+        for order in orders:
+            for split in splits:
+                try:
+                    outer, parts, per = grid_of(n, k, box, split, order)
+                except ValueError:
+                    continue
+                out = torch.empty(outer * parts, dtype=torch.int32, device="cuda")
+                boxes_per_row = (k // 2) // box
+                walked = boxes_per_row if order == "k" else n // ROWS
+                runs = [functools.partial(read_boxes[(outer, parts)], d, out, boxes_per_row, walked, per,
+                                          TILED=tiled, BOX=box, STAGES=stages, ALONG_N=order == "n", num_warps=4)
+                        for d in descs]
+                key = f"{name}/split{split}" if order == "k" else f"{name}/n/split{split}"
+                try:
+                    runs[0]()
+                except Exception as e:  # e.g. a box TMA cannot copy in one message: report it and go on
+                    log(f"  {key:18s}: failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                    res[key] = {"error": f"{type(e).__name__}: {e}"[:500]}
+                    continue
+                if int(out.to(torch.int64).sum()) != expect:
+                    raise RuntimeError(f"{key}: the boxes read do not sum to the weight's bytes")
+                us = _time_us(runs)
+                res[key] = {"us": us, "gbs": codes.numel() / us / 1e3, "programs": outer * parts}
+                log(f"  {key:18s} ({outer * parts:5d} programs): {us:8.2f} us {codes.numel() / us / 1e3:7.0f} GB/s")
+        del src, srcs, descs
     return res
 
 
 def gemm_reference(n: int, k: int, log) -> dict:
-    """The shipped forward (words layout) at M = 1 / 8 and cuBLAS BF16 at M = 8, as weight bytes per second."""
+    """The shipped forward (words layout) at M = 1 / 8 and cuBLAS BF16 at M = 8, as weight bytes per second (one
+    copy of the weight: partly served from L2 where the weight is not far above L2's size)."""
     from qerl import nvfp4
     from qerl.kernels.nvfp4_gemm import nvfp4_matmul, prepare_weight
 
@@ -136,11 +157,11 @@ def gemm_reference(n: int, k: int, log) -> dict:
     res = {}
     for m in (1, 8):
         x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        us = _time_us(functools.partial(nvfp4_matmul, x, kw))
+        us = _time_us([functools.partial(nvfp4_matmul, x, kw)])
         res[f"nvfp4_m{m}"] = {"us": us, "gbs": fp4_bytes / us / 1e3}
         log(f"  nvfp4 M={m}: {us:8.2f} us {fp4_bytes / us / 1e3:7.0f} GB/s (codes + scales)")
     x = torch.randn(8, k, device="cuda", dtype=torch.bfloat16)
-    us = _time_us(lambda: torch.nn.functional.linear(x, wb))
+    us = _time_us([lambda: torch.nn.functional.linear(x, wb)])
     res["bf16_m8"] = {"us": us, "gbs": 2 * n * k / us / 1e3}
     log(f"  bf16  M=8: {us:8.2f} us {2 * n * k / us / 1e3:7.0f} GB/s")
     return res
@@ -151,6 +172,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--models", default="7b", help="comma-separated: 7b, 14b, 32b")
     p.add_argument("--splits", default="1,2,4,8", help="K splits tried per pattern (comma-separated)")
     p.add_argument("--stages", type=int, default=4, help="software-pipeline stages of the read loop")
+    p.add_argument("--orders", default="k", help="comma-separated: k (a program walks K), n (walks N)")
+    p.add_argument("--copies", type=int, default=0, help="weight copies cycled (0: enough for 3x L2)")
     p.add_argument("--out", default="benchmarks/out/read_pattern")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -163,12 +186,16 @@ def main(argv: list[str] | None = None) -> None:
     meta = {"device": props.name, "sms": props.multi_processor_count, "date": time.strftime("%Y-%m-%d"),
             "torch": torch.__version__, "triton": triton.__version__, "command": " ".join(sys.argv),
             "stages": args.stages}
+    l2 = getattr(props, "L2_cache_size", 50 * 2**20)
     rows = []
     for model in args.models.split(","):
         for layer, n, k in SHAPES[model]:
             print(f"{model} {layer} N={n} K={k} ({n * k // 2 / 1e6:.1f} MB of codes)", flush=True)
             row = {"model": model, "layer": layer, "n": n, "k": k}
-            row.update(measure(n, k, [int(s) for s in args.splits.split(",")], args.stages, print))
+            copies = args.copies or max(1, math.ceil(3 * l2 / (n * k // 2)))
+            row["copies"] = copies
+            row.update(measure(n, k, [int(s) for s in args.splits.split(",")], args.stages, print,
+                               tuple(args.orders.split(",")), copies))
             row.update(gemm_reference(n, k, print))
             rows.append(row)
             (out / "read_pattern.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -2114,4 +2114,16 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --out /tmp/q57a/fwd 2>&1 | grep -v Warning | tee "$out/log_fwd.txt" | tail -3
     cp /tmp/q57a/fwd/ws_probe.json "$out/ws_probe_fwd.json"
     ;;
+  57b)  # the code boxes' read rate without L2 hits (benchmarks/read_pattern.py now cycles 3x L2 of weight copies; 51a
+        # read one copy): row-major boxes of 64 rows x 64 / 128 / 256 bytes and tile-major 4 KiB boxes, each program
+        # walking K (the forward's order) or N (the input gradient's), 7B and 32B layers; then the forward's probe at
+        # M = 1 (the code bytes' copies alone in the kernel's own ring) on the same machine
+    device_name
+    timeout 330 python3 benchmarks/read_pattern.py --models 7b,32b --orders k,n --splits 1,4,8,16,32 \
+      --out /tmp/q57b/read 2>&1 | tee "$out/log_read.txt" | tail -2
+    cp /tmp/q57b/read/read_pattern.json "$out/"
+    timeout 150 python3 benchmarks/ws_probe.py --models 7b,32b --ms 1 --variants full,no_compute,codes_only \
+      --out /tmp/q57b/fwd 2>&1 | grep -v Warning | tee "$out/log_fwd.txt" | tail -2
+    cp /tmp/q57b/fwd/ws_probe.json "$out/ws_probe_fwd.json"
+    ;;
 esac

@@ -49,6 +49,11 @@ def test_read_grid_covers_every_box_once():
         rp.grid_of(100, 3584, 64, 1)
     with pytest.raises(ValueError, match="empty"):
         rp.grid_of(64, 512, 64, 4 + 3)  # 4 boxes in 7 runs
+    # The input gradient's order: a program per 64-byte box column (28 of 7B gate_up's), walking its 592 row tiles.
+    assert rp.grid_of(37888, 3584, 64, 16, "n") == (28, 16, 37)
+    assert rp.grid_of(3584, 18944, 64, 1, "n") == (148, 1, 56)
+    with pytest.raises(ValueError, match="order"):
+        rp.grid_of(3584, 18944, 64, 1, "m")
 
 
 def test_wave_splits_fill_whole_waves():
