@@ -104,14 +104,16 @@ def _time_us(fns: list) -> float:
     return bench(fns) * 1e6
 
 
-def measure(n: int, k: int, splits: list[int], stages: int, log, orders: tuple = ("k",), copies: int = 1) -> dict:
+def measure(n: int, k: int, splits: list[int], stages: int, log, orders: tuple = ("k",), copies: int = 1,
+            patterns: tuple = tuple(PATTERNS)) -> dict:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     read_boxes = _kernel()
     codes = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device="cuda")
     expect = int(codes.to(torch.int64).sum())
     res = {}
-    for name, (box, tiled) in PATTERNS.items():
+    for name in patterns:
+        box, tiled = PATTERNS[name]
         src = tile_major(codes, box) if tiled else codes
         srcs = [src] + [src.clone() for _ in range(copies - 1)]
         descs = [TensorDescriptor.from_tensor(t, [ROWS, box]) for t in srcs]
@@ -174,6 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--stages", type=int, default=4, help="software-pipeline stages of the read loop")
     p.add_argument("--orders", default="k", help="comma-separated: k (a program walks K), n (walks N)")
     p.add_argument("--copies", type=int, default=0, help="weight copies cycled (0: enough for 3x L2)")
+    p.add_argument("--patterns", default=",".join(PATTERNS), help="comma-separated, of " + ", ".join(PATTERNS))
+    p.add_argument("--no-gemm", action="store_true", help="skip the shipped GEMM and cuBLAS references")
     p.add_argument("--out", default="benchmarks/out/read_pattern")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -195,8 +199,9 @@ def main(argv: list[str] | None = None) -> None:
             copies = args.copies or max(1, math.ceil(3 * l2 / (n * k // 2)))
             row["copies"] = copies
             row.update(measure(n, k, [int(s) for s in args.splits.split(",")], args.stages, print,
-                               tuple(args.orders.split(",")), copies))
-            row.update(gemm_reference(n, k, print))
+                               tuple(args.orders.split(",")), copies, tuple(args.patterns.split(","))))
+            if not args.no_gemm:
+                row.update(gemm_reference(n, k, print))
             rows.append(row)
             (out / "read_pattern.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
 

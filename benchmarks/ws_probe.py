@@ -16,7 +16,8 @@ With ``--dir bwd`` the input gradient (``_ws_bwd_kernel``, one consumer; ``--bwd
 - ``full``: the kernel as shipped;
 - ``no_compute``: the consumer only waits for each stage and releases it (the scale warp still rearranges the scales);
 - ``copies_only``: ``no_compute`` with the scale warp only passing each stage on (the copies and barriers alone);
-- ``codes_only``: ``copies_only`` without the copies of dY and of the scales (the code bytes' copies alone).
+- ``codes_only``: ``copies_only`` without the copies of dY and of the scales (the code bytes' copies alone);
+- ``codes_direct``: ``codes_only`` with the scale warp out of the chain (``ready`` completes on the copy alone).
 
 Outputs of the edited variants are wrong by design; only their time is reported, per layer, M and launch config
 (the shipped config of ``TUNED_WORDS`` / of the input gradient's tables by default), with the weight in enough copies
@@ -78,7 +79,9 @@ _BWD_COPIES = ("        mbarrier.expect(bar, dy_desc.block_type.nbytes + w_desc.
                "        mbarrier.expect(bar, w_desc.block_type.nbytes)\n"
                "        tma.async_copy_global_to_shared(w_desc, [n0, col], bar, w_smem.index(s))\n"
                "        mbarrier.arrive(s_ready.index(s))\n")
-VARIANTS_BWD = ("full", "no_compute", "copies_only", "codes_only")
+_BWD_READY = ("            mbarrier.init(ready.index(s), count=2)\n", "            mbarrier.init(ready.index(s), count=1)\n")
+_BWD_SCALE_LOOP = ("        for i in range(n_iters):\n", "        for i in range(0):\n")
+VARIANTS_BWD = ("full", "no_compute", "copies_only", "codes_only", "codes_direct")
 
 
 def _replace_once(src: str, old: str, new: str, what: str) -> str:
@@ -141,6 +144,9 @@ def bwd_variant_source(src: str, variant: str) -> str:
         return _cut(bwd_variant_source(src, "no_compute"), *_BWD_SCALES, "", variant)
     if variant == "codes_only":
         return _replace_once(bwd_variant_source(src, "copies_only"), *_BWD_COPIES, variant)
+    if variant == "codes_direct":
+        src = _replace_once(bwd_variant_source(src, "codes_only"), *_BWD_READY, variant)
+        return _replace_once(src, *_BWD_SCALE_LOOP, variant)
     raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS_BWD}")
 
 

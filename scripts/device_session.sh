@@ -2126,4 +2126,16 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --out /tmp/q57b/fwd 2>&1 | grep -v Warning | tee "$out/log_fwd.txt" | tail -2
     cp /tmp/q57b/fwd/ws_probe.json "$out/ws_probe_fwd.json"
     ;;
+  57c)  # the input gradient's code copies in its own ring with the scale warp in the chain (codes_only) and out of it
+        # (codes_direct), every layer at M = 1 / 16, and on the same machine the plain TMA loop over the same boxes in
+        # the same order (read_pattern.py rows64, programs walking N, 4-16 splits)
+    device_name
+    timeout 200 python3 benchmarks/ws_probe.py --dir bwd --models 7b,14b,32b --ms 1,16 \
+      --variants full,no_compute,codes_only,codes_direct --out /tmp/q57c/bwd 2>&1 | grep -v Warning \
+      | tee "$out/log_bwd.txt" | tail -2
+    cp /tmp/q57c/bwd/ws_probe.json "$out/ws_probe_bwd.json"
+    timeout 150 python3 benchmarks/read_pattern.py --models 7b,14b,32b --orders n --splits 3,4,6,8,16 \
+      --patterns rows64 --no-gemm --out /tmp/q57c/read 2>&1 | tee "$out/log_read.txt" | tail -2
+    cp /tmp/q57c/read/read_pattern.json "$out/"
+    ;;
 esac

@@ -165,6 +165,9 @@ def test_probe_input_gradient_variants_edit_the_kernel_source():
     codes = wp.bwd_variant_source(src, "codes_only")
     copy_step = part(codes, "    def _bwd_copy_step(", "    def _bwd_scale_worker(")
     assert copy_step.count("tma.async_copy_global_to_shared(") == 1 and "mbarrier.arrive(s_ready" in copy_step
+    direct = wp.bwd_variant_source(src, "codes_direct")
+    assert "for i in range(0):" in part(direct, "    def _bwd_scale_worker(", "    def _codes_layout_bwd(")
+    assert "mbarrier.init(ready.index(s), count=1)" in part(direct, "    def _bwd_stages(", "    def _load_worker(")
     # Only the one-consumer step is cut; the two-consumer half step keeps its work.
     assert "warpgroup_mma(" in part(codes, "    def _bwd_half_step(", "    def _bwd_half_partition(")
     with pytest.raises(RuntimeError, match="anchor"):
