@@ -9,7 +9,8 @@ temporary directory (the shipped kernels stay as they are; an edit whose anchor 
 - ``no_compute``: the consumer only waits for each stage and releases it (the copies, barriers and epilogue alone);
 - ``no_x``: the full kernel without the copies of X (the wgmmas read whatever the stage holds);
 - ``no_scales``: the full kernel without the copies of the scale bytes;
-- ``codes_only``: ``no_compute`` without the copies of X and of the scales (the code bytes' copies alone).
+- ``codes_only``: ``no_compute`` without the copies of X and of the scales (the code bytes' copies alone);
+- ``empty``: no chunks at all (the launch, the barriers' set-up, the warp-specialized partitions and the epilogue).
 
 With ``--dir bwd`` the input gradient (``_ws_bwd_kernel``, one consumer; ``--bwd-layout`` "rows" or "pairs"):
 
@@ -17,7 +18,8 @@ With ``--dir bwd`` the input gradient (``_ws_bwd_kernel``, one consumer; ``--bwd
 - ``no_compute``: the consumer only waits for each stage and releases it (the scale warp still rearranges the scales);
 - ``copies_only``: ``no_compute`` with the scale warp only passing each stage on (the copies and barriers alone);
 - ``codes_only``: ``copies_only`` without the copies of dY and of the scales (the code bytes' copies alone);
-- ``codes_direct``: ``codes_only`` with the scale warp out of the chain (``ready`` completes on the copy alone).
+- ``codes_direct``: ``codes_only`` with the scale warp out of the chain (``ready`` completes on the copy alone);
+- ``empty``: no steps at all, as the forward's.
 
 Outputs of the edited variants are wrong by design; only their time is reported, per layer, M and launch config
 (the shipped config of ``TUNED_WORDS`` / of the input gradient's tables by default), with the weight in enough copies
@@ -64,7 +66,9 @@ _S_COPY = ('''
             tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))''',
            '''
             tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))''')
-VARIANTS = ("full", "no_compute", "no_x", "no_scales", "codes_only")
+_FWD_CHUNKS = ("        chunks_per_split = (pid_k + 1) * n_chunks // gl.num_programs(1) - c0\n",
+               "        chunks_per_split = 0 * ((pid_k + 1) * n_chunks // gl.num_programs(1) - c0)\n")
+VARIANTS = ("full", "no_compute", "no_x", "no_scales", "codes_only", "empty")
 
 # The input gradient's anchors: _bwd_step from its code load to the release (kept), the scale warp's work, the copies.
 _BWD_STEP = ("        codes = _bwd_codes(w_smem, s)\n        lo_even, lo_odd, hi_even, hi_odd",
@@ -81,7 +85,9 @@ _BWD_COPIES = ("        mbarrier.expect(bar, dy_desc.block_type.nbytes + w_desc.
                "        mbarrier.arrive(s_ready.index(s))\n")
 _BWD_READY = ("            mbarrier.init(ready.index(s), count=2)\n", "            mbarrier.init(ready.index(s), count=1)\n")
 _BWD_SCALE_LOOP = ("        for i in range(n_iters):\n", "        for i in range(0):\n")
-VARIANTS_BWD = ("full", "no_compute", "copies_only", "codes_only", "codes_direct")
+_BWD_STEPS = ("        n_steps = (pid_s + 1) * total_steps // gl.num_programs(1) - s0\n",
+              "        n_steps = 0 * ((pid_s + 1) * total_steps // gl.num_programs(1) - s0)\n")
+VARIANTS_BWD = ("full", "no_compute", "copies_only", "codes_only", "codes_direct", "empty")
 
 
 def _replace_once(src: str, old: str, new: str, what: str) -> str:
@@ -118,6 +124,8 @@ def variant_source(src: str, variant: str) -> str:
         src = _replace_once(src, *_S_COPY, "codes_only")
         return _replace_once(src, *_X_BYTES, "codes_only").replace(
             _X_BYTES[1], _X_BYTES[1].replace(" + s_desc.block_type.nbytes", ""))
+    if variant == "empty":
+        return _replace_once(src, *_FWD_CHUNKS, variant)
     raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS}")
 
 
@@ -147,6 +155,8 @@ def bwd_variant_source(src: str, variant: str) -> str:
     if variant == "codes_direct":
         src = _replace_once(bwd_variant_source(src, "codes_only"), *_BWD_READY, variant)
         return _replace_once(src, *_BWD_SCALE_LOOP, variant)
+    if variant == "empty":
+        return _replace_once(src, *_BWD_STEPS, variant)
     raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS_BWD}")
 
 

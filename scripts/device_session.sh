@@ -2138,4 +2138,18 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --patterns rows64 --no-gemm --out /tmp/q57c/read 2>&1 | tee "$out/log_read.txt" | tail -2
     cp /tmp/q57c/read/read_pattern.json "$out/"
     ;;
+  57d)  # what a launch of the warp-specialized kernels costs with no work (ws_probe.py "empty": no chunks / steps, the
+        # set-up, partitions and epilogue alone) next to the kernels, forward at M = 1 and input gradient at M = 1 / 16,
+        # every layer; then the plain TMA loop (read_pattern.py) on the 14B layers in the forward's order
+    device_name
+    timeout 150 python3 benchmarks/ws_probe.py --dir bwd --models 7b,14b,32b --ms 1,16 \
+      --variants full,codes_only,empty --out /tmp/q57d/bwd 2>&1 | grep -v Warning | tee "$out/log_bwd.txt" | tail -2
+    cp /tmp/q57d/bwd/ws_probe.json "$out/ws_probe_bwd.json"
+    timeout 150 python3 benchmarks/ws_probe.py --models 7b,14b,32b --ms 1 --variants full,codes_only,empty \
+      --out /tmp/q57d/fwd 2>&1 | grep -v Warning | tee "$out/log_fwd.txt" | tail -2
+    cp /tmp/q57d/fwd/ws_probe.json "$out/ws_probe_fwd.json"
+    timeout 100 python3 benchmarks/read_pattern.py --models 14b --orders k --splits 1,2,4,8 --patterns rows64 \
+      --no-gemm --out /tmp/q57d/read 2>&1 | tee "$out/log_read.txt" | tail -2
+    cp /tmp/q57d/read/read_pattern.json "$out/"
+    ;;
 esac

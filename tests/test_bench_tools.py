@@ -168,6 +168,8 @@ def test_probe_input_gradient_variants_edit_the_kernel_source():
     direct = wp.bwd_variant_source(src, "codes_direct")
     assert "for i in range(0):" in part(direct, "    def _bwd_scale_worker(", "    def _codes_layout_bwd(")
     assert "mbarrier.init(ready.index(s), count=1)" in part(direct, "    def _bwd_stages(", "    def _load_worker(")
+    assert "n_steps = 0 * (" in wp.bwd_variant_source(src, "empty")
+    assert "chunks_per_split = 0 * (" in wp.variant_source(src, "empty")
     # Only the one-consumer step is cut; the two-consumer half step keeps its work.
     assert "warpgroup_mma(" in part(codes, "    def _bwd_half_step(", "    def _bwd_half_partition(")
     with pytest.raises(RuntimeError, match="anchor"):
