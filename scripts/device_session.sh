@@ -2152,4 +2152,20 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --no-gemm --out /tmp/q57d/read 2>&1 | tee "$out/log_read.txt" | tail -2
     cp /tmp/q57d/read/read_pattern.json "$out/"
     ;;
+  57e)  # the fused split sums with four splits' loads in flight: their GPU tests (the bits of the second kernel's sum,
+        # the references), then the default dispatch with the previous sums (.device/old: git archive c49c8ca qerl
+        # benchmarks) and the new ones, alternating: the forward on "words" and the input gradient on "rows", M = 1 / 16 / 32
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "fused_split or test_matches_fp32_reference or input_gradient_matches" -rf --tb=short 2>&1 \
+      | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    mkdir -p /tmp/q57e_w /tmp/q57e_b
+    top=$out; out=/tmp/q57e_w
+    dispatch_alternating 60 /tmp/q57e_wp --shipped-layout words --models 7b,14b,32b --ms 1,16,32
+    out=/tmp/q57e_b
+    dispatch_alternating 60 /tmp/q57e_bp --dirs bwd --shipped-bwd-layout rows --models 7b,14b,32b --ms 1,16,32
+    out=$top
+    tar -cf "$out/dispatch_words.tar" -C /tmp/q57e_w .
+    tar -cf "$out/dispatch_bwd.tar" -C /tmp/q57e_b .
+    ;;
 esac
