@@ -674,18 +674,10 @@ if gluon is not None:
 
     @gluon.jit
     def _sum_splits(ptrs, stride_split, mask, like):
-        """The fp32 partials at ``ptrs`` of every split, summed in split order (through L2: ``.cg``), four splits'
-        loads in flight at a time: a loop of one load per trip waited out one L2 round trip per split, which the
-        last CTA of a tile adds to the kernel's tail (run 23). Splits past the last read -0.0, which leaves every sum
-        exactly as it was (x + -0.0 == x, also for -0.0), so the bits are those of the one-by-one sum."""
+        """The fp32 partials at ``ptrs`` of every split, summed in split order (through L2: ``.cg``)."""
         total = gl.zeros_like(like)
-        n = gl.num_programs(1)
-        for sp in range(0, n, 4):
-            p0 = gl.load(ptrs + sp * stride_split, mask=mask, other=0.0, cache_modifier=".cg")
-            p1 = gl.load(ptrs + (sp + 1) * stride_split, mask=mask & (sp + 1 < n), other=-0.0, cache_modifier=".cg")
-            p2 = gl.load(ptrs + (sp + 2) * stride_split, mask=mask & (sp + 2 < n), other=-0.0, cache_modifier=".cg")
-            p3 = gl.load(ptrs + (sp + 3) * stride_split, mask=mask & (sp + 3 < n), other=-0.0, cache_modifier=".cg")
-            total = (((total + p0) + p1) + p2) + p3
+        for sp in range(gl.num_programs(1)):
+            total += gl.load(ptrs + sp * stride_split, mask=mask, other=0.0, cache_modifier=".cg")
         return total
 
     @gluon.jit
@@ -1489,18 +1481,10 @@ if gluon is not None:
                     mask = mask_m & (kk < K)[:, None]
                     # The sum written out rather than ``_sum_splits``: through the helper ptxas allocates this
                     # kernel's main loop differently (SASS compared ahead of time), and this one is what was measured.
-                    # Four splits' loads in flight at a time, as ``_sum_splits``.
                     total = gl.zeros([64, BM], gl.float32, out)
-                    n = gl.num_programs(1)
-                    for sp in range(0, n, 4):
-                        at = part + sp * stride_xsplit + kk[:, None]
-                        p0 = gl.load(at, mask=mask, other=0.0, cache_modifier=".cg")
-                        p1 = gl.load(at + stride_xsplit, mask=mask & (sp + 1 < n), other=-0.0, cache_modifier=".cg")
-                        p2 = gl.load(at + 2 * stride_xsplit, mask=mask & (sp + 2 < n), other=-0.0,
-                                     cache_modifier=".cg")
-                        p3 = gl.load(at + 3 * stride_xsplit, mask=mask & (sp + 3 < n), other=-0.0,
-                                     cache_modifier=".cg")
-                        total = (((total + p0) + p1) + p2) + p3
+                    for sp in range(gl.num_programs(1)):
+                        total += gl.load(part + sp * stride_xsplit + kk[:, None], mask=mask, other=0.0,
+                                         cache_modifier=".cg")
                     gl.store(dest + kk[:, None], total.to(gl.bfloat16), mask=mask)
 
     @gluon.jit
