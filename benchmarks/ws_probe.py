@@ -160,6 +160,21 @@ def bwd_variant_source(src: str, variant: str) -> str:
     raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS_BWD}")
 
 
+def replaced(cfg, edit: str):
+    """``cfg`` (a config NamedTuple) with the fields of ``edit`` ("field=value,...": ints, True / False, None)
+    replaced; ValueError naming the fields for an unknown one."""
+    if not edit:
+        return cfg
+    fields = {}
+    for item in edit.split(","):
+        name, _, value = item.partition("=")
+        if name not in cfg._fields:
+            raise ValueError(f"{name!r} is not a field of {type(cfg).__name__}: one of {', '.join(cfg._fields)}")
+        words = {"True": True, "False": False, "None": None}
+        fields[name] = words[value] if value in words else int(value)
+    return cfg._replace(**fields)
+
+
 def load_variant(variant: str, workdir: Path, direction: str = "fwd"):
     """The edited module, imported under its own name from ``workdir`` (Gluon compiles from the file's source)."""
     src = (ROOT / "qerl/kernels/nvfp4_gemm_ws.py").read_text()
@@ -179,6 +194,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dir", choices=("fwd", "bwd"), default="fwd", help="the forward or the input gradient")
     p.add_argument("--bwd-layout", choices=("rows", "pairs"), default="rows", help="the input gradient's codes")
     p.add_argument("--variants", default=None, help="comma-separated; default: every variant of the direction")
+    p.add_argument("--layers", default=None, help="comma-separated layer names (default: every layer)")
+    p.add_argument("--configs", default="", help="the shipped config with fields replaced, one row each: "
+                   "semicolon-separated sets of field=value, e.g. 'stages=8;maxnreg=64,split_n=12' ('' the shipped)")
     p.add_argument("--out", default="benchmarks/out/ws_probe")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -203,6 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for model in args.models.split(","):
         for layer, n, k in SHAPES[model]:
+            if args.layers and layer not in args.layers.split(","):
+                continue
             q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
             layout = "words" if args.dir == "fwd" else args.bwd_layout
             kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2)
@@ -219,20 +239,26 @@ def main(argv: list[str] | None = None) -> None:
                     print(f"{model} {layer} M={m}: shipped path is not the one-consumer split/tile kernel ({cfg}); "
                           "skipped")
                     continue
-                row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "dir": args.dir, "layout": layout,
-                       "config": cfg._asdict()}
-                for v, mod in mods.items():
-                    if args.dir == "fwd":
-                        c = mod.WsConfig(*cfg)
-                        fns = [lambda kw=kw, c=c, mod=mod, x=x: mod.ws_matmul(x, kw, c) for kw in kws]
-                    else:
-                        c = mod.WsBwdConfig(*cfg)
-                        fns = [lambda kw=kw, c=c, mod=mod, x=x: mod.ws_matmul_grad_input(x, kw, c) for kw in kws]
-                    row[f"{v}_us"] = bench(fns) * 1e6
-                rows.append(row)
-                print(f"{model} {layer:8} M={m:3} {tuple(cfg)}: " + "  ".join(
-                    f"{v} {row[f'{v}_us']:.1f}" for v in mods), flush=True)
-                (out / "ws_probe.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+                for edit in args.configs.split(";") if args.configs else [""]:
+                    c0 = replaced(cfg, edit)
+                    row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "dir": args.dir,
+                           "layout": layout, "config": c0._asdict(), "edit": edit}
+                    for v, mod in mods.items():
+                        if args.dir == "fwd":
+                            c = mod.WsConfig(*c0)
+                            fns = [lambda kw=kw, c=c, mod=mod, x=x: mod.ws_matmul(x, kw, c) for kw in kws]
+                        else:
+                            c = mod.WsBwdConfig(*c0)
+                            fns = [lambda kw=kw, c=c, mod=mod, x=x: mod.ws_matmul_grad_input(x, kw, c) for kw in kws]
+                        try:
+                            row[f"{v}_us"] = bench(fns) * 1e6
+                        except Exception as e:  # e.g. an edited config the compiler refuses: report it, go on
+                            row[f"{v}_us"] = float("nan")
+                            row[f"{v}_error"] = f"{type(e).__name__}: {e}"[:300]
+                    rows.append(row)
+                    print(f"{model} {layer:8} M={m:3} {tuple(c0)}: " + "  ".join(
+                        f"{v} {row[f'{v}_us']:.1f}" for v in mods), flush=True)
+                    (out / "ws_probe.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

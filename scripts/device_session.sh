@@ -2168,4 +2168,19 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     tar -cf "$out/dispatch_words.tar" -C /tmp/q57e_w .
     tar -cf "$out/dispatch_bwd.tar" -C /tmp/q57e_b .
     ;;
+  57f)  # what makes the kernels' own ring stream slower than the plain TMA loop (57c): the code copies alone and the
+        # full kernel on the decode configs with fewer registers (more CTAs per SM), more / fewer stages, more / fewer
+        # splits, at M = 1 on the wide and the small layers; then the fused-sum test on the one-by-one sum
+    device_name
+    timeout 200 python3 benchmarks/ws_probe.py --dir bwd --models 7b,32b --layers qkv,gate_up --ms 1 \
+      --variants full,codes_only --configs ";maxnreg=64;maxnreg=56;stages=3;stages=12;split_n=8;split_n=32" \
+      --out /tmp/q57f/bwd 2>&1 | grep -v Warning | tee "$out/log_bwd.txt" | tail -2
+    cp /tmp/q57f/bwd/ws_probe.json "$out/ws_probe_bwd.json"
+    timeout 200 python3 benchmarks/ws_probe.py --models 7b,32b --layers qkv,gate_up --ms 1 \
+      --variants full,codes_only --configs ";maxnreg=64;maxnreg=56;stages=3;stages=10;bn=128" \
+      --out /tmp/q57f/fwd 2>&1 | grep -v Warning | tee "$out/log_fwd.txt" | tail -2
+    cp /tmp/q57f/fwd/ws_probe.json "$out/ws_probe_fwd.json"
+    timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "fused_split" -rf \
+      --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+    ;;
 esac

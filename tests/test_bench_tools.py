@@ -145,6 +145,17 @@ def test_probe_variants_edit_the_kernel_source():
                                       "        acc = warpgroup_mma( w_hi"), "no_compute")
 
 
+def test_probe_config_edits():
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    wp = _load("ws_probe")
+    cfg = ws.WsBwdConfig(8, 6, 16, 64)
+    assert wp.replaced(cfg, "") is cfg
+    assert wp.replaced(cfg, "stages=8,maxnreg=None,fused=True") == ws.WsBwdConfig(8, 8, 16, None, True)
+    with pytest.raises(ValueError, match="not a field"):
+        wp.replaced(cfg, "split_k=2")
+
+
 def test_probe_input_gradient_variants_edit_the_kernel_source():
     wp = _load("ws_probe")
     src = (ROOT / "qerl/kernels/nvfp4_gemm_ws.py").read_text()

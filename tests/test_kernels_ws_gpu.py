@@ -304,6 +304,22 @@ def test_fused_split_sum_leaves_counters_zero_and_repeats_exactly():
 
 
 @hopper
+@pytest.mark.parametrize("split", [2, 3, 4, 5, 7, 9, 16])
+def test_fused_split_sum_gives_the_bits_of_the_second_kernel(split):
+    # The last CTA's sum is the one-by-one sum in split order from +0.0 that ``nvfp4_gemm._reduce`` computes for the
+    # same partials: bit for bit, whatever the split count.
+    x, w, _ = _case(5, 4608, 3584)
+    dy = torch.randn(5, 4608, device="cuda").to(torch.bfloat16)
+    fwd = [ws.WsConfig(8, 64, 6, split, 1, True, 80, fused) for fused in (True, False)]
+    bwd = [ws.WsBwdConfig(8, 4, split, 80, fused) for fused in (True, False)]
+    for run, inp, (fused, second) in ((ws.ws_matmul, x, fwd), (ws.ws_matmul_grad_input, dy, bwd)):
+        a = run(inp, w, fused, out=torch.full((5, w.n if run is ws.ws_matmul else w.k), float("nan"),
+                                              device="cuda", dtype=torch.bfloat16))
+        b = run(inp, w, second)
+        assert torch.isfinite(a).all() and torch.equal(a, b)
+
+
+@hopper
 @pytest.mark.parametrize("cfg", [ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1),
                                  ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2)], ids=["2x128", "1x64"])
 @pytest.mark.parametrize("m,n,k", [(1000, 3584, 3584), (300, 96, 18944)])
