@@ -2183,4 +2183,17 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "fused_split" -rf \
       --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
     ;;
+  57g)  # five CTAs per SM at decode tiles: the shipped configs on 48 registers a thread (the consumer's wgmmas then
+        # serialized by ptxas; without chunks / steps in flight too), every layer, input gradient at M = 1 / 16,
+        # forward at M = 1 / 16
+    device_name
+    timeout 220 python3 benchmarks/ws_probe.py --dir bwd --models 7b,14b,32b --ms 1,16 --variants full \
+      --configs ";maxnreg=48;maxnreg=48,in_flight=False" --out /tmp/q57g/bwd 2>&1 | grep -v Warning \
+      | tee "$out/log_bwd.txt" | tail -2
+    cp /tmp/q57g/bwd/ws_probe.json "$out/ws_probe_bwd.json"
+    timeout 220 python3 benchmarks/ws_probe.py --models 7b,14b,32b --ms 1,16 --variants full \
+      --configs ";maxnreg=48;maxnreg=48,in_flight=False" --out /tmp/q57g/fwd 2>&1 | grep -v Warning \
+      | tee "$out/log_fwd.txt" | tail -2
+    cp /tmp/q57g/fwd/ws_probe.json "$out/ws_probe_fwd.json"
+    ;;
 esac
