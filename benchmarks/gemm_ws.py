@@ -257,7 +257,11 @@ def bwd_candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = Fal
 
 # CTAs of the one-consumer input gradient (its consumer warpgroup, loader and scale warps: 192 threads) that fit an SM
 # at each register cap.
-BWD_CTAS_PER_SM = {64: 5, 80: 4, 96: 3, 128: 2, None: 1}
+# CTAs of the input gradient's kernel (one consumer warpgroup, the loader and scale warps padded to a second
+# warpgroup: 256 threads) that fit an SM at each register cap: 65536 / (256 x cap). Before run 23 this table counted
+# 192 threads (64: 5, 80: 4, 96: 3), so the "fill" searches of runs 21-22 aimed their splits at waves one CTA per SM
+# too wide; benchmarks/ws_occupancy.py reads the driver's count.
+BWD_CTAS_PER_SM = {48: 5, 64: 4, 80: 3, 96: 2, 128: 2, None: 1}
 
 
 def few_wave_splits(tiles: int, slots: int, steps: int, even: bool, min_run: int, best: int = 2) -> list[int]:
@@ -284,7 +288,8 @@ def bwd_fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
     ``nvfp4_gemm._fuse_reduction`` says so); at M <= 32 also two consumers of an 8- to 32-row tile as stream-K on one
     or two CTAs per SM. The register caps are those at which ptxas neither spills nor serializes the wgmmas
     (``aot.ws_report``): retired per step, 64 registers hold BM = 8 / 16 and 80 BM = 32; in flight, 80 hold BM = 8 /
-    16, 96 BM = 32, 128 BM = 64."""
+    16, 96 BM = 32, 128 BM = 64; since run 23 also 48 registers at BM = 8 / 16 (five CTAs per SM, the wgmmas
+    serialized, no spills)."""
     steps = -(-n // 64)
     fused = kern._fuse_reduction(m, k_pad)
     if m <= 32:
@@ -292,6 +297,8 @@ def bwd_fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
         reg_in_flight = 80 if bm <= 16 else 96
         tiles_of = [(bm, 6, 64 if bm <= 16 else 80, False), (bm, 4, 80, False), (bm, 8, 80, False),
                     (bm, 6, reg_in_flight, True), (bm, 8, reg_in_flight, True), (bm, 6, 128, True)]
+        if bm <= 16:  # five CTAs per SM (run 23): ptxas serializes the wgmmas, which an 8- / 16-row tile barely feels
+            tiles_of += [(bm, 6, 48, False), (bm, 4, 48, False)]
     else:
         tiles_of = [(64, 4, 128, False), (64, 4, 128, True), (64, 6, 128, True), (128, 4, None, True),
                     (128, 6, None, True)]

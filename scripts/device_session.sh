@@ -2196,4 +2196,16 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | tee "$out/log_fwd.txt" | tail -2
     cp /tmp/q57g/fwd/ws_probe.json "$out/ws_probe_fwd.json"
     ;;
+  57h)  # the driver's CTAs per SM for the decode configs (benchmarks/ws_occupancy.py), then the input gradient's "fill"
+        # search on "rows" with the corrected CTAs per SM (256 threads a CTA) and 48-register candidates (five CTAs per
+        # SM), M = 1 / 16 / 32
+    device_name
+    timeout 120 python3 benchmarks/ws_occupancy.py --out /tmp/q57h/occupancy.json 2>&1 | grep -v Warning \
+      | tee "$out/log_occupancy.txt" | tail -14
+    cp /tmp/q57h/occupancy.json "$out/"
+    timeout 300 python3 benchmarks/gemm_ws.py --dirs bwd --tile-set fill --layouts rows --shipped-bwd-layout rows \
+      --ms 1,16,32 --out /tmp/q57h/search 2>&1 | grep -v Warning | tee "$out/log_search.txt" \
+      | grep "geomean\|FAILED\|WRONG" | tail -12
+    cp /tmp/q57h/search/gemm_ws.json /tmp/q57h/search/tuned_ws.json "$out/"
+    ;;
 esac
