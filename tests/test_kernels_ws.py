@@ -347,9 +347,9 @@ def test_pick_grad_input_on_rows_replaces_only_its_own_buckets(monkeypatch):
     assert ws.pick_grad_input(_x(40, n), n, k, k, rows=True) == ws.TUNED_BWD_ROWS[(64, n, k)]
     assert ws.pick_grad_input(_x(64, n), n, k, k) == ws.TUNED_BWD[(64, n, k)] != ws.TUNED_BWD_ROWS[(64, n, k)]
     assert ws.pick_grad_input(_x(16, n), n, k, k, rows=True) == ws.TUNED_BWD[(16, n, k)]
-    n, k = 5120, 5120  # 14B o: rows entries at M = 64 / 128; M = 32 keeps its own bucket, M = 1024 stays declined
-    assert (64, n, k) in ws.TUNED_BWD_ROWS and (32, n, k) not in ws.TUNED_BWD_ROWS
-    assert ws.pick_grad_input(_x(32, n), n, k, k, rows=True) == ws.TUNED_BWD[(32, n, k)]
+    n, k = 5120, 5120  # 14B o: rows entries at M = 16-128; M = 1 keeps its own bucket, M = 1024 stays declined
+    assert (16, n, k) in ws.TUNED_BWD_ROWS and (1, n, k) not in ws.TUNED_BWD_ROWS
+    assert ws.pick_grad_input(_x(1, n), n, k, k, rows=True) == ws.TUNED_BWD[(1, n, k)]
     assert ws.pick_grad_input(_x(1024, n), n, k, k, rows=True) is None
     # A table loaded for a shape only the rows table knows still serves it.
     monkeypatch.setattr(ws, "TUNED_BWD_ROWS", dict(ws.TUNED_BWD_ROWS))
@@ -365,8 +365,8 @@ def test_pick_grad_input_on_rows_replaces_only_its_own_buckets(monkeypatch):
 def test_rows_layout_input_gradient_decodes_words():
     """On the "rows" layout the input gradient decodes each ldmatrix.trans word as the forward's words (12
     instructions per 8 weights, no PRMT spreading the bytes) instead of 18: about a quarter fewer instructions in
-    the step loop, the same loads and wgmmas, no serialized wgmmas and spills only where "pairs" allows them; for
-    every shipped config (both tables)."""
+    the step loop, the same loads and wgmmas, no serialized wgmmas (but at 48 registers) and spills only where
+    "pairs" allows them; for every shipped config (both tables)."""
     seen = set()
     for cfg in [c for c in list(ws.TUNED_BWD.values()) + list(ws.TUNED_BWD_ROWS.values()) if c is not None]:
         key = (cfg._replace(split_n=1), cfg.split_n > 1)
@@ -374,7 +374,9 @@ def test_rows_layout_input_gradient_decodes_words():
             continue
         seen.add(key)
         rows, pairs = aot.ws_report(*key, rows=True), aot.ws_report(*key)
-        assert not rows["wgmma_serialized"], (cfg, rows)
+        # 48 registers (five CTAs per SM, run 23's entries where that fits a layer's CTAs in one wave): ptxas
+        # serializes the wgmmas of the 8-row tile, which measured faster there all the same.
+        assert not rows["wgmma_serialized"] or cfg.maxnreg == 48, (cfg, rows)
         _assert_spills_allowed(cfg, rows)
         r, p = rows["chunk_loop_opcodes"], pairs["chunk_loop_opcodes"]
         for op in ("HGMMA", "LDSM", "LDS", "HMUL2"):

@@ -118,7 +118,9 @@ BWD_CONFIGS = [ws.WsBwdConfig(256, 4, 1, consumers=2), ws.WsBwdConfig(128, 6, 3,
                ws.WsBwdConfig(8, 6, 1, stream_k=2, consumers=2),
                # splits that do not divide the step count (runs one step apart), summed in the kernel or not
                ws.WsBwdConfig(16, 6, 5, 80, in_flight=True), ws.WsBwdConfig(8, 6, 7, 80, True),
-               ws.WsBwdConfig(64, 4, 5, 128, in_flight=True)]
+               ws.WsBwdConfig(64, 4, 5, 128, in_flight=True),
+               # 48 registers, five CTAs per SM (ptxas serializes the wgmmas), split or not (run 23)
+               ws.WsBwdConfig(8, 4, 3, 48), ws.WsBwdConfig(16, 6, 1, 48)]
 
 
 @hopper

@@ -365,31 +365,50 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
 # ``TUNED_BWD`` (which serves both layouts otherwise): {(m_bucket, n, k_pad): config}. Run 22's "fill" search on this
 # layout (H200, benchmarks/RESULTS.md): the picks at least 3% faster than ``TUNED_BWD``'s config on the same weights,
 # other than that config itself (the same config can time a few percent apart between the two); the splits of N of
-# the second search need not divide the step count (7B o's 56 steps in 9 runs of 6-7).
+# the second search need not divide the step count (7B o's 56 steps in 9 runs of 6-7). Entries marked "run 23": the
+# "fill" search again with the CTAs an SM really holds (three at 80 registers, four at 64, five at 48: the earlier
+# searches counted one more, so their wave-filling splits overfilled the last wave) and 48-register candidates, taken
+# where at least 3% faster than the shipped config in the same pass; at M = 8 M = 1's pick (the same 8-row tile).
 TUNED_BWD_ROWS: dict[tuple[int, int, int], WsBwdConfig] = {
-    # 7B o (3584 x 3584); the factors: the search's, over ``TUNED_BWD``'s config in the same pass
+    # 7B o (3584 x 3584); the factors: the search's, over the shipped config in the same pass
     (32, 3584, 3584): WsBwdConfig(32, 6, 9, 128, False, in_flight=True),  # 1.05x (56 steps in 9 runs of 6-7)
     (64, 3584, 3584): WsBwdConfig(64, 4, 9, 128, False, in_flight=True),  # 1.04x
     # 7B gate_up (37888 x 3584)
-    (16, 37888, 3584): WsBwdConfig(16, 6, 9, 128, True, in_flight=True),  # 1.05x
+    (1, 37888, 3584): WsBwdConfig(8, 4, 14, 80, True),  # run 23: 1.14x (392 CTAs, one wave of 3 per SM)
+    (8, 37888, 3584): WsBwdConfig(8, 4, 14, 80, True),  # run 23: M = 1's pick
+    (16, 37888, 3584): WsBwdConfig(16, 4, 14, 80, True),  # run 23: 1.04x
     (32, 37888, 3584): WsBwdConfig(32, 6, 9, 128, False, in_flight=True),  # 1.05x
     (64, 37888, 3584): WsBwdConfig(64, 4, 9, 128, False, in_flight=True),  # 1.06x
     # 7B down (3584 x 18944)
-    (16, 3584, 18944): WsBwdConfig(16, 8, 2, 80, False, in_flight=True),  # 1.05x
+    (1, 3584, 18944): WsBwdConfig(8, 6, 3, 64),  # run 23: 1.06x (444 CTAs, one wave of 4 per SM)
+    (8, 3584, 18944): WsBwdConfig(8, 6, 3, 64),  # run 23: M = 1's pick
+    (16, 3584, 18944): WsBwdConfig(16, 6, 3, 64),  # run 23: 1.04x
     (64, 3584, 18944): WsBwdConfig(64, 4, 1, 128, False, in_flight=True),  # 1.12x
     # 14B / 32B qkv (7168 x 5120)
     (16, 7168, 5120): WsBwdConfig(16, 6, 6, 128, True, in_flight=True),  # 1.04x
     (32, 7168, 5120): WsBwdConfig(32, 6, 6, 128, False, in_flight=True),  # 1.09x
     (64, 7168, 5120): WsBwdConfig(64, 4, 6, 128, False, in_flight=True),  # 1.22x
     # 14B / 32B o (5120 x 5120)
+    (16, 5120, 5120): WsBwdConfig(16, 6, 6, 128, True, in_flight=True),  # run 23: 1.03x (14B o; 32B o 1.02x)
+    (32, 5120, 5120): WsBwdConfig(32, 6, 6, 128, False, in_flight=True),  # run 23: 1.05x (14B o)
     (64, 5120, 5120): WsBwdConfig(64, 4, 6, 128, False, in_flight=True),  # 1.04x
     (128, 5120, 5120): WsBwdConfig(128, 4, 2, None, False, in_flight=True),  # 1.06x
     # 14B gate_up (27648 x 5120)
-    (1, 27648, 5120): WsBwdConfig(8, 6, 6, 128, True, in_flight=True),  # 1.23x
+    (1, 27648, 5120): WsBwdConfig(8, 4, 9, 80, True),  # run 23: 1.06x over run 22's entry
+    (8, 27648, 5120): WsBwdConfig(8, 4, 9, 80, True),  # run 23: M = 1's pick
+    (32, 27648, 5120): WsBwdConfig(32, 8, 6, 96, False, in_flight=True),  # run 23: 1.03x
+    # 14B down (5120 x 13824)
+    (1, 5120, 13824): WsBwdConfig(8, 4, 3, 80),  # run 23: 1.03x
+    (8, 5120, 13824): WsBwdConfig(8, 4, 3, 80),  # run 23: M = 1's pick
+    (16, 5120, 13824): WsBwdConfig(16, 8, 3, 80, False, in_flight=True),  # run 23: 1.05x
     # 32B gate_up (55296 x 5120)
+    (1, 55296, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: 1.09x (520 CTAs, one wave of 4 per SM)
+    (8, 55296, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: M = 1's pick
+    (16, 55296, 5120): WsBwdConfig(16, 6, 13, 64, True),  # run 23: 1.09x
     (32, 55296, 5120): WsBwdConfig(32, 4, 16, 80, False),  # 1.13x
     # 32B down (5120 x 27648)
-    (1, 5120, 27648): WsBwdConfig(8, 4, 3, 80, False),  # 1.05x
+    (1, 5120, 27648): WsBwdConfig(8, 4, 3, 48),  # run 23: 1.04x over run 22's entry (648 CTAs, one wave of 5 per SM)
+    (8, 5120, 27648): WsBwdConfig(8, 4, 3, 48),  # run 23: M = 1's pick
     (16, 5120, 27648): WsBwdConfig(16, 6, 1, 128, False, in_flight=True),  # 1.08x
 }
 
