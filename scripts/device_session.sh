@@ -2208,4 +2208,16 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | grep "geomean\|FAILED\|WRONG" | tail -12
     cp /tmp/q57h/search/gemm_ws.json /tmp/q57h/search/tuned_ws.json "$out/"
     ;;
+  57i)  # run 23's rows entries: the input gradient's GPU tests (48-register configs among them), the default dispatch
+        # on "rows" with the tables before them (.device/old: git archive e708832 qerl benchmarks) and with them,
+        # alternating, M = 1 / 8 / 16 / 32; then the "fill" search on "pairs" (TUNED_BWD) at M = 1 / 16 / 32
+    device_name
+    timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "input_gradient_matches or rows_layout_default or module_backward" -rf --tb=short 2>&1 \
+      | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    dispatch_alternating 60 /tmp/q57i --dirs bwd --shipped-bwd-layout rows --models 7b,14b,32b --ms 1,8,16,32
+    timeout 150 python3 benchmarks/gemm_ws.py --dirs bwd --tile-set fill --ms 1,16,32 --out /tmp/q57i_s 2>&1 \
+      | grep -v Warning | tee "$out/log_search.txt" | grep "geomean\|FAILED\|WRONG" | tail -6
+    cp /tmp/q57i_s/tuned_ws.json "$out/"
+    ;;
 esac
