@@ -2215,7 +2215,9 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
       -k "input_gradient_matches or rows_layout_default or module_backward" -rf --tb=short 2>&1 \
       | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    top=$out; out=/tmp/q57i_d; mkdir -p $out
     dispatch_alternating 60 /tmp/q57i --dirs bwd --shipped-bwd-layout rows --models 7b,14b,32b --ms 1,8,16,32
+    out=$top; tar -cf "$out/dispatch_rows.tar" -C /tmp/q57i_d .
     timeout 150 python3 benchmarks/gemm_ws.py --dirs bwd --tile-set fill --ms 1,16,32 --out /tmp/q57i_s 2>&1 \
       | grep -v Warning | tee "$out/log_search.txt" | grep "geomean\|FAILED\|WRONG" | tail -6
     cp /tmp/q57i_s/tuned_ws.json "$out/"
