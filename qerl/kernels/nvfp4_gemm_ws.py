@@ -175,7 +175,9 @@ def supports(m: int, n: int, k: int) -> bool:
 # layer's tiles outnumber the SMs, e.g. 7B down's 148 chunks; for the input gradient also a step's wgmmas in flight,
 # ``WsBwdConfig.in_flight``) at M = 1-512, taken where at least 3% faster than the entry in the same pass and not the
 # entry itself, then checked against the previous tables in alternating passes (every changed cell faster); at M = 8
-# the input gradient takes M = 1's pick where that changed (the same 8-row tile, so the same work).
+# the input gradient takes M = 1's pick where that changed (the same 8-row tile, so the same work). Input-gradient
+# entries marked "run 23": its "fill" search at M = 1-32 again with the CTAs an SM really holds (the earlier searches
+# counted one more per SM, ``benchmarks/gemm_ws.py``'s ``BWD_CTAS_PER_SM``), taken as in run 21.
 TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (1, 3584, 3584): None,  # 0.95x of the decode kernels
     (8, 3584, 3584): None,  # 0.92x of the decode kernels
@@ -272,14 +274,14 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.05x the entry without
     (8, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.11x the Triton kernels
     (16, 3584, 3584): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.11x the Triton kernels
-    (32, 3584, 3584): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.09x the previous entry
+    (32, 3584, 3584): WsBwdConfig(32, 6, 9, 96, in_flight=True),  # run 23: 1.04x the previous entry
     (64, 3584, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (128, 3584, 3584): WsBwdConfig(128, 4, 4, in_flight=True),  # run 21: 1.14x the previous entry
     (256, 3584, 3584): WsBwdConfig(128, 4, 2, in_flight=True),  # run 21: 1.07x the previous entry
     (512, 3584, 3584): WsBwdConfig(128, 4, 1, in_flight=True),  # run 21: 1.05x the previous entry
     (1024, 3584, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.14x the previous entry
-    (1, 3584, 18944): WsBwdConfig(8, 4, 4, 80),  # run 21: 1.62x the previous path
-    (8, 3584, 18944): WsBwdConfig(8, 4, 4, 80),  # run 21: M = 1's pick (the same 8-row tile)
+    (1, 3584, 18944): WsBwdConfig(8, 6, 3, 64),  # run 23: 1.03x the previous entry
+    (8, 3584, 18944): WsBwdConfig(8, 6, 3, 64),  # run 23: M = 1's pick
     (16, 3584, 18944): WsBwdConfig(16, 4, 4, 80),  # run 21: 1.54x the previous path
     (32, 3584, 18944): WsBwdConfig(32, 4, 4, 80),  # run 21: 1.31x the previous entry
     (64, 3584, 18944): WsBwdConfig(64, 4, 2, 128, in_flight=True),  # run 21: 1.27x the previous path
@@ -298,62 +300,62 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1024, 4608, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.16x the previous entry
     (1, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.03/1.03x the entry without
     (8, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.03/1.03x the entry without
-    (16, 5120, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.23x the Triton kernels
-    (32, 5120, 5120): WsBwdConfig(32, 6, 5, 128, in_flight=True),  # run 21: 1.05x the previous entry
+    (16, 5120, 5120): WsBwdConfig(16, 6, 6, 128, True, in_flight=True),  # run 23: 1.04x / 1.05x the previous entry
+    (32, 5120, 5120): WsBwdConfig(32, 8, 6, 96, in_flight=True),  # run 23: 1.07x / 1.06x the previous entry
     (64, 5120, 5120): WsBwdConfig(64, 4, 5, 128, in_flight=True),  # run 21: 1.18x the previous entry
     (128, 5120, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
     (256, 5120, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # run 12: 1.08x the previous entry
     (512, 5120, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 14: stream-K, 1.10x the previous entry
     (1024, 5120, 5120): None,  # 0.65x of the previous path
-    (1, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.22x the previous entry
-    (8, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.43x the previous entry
-    (16, 5120, 13824): WsBwdConfig(16, 4, 2, maxnreg=80),  # run 10: 1.20x the previous entry
+    (1, 5120, 13824): WsBwdConfig(8, 4, 3, 80),  # run 23: 1.03x the previous entry
+    (8, 5120, 13824): WsBwdConfig(8, 4, 3, 80),  # run 23: M = 1's pick
+    (16, 5120, 13824): WsBwdConfig(16, 8, 3, 80, in_flight=True),  # run 23: 1.04x the previous entry
     (32, 5120, 13824): WsBwdConfig(32, 8, 2, 96, in_flight=True),  # run 21: 1.05x the previous entry
     (64, 5120, 13824): WsBwdConfig(64, 4, 2, 128, in_flight=True),  # run 21: 1.05x the previous entry
     (128, 5120, 13824): WsBwdConfig(128, 4, 1, in_flight=True),  # run 21: 1.08x the previous entry
     (256, 5120, 13824): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.17x the previous entry
     (512, 5120, 13824): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.21x the previous path
     (1024, 5120, 13824): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 12: 1.10x the previous path
-    (1, 5120, 27648): WsBwdConfig(8, 6, 4, 64),  # run 21: 1.13x the previous entry
-    (8, 5120, 27648): WsBwdConfig(8, 6, 4, 64),  # run 21: M = 1's pick (the same 8-row tile)
-    (16, 5120, 27648): WsBwdConfig(16, 6, 4, 64),  # run 21: 1.07x the previous entry
+    (1, 5120, 27648): WsBwdConfig(8, 4, 3, 80),  # run 23: 1.05x the previous entry
+    (8, 5120, 27648): WsBwdConfig(8, 4, 3, 80),  # run 23: M = 1's pick
+    (16, 5120, 27648): WsBwdConfig(16, 4, 3, 80),  # run 23: 1.06x the previous entry
     (32, 5120, 27648): WsBwdConfig(32, 8, 1, 96, in_flight=True),  # run 21: 1.04x the previous entry
     (64, 5120, 27648): WsBwdConfig(64, 4, 1, 128, in_flight=True),  # run 21: 1.08x the previous entry
     (128, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),
     (256, 5120, 27648): WsBwdConfig(256, 4, 1, consumers=2),  # run 13: 1.14x the previous entry
     (512, 5120, 27648): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 12: 1.18x the previous entry
     (1024, 5120, 27648): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 12: 1.16x the previous entry
-    (1, 7168, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.06/1.05x the entry without
-    (8, 7168, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.04/1.02x the entry without
+    (1, 7168, 5120): WsBwdConfig(8, 6, 6, 128, True, in_flight=True),  # run 23: 1.04x / 1.03x (14B / 32B)
+    (8, 7168, 5120): WsBwdConfig(8, 6, 6, 128, True, in_flight=True),  # run 23: M = 1's pick
     (16, 7168, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.27x the Triton kernels
-    (32, 7168, 5120): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.27x the previous entry
+    (32, 7168, 5120): WsBwdConfig(32, 8, 6, 96, in_flight=True),  # run 23: 1.11x the previous entry (14B and 32B)
     (64, 7168, 5120): WsBwdConfig(64, 4, 4, 128, in_flight=True),  # run 21: 1.05x the previous entry
     (128, 7168, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
     (256, 7168, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # run 12: 1.14x the previous entry
     (512, 7168, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.33x the previous entry
     (1024, 7168, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 14: 1.03-1.06x the slab path
-    (1, 27648, 5120): WsBwdConfig(8, 6, 16, 64, True),  # run 21: 1.10x the previous entry
-    (8, 27648, 5120): WsBwdConfig(8, 6, 16, 64, True),  # run 21: M = 1's pick (the same 8-row tile)
-    (16, 27648, 5120): WsBwdConfig(16, 6, 6, 128, True, in_flight=True),  # run 21: 1.08x the previous entry
+    (1, 27648, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: 1.14x the previous entry
+    (8, 27648, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: M = 1's pick
+    (16, 27648, 5120): WsBwdConfig(16, 6, 13, 64, True),  # run 23: 1.03x the previous entry
     (32, 27648, 5120): WsBwdConfig(32, 6, 6, 128, in_flight=True),  # run 21: 1.10x the previous entry
     (64, 27648, 5120): WsBwdConfig(64, 4, 6, 128, in_flight=True),  # run 21: 1.61x the previous path
     (128, 27648, 5120): WsBwdConfig(128, 4, 3, in_flight=True),  # run 21: 1.25x the previous entry
     (256, 27648, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.43x the previous entry
     (512, 27648, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.24x the previous path
     (1024, 27648, 5120): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.24x the slab path
-    (1, 37888, 3584): WsBwdConfig(8, 6, 16, maxnreg=64),  # run 10: 1.26x the previous entry
-    (8, 37888, 3584): WsBwdConfig(8, 6, 16, maxnreg=64),  # run 10: 1.21x the previous entry
-    (16, 37888, 3584): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.19x the previous entry
-    (32, 37888, 3584): WsBwdConfig(32, 4, 8, maxnreg=80),  # run 10: 1.11x the previous entry
+    (1, 37888, 3584): WsBwdConfig(8, 8, 14, 80, True, in_flight=True),  # run 23: 1.13x the previous entry
+    (8, 37888, 3584): WsBwdConfig(8, 8, 14, 80, True, in_flight=True),  # run 23: M = 1's pick
+    (16, 37888, 3584): WsBwdConfig(16, 4, 14, 80, True),  # run 23: 1.10x the previous entry
+    (32, 37888, 3584): WsBwdConfig(32, 4, 14, 80),  # run 23: 1.14x the previous entry
     (64, 37888, 3584): WsBwdConfig(64, 4, 8, 128, in_flight=True),  # run 21: 1.06x the previous entry
     (128, 37888, 3584): WsBwdConfig(128, 4, 8, maxnreg=128),
     (256, 37888, 3584): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.07x the one before
     (512, 37888, 3584): WsBwdConfig(256, 4, 4, consumers=2),  # run 12: 1.18x the previous path
     (1024, 37888, 3584): WsBwdConfig(256, 5, 1, consumers=2),  # run 13: 1.17x the previous path
-    (1, 55296, 5120): WsBwdConfig(8, 8, 16, 80, True, in_flight=True),  # run 21: 1.18x the previous entry
-    (8, 55296, 5120): WsBwdConfig(8, 8, 16, 80, True, in_flight=True),  # run 21: M = 1's pick (the same 8-row tile)
-    (16, 55296, 5120): WsBwdConfig(16, 6, 16, 80, True, in_flight=True),  # run 21: 1.12x the previous entry
-    (32, 55296, 5120): WsBwdConfig(32, 8, 16, 80),  # run 21: 1.14x the previous entry
+    (1, 55296, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: 1.03x the previous entry
+    (8, 55296, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: M = 1's pick
+    (16, 55296, 5120): WsBwdConfig(16, 6, 13, 64, True),  # run 23: 1.05x the previous entry
+    (32, 55296, 5120): WsBwdConfig(32, 4, 9, 80),  # run 23: 1.12x the previous entry
     (64, 55296, 5120): WsBwdConfig(64, 4, 6, 128, in_flight=True),  # run 21: 1.59x the previous path
     (128, 55296, 5120): WsBwdConfig(128, 4, 3, in_flight=True),  # run 21: 1.20x the previous entry
     (256, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.54x the previous entry
