@@ -2222,4 +2222,20 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | grep -v Warning | tee "$out/log_search.txt" | grep "geomean\|FAILED\|WRONG" | tail -6
     cp /tmp/q57i_s/tuned_ws.json "$out/"
     ;;
+  57j)  # run 23's TUNED_BWD entries ("pairs"): the dispatch GPU tests, then the default dispatch with the tables before
+        # them (.device/old: git archive 53e6e28 qerl benchmarks, which holds the rows entries) and with them,
+        # alternating, on "pairs" and on "rows", M = 1 / 8 / 16 / 32; then bounds.py's input gradient on "rows"
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
+      -k "default_dispatch or rows_layout_default or module_backward or packed_linear" -rf --tb=short 2>&1 \
+      | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    top=$out
+    for lay in pairs rows; do
+      out=/tmp/q57j_$lay; mkdir -p $out
+      dispatch_alternating 60 /tmp/q57j_${lay}_p --dirs bwd --shipped-bwd-layout $lay --models 7b,14b,32b --ms 1,8,16,32
+      out=$top; tar -cf "$out/dispatch_$lay.tar" -C /tmp/q57j_$lay .
+    done
+    timeout 200 python3 benchmarks/bounds.py --dirs bwd --bwd-layout rows --out /tmp/q57j_bounds 2>&1 | tail -3
+    cp /tmp/q57j_bounds/bounds.json /tmp/q57j_bounds/bounds.md "$out/"
+    ;;
 esac
