@@ -307,8 +307,8 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 5120, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # run 12: 1.08x the previous entry
     (512, 5120, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 14: stream-K, 1.10x the previous entry
     (1024, 5120, 5120): None,  # 0.65x of the previous path
-    (1, 5120, 13824): WsBwdConfig(8, 4, 3, 80),  # run 23: 1.03x the previous entry
-    (8, 5120, 13824): WsBwdConfig(8, 4, 3, 80),  # run 23: M = 1's pick
+    (1, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.22x (run 23: its pick ran level, not taken)
+    (8, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.43x the previous entry
     (16, 5120, 13824): WsBwdConfig(16, 8, 3, 80, in_flight=True),  # run 23: 1.04x the previous entry
     (32, 5120, 13824): WsBwdConfig(32, 8, 2, 96, in_flight=True),  # run 21: 1.05x the previous entry
     (64, 5120, 13824): WsBwdConfig(64, 4, 2, 128, in_flight=True),  # run 21: 1.05x the previous entry
