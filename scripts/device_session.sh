@@ -2238,4 +2238,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 200 python3 benchmarks/bounds.py --dirs bwd --bwd-layout rows --out /tmp/q57j_bounds 2>&1 | tail -3
     cp /tmp/q57j_bounds/bounds.json /tmp/q57j_bounds/bounds.md "$out/"
     ;;
+  57k)  # on an H100: run 23's input-gradient tables against the session's first tables (.device/old: git archive 98f109c
+        # qerl benchmarks), alternating, on "pairs" and on "rows", M = 1 / 8 / 16 / 32
+    device_name
+    top=$out
+    for lay in pairs rows; do
+      out=/tmp/q57k_$lay; mkdir -p $out
+      dispatch_alternating 60 /tmp/q57k_${lay}_p --dirs bwd --shipped-bwd-layout $lay --models 7b,14b,32b --ms 1,8,16,32
+      out=$top; tar -cf "$out/dispatch_$lay.tar" -C /tmp/q57k_$lay .
+    done
+    ;;
 esac
