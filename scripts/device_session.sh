@@ -2248,4 +2248,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       out=$top; tar -cf "$out/dispatch_$lay.tar" -C /tmp/q57k_$lay .
     done
     ;;
+  57l)  # the final input-gradient tables against the session's first ones (.device/old: git archive 98f109c qerl
+        # benchmarks) on an H200, alternating, on "pairs" and on "rows", M = 1 / 8 / 16 / 32 (as 57k)
+    device_name
+    top=$out
+    for lay in pairs rows; do
+      out=/tmp/q57l_$lay; mkdir -p $out
+      dispatch_alternating 60 /tmp/q57l_${lay}_p --dirs bwd --shipped-bwd-layout $lay --models 7b,14b,32b --ms 1,8,16,32
+      out=$top; tar -cf "$out/dispatch_$lay.tar" -C /tmp/q57l_$lay .
+    done
+    ;;
 esac
