@@ -5,6 +5,8 @@ configs that keep a chunk's wgmmas in flight wait for 2 pending groups in the lo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -496,3 +498,31 @@ def test_split_counters_grow_without_freeing_the_old_buffer(monkeypatch):
     grown = nvfp4_gemm._split_counters(cpu, 1)
     assert grown is not first and grown.numel() == nvfp4_gemm.COUNTERS_RESERVE and not grown.any()
     assert len(nvfp4_gemm._RETIRED_COUNTERS) == 1 and nvfp4_gemm._RETIRED_COUNTERS[0] is first
+
+
+@needs_ptxas
+def test_fill_searches_count_the_ctas_an_sm_holds():
+    """benchmarks/gemm_ws.py aims its splits at whole waves of the CTAs an SM holds at each register cap: its tables
+    must match the compiled kernels' threads and shared memory on Hopper (64K registers, 227 KiB of shared memory
+    an SM). Runs 21-22 counted 192 threads for the input gradient's CTA (it has 256), one CTA per SM too many."""
+    import importlib.util
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_gemm_ws_ctas", root / "benchmarks" / "gemm_ws.py")
+        gw = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(gw)
+    finally:
+        sys.path.remove(str(root / "benchmarks"))
+
+    def fit(r: dict, cap: int) -> int:
+        return min(65536 // (r["threads"] * cap), (227 * 1024) // (r["shared_bytes"] + 1024))
+
+    for cap, ctas in gw.BWD_CTAS_PER_SM.items():
+        if cap is not None:
+            assert fit(aot.ws_report(ws.WsBwdConfig(8, 6, 1, cap), rows=True), cap) == ctas, cap
+    for cap, ctas in gw.CTAS_PER_SM.items():
+        if cap is not None:
+            assert fit(aot.ws_report(ws.WsConfig(8, 64, 6, 1, 1, True, cap), words=True), cap) == ctas, cap

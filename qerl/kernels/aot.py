@@ -52,8 +52,9 @@ def _assemble(fn, const: dict, pointers: dict, num_warps: int, num_stages: int, 
 
 
 def _assemble_source(src, const: dict, num_warps: int, num_stages: int, maxnreg: int | None, capability: int,
-                     disassemble: bool = False) -> tuple[str, str]:
-    """(ptxas -v report, SASS listing if ``disassemble``) of a Triton or Gluon source for ``sm_<capability>a``."""
+                     disassemble: bool = False, meta: dict | None = None) -> tuple[str, str]:
+    """(ptxas -v report, SASS listing if ``disassemble``) of a Triton or Gluon source for ``sm_<capability>a``;
+    ``meta``, if given, receives the launch's threads per CTA and shared-memory bytes."""
     from triton.backends.compiler import GPUTarget
 
     ptxas = ptxas_path()
@@ -63,6 +64,8 @@ def _assemble_source(src, const: dict, num_warps: int, num_stages: int, maxnreg:
     if maxnreg is not None:
         options["maxnreg"] = maxnreg
     compiled = kern.triton.compile(src, target=GPUTarget("cuda", capability, 32), options=options)
+    if meta is not None:  # a warp-specialized kernel's warps include its partitions' (and their padding)
+        meta.update(threads=32 * compiled.metadata.num_warps, shared_bytes=compiled.metadata.shared)
     arch = f"sm_{capability}a" if capability >= 90 else f"sm_{capability}"
     with tempfile.TemporaryDirectory() as tmp:
         ptx, cubin = os.path.join(tmp, "kernel.ptx"), os.path.join(tmp, "kernel.cubin")
@@ -222,7 +225,8 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
               row_norm: bool = False, add_norm: bool = False, norm_nt: int = 64, rope: bool = False,
               rows: bool = False) -> dict:
     """The warp-specialized kernel (``nvfp4_gemm_ws``) compiled for ``cfg`` as ``ws_matmul`` (a ``WsConfig``) or
-    ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, spill bytes, whether ptxas
+    ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, threads per CTA, shared-memory
+    bytes, spill bytes, whether ptxas
     serialized the wgmmas, the wgmma waits in the SASS (``WARPGROUP.DEPBAR.LE gsb0, n``: n = 2 keeps a chunk's
     two wgmma groups in flight), the global atomics (the fused split sum's tile counter) and the barriers scoped to
     one warpgroup's 128 threads (a warp-specialized partition's)."""
@@ -274,13 +278,14 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     skip = {p.name for p in fn.params if p.do_not_specialize}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
              if n not in const and n not in descs and n not in skip}
+    meta: dict = {}
     report, sass = _assemble_source(GluonASTSource(fn, sig, const, attrs), const, 4, 1, cfg.maxnreg, capability,
-                                    disassemble=True)
+                                    disassemble=True, meta=meta)
     regs = re.search(r"Used (\d+) registers", report)
     spills = re.search(r"(\d+) bytes spill stores", report)
     if not regs or not spills:
         raise RuntimeError(f"unexpected ptxas report: {report[-1000:]}")
-    return {"registers": int(regs.group(1)), "spill_bytes": int(spills.group(1)),
+    return {"registers": int(regs.group(1)), "spill_bytes": int(spills.group(1)), **meta,
             "wgmma_serialized": bool(_WGMMA_SERIALIZED.search(report)),
             "wgmma_waits": sorted({int(w, 16) for w in re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass)}),
             "counter_atomics": len(re.findall(r"\bATOMG\.", sass)),
