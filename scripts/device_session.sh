@@ -99,6 +99,15 @@ dispatch_alternating() {  # benchmarks/gemm_ws.py --dispatch-only ARGS (nvfp4_ma
     cp ${w}_$pass/gemm_ws.json "$out/dispatch_$pass.json"
   done
 }
+dispatch_layouts() {  # dispatch_alternating on the input gradient, on "pairs" then on "rows" (work dir prefix $1),
+                      # M = 1 / 8 / 16 / 32, every layer; each layout's files in one tar under $out
+  local w=$1 top=$out lay
+  for lay in pairs rows; do
+    out=/tmp/${w}_$lay; mkdir -p $out
+    dispatch_alternating 60 /tmp/${w}_${lay}_p --dirs bwd --shipped-bwd-layout $lay --models 7b,14b,32b --ms 1,8,16,32
+    out=$top; tar -cf "$out/dispatch_$lay.tar" -C /tmp/${w}_$lay .
+  done
+}
 dispatch_groups() {  # dispatch_alternating for each GROUP:MS:LIMIT after the models ($1) and a work name ($2): group
                      # bwd the input gradient, words / pairs the forward on that layout, at M = MS (comma-separated),
                      # LIMIT s a pass; each group's files in one tar under $out (a call returns at most 8 files)
@@ -2229,33 +2238,18 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
       -k "default_dispatch or rows_layout_default or module_backward or packed_linear" -rf --tb=short 2>&1 \
       | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
-    top=$out
-    for lay in pairs rows; do
-      out=/tmp/q57j_$lay; mkdir -p $out
-      dispatch_alternating 60 /tmp/q57j_${lay}_p --dirs bwd --shipped-bwd-layout $lay --models 7b,14b,32b --ms 1,8,16,32
-      out=$top; tar -cf "$out/dispatch_$lay.tar" -C /tmp/q57j_$lay .
-    done
+    dispatch_layouts q57j
     timeout 200 python3 benchmarks/bounds.py --dirs bwd --bwd-layout rows --out /tmp/q57j_bounds 2>&1 | tail -3
     cp /tmp/q57j_bounds/bounds.json /tmp/q57j_bounds/bounds.md "$out/"
     ;;
   57k)  # on an H100: run 23's input-gradient tables against the session's first tables (.device/old: git archive 98f109c
         # qerl benchmarks), alternating, on "pairs" and on "rows", M = 1 / 8 / 16 / 32
     device_name
-    top=$out
-    for lay in pairs rows; do
-      out=/tmp/q57k_$lay; mkdir -p $out
-      dispatch_alternating 60 /tmp/q57k_${lay}_p --dirs bwd --shipped-bwd-layout $lay --models 7b,14b,32b --ms 1,8,16,32
-      out=$top; tar -cf "$out/dispatch_$lay.tar" -C /tmp/q57k_$lay .
-    done
+    dispatch_layouts q57k
     ;;
   57l)  # the final input-gradient tables against the session's first ones (.device/old: git archive 98f109c qerl
         # benchmarks) on an H200, alternating, on "pairs" and on "rows", M = 1 / 8 / 16 / 32 (as 57k)
     device_name
-    top=$out
-    for lay in pairs rows; do
-      out=/tmp/q57l_$lay; mkdir -p $out
-      dispatch_alternating 60 /tmp/q57l_${lay}_p --dirs bwd --shipped-bwd-layout $lay --models 7b,14b,32b --ms 1,8,16,32
-      out=$top; tar -cf "$out/dispatch_$lay.tar" -C /tmp/q57l_$lay .
-    done
+    dispatch_layouts q57l
     ;;
 esac
