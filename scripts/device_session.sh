@@ -2242,12 +2242,12 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 200 python3 benchmarks/bounds.py --dirs bwd --bwd-layout rows --out /tmp/q57j_bounds 2>&1 | tail -3
     cp /tmp/q57j_bounds/bounds.json /tmp/q57j_bounds/bounds.md "$out/"
     ;;
-  57k)  # on an H100: run 23's input-gradient tables against the session's first tables (.device/old: git archive 98f109c
+  57k)  # on an H100: run 23's input-gradient tables against run 22's final tables (.device/old: git archive 98f109c
         # qerl benchmarks), alternating, on "pairs" and on "rows", M = 1 / 8 / 16 / 32
     device_name
     dispatch_layouts q57k
     ;;
-  57l)  # the final input-gradient tables against the session's first ones (.device/old: git archive 98f109c qerl
+  57l)  # the final input-gradient tables against run 22's (.device/old: git archive 98f109c qerl
         # benchmarks) on an H200, alternating, on "pairs" and on "rows", M = 1 / 8 / 16 / 32 (as 57k)
     device_name
     dispatch_layouts q57l
