@@ -2252,4 +2252,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     device_name
     dispatch_layouts q57l
     ;;
+  57m)  # split sums in the kernel or in a second kernel, on every shipped split config (the searches tried only the
+        # one ``nvfp4_gemm._fuse_reduction`` names): the input gradient on "rows" at M = 1 / 16 / 32, the forward on
+        # "words" at M = 1 / 16 / 32
+    device_name
+    timeout 200 python3 benchmarks/ws_probe.py --dir bwd --models 7b,14b,32b --ms 1,16,32 --variants full \
+      --configs ";fused=True;fused=False" --out /tmp/q57m/bwd 2>&1 | grep -v Warning | tee "$out/log_bwd.txt" | tail -2
+    cp /tmp/q57m/bwd/ws_probe.json "$out/ws_probe_bwd.json"
+    timeout 200 python3 benchmarks/ws_probe.py --models 7b,14b,32b --ms 1,16,32 --variants full \
+      --configs ";fused=True;fused=False" --out /tmp/q57m/fwd 2>&1 | grep -v Warning | tee "$out/log_fwd.txt" | tail -2
+    cp /tmp/q57m/fwd/ws_probe.json "$out/ws_probe_fwd.json"
+    ;;
 esac
