@@ -2263,4 +2263,22 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --configs ";fused=True;fused=False" --out /tmp/q57m/fwd 2>&1 | grep -v Warning | tee "$out/log_fwd.txt" | tail -2
     cp /tmp/q57m/fwd/ws_probe.json "$out/ws_probe_fwd.json"
     ;;
+  57n)  # 57m's sums: the dispatch GPU tests, then the default dispatch with the previous tables (.device/old: git
+        # archive f89e58c qerl benchmarks) and the new ones, alternating, M = 1 / 16: the forward on "words", the input
+        # gradient on "rows" and on "pairs"
+    device_name
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "default_dispatch or rows_layout_default or fused_split" -rf --tb=short 2>&1 | grep -v "^  \|Warning" \
+      | tail -3 | tee "$out/gpu_tests.txt"
+    top=$out
+    for g in words rows pairs; do
+      out=/tmp/q57n_$g; mkdir -p $out
+      if [ $g = words ]; then
+        dispatch_alternating 60 /tmp/q57n_${g}_p --shipped-layout words --models 7b,14b,32b --ms 1,16
+      else
+        dispatch_alternating 60 /tmp/q57n_${g}_p --dirs bwd --shipped-bwd-layout $g --models 7b,14b,32b --ms 1,16
+      fi
+      out=$top; tar -cf "$out/dispatch_$g.tar" -C /tmp/q57n_$g .
+    done
+    ;;
 esac
