@@ -436,7 +436,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (4096, 3584, 3584): None,  # the slab path
     (1, 3584, 18944): WsConfig(8, 64, 6, 7, 1, True, 80, True),  # run 16: 7 splits, 1.09x the previous entry
     (8, 3584, 18944): WsConfig(8, 64, 6, 7, 1, True, 80, True),  # run 16: 7 splits, 1.06x the previous entry
-    (16, 3584, 18944): WsConfig(16, 64, 6, 7, 1, True, 80),  # run 16: 7 splits; run 23: the second kernel's sum
+    (16, 3584, 18944): WsConfig(16, 64, 6, 7, 1, True, 80, True),  # run 16: 7 splits (run 23: unfused 0.97x)
     (32, 3584, 18944): WsConfig(32, 64, 4, 4, 1, False, 64),
     (64, 3584, 18944): WsConfig(64, 64, 5, 4, 1, True, 128),
     (128, 3584, 18944): WsConfig(128, 128, 4, 4, 2, False),
