@@ -125,8 +125,8 @@ def mid_fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfi
 
 def fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
     """M <= 16 (run 16): each decode tile of ``small_tiles`` without split-K, with the splits of ``wave_splits`` for
-    its CTAs per SM (``CTAS_PER_SM``; split sums in the kernel, and where ``nvfp4_gemm._fuse_reduction`` would not
-    fuse them, by the second kernel too) and, where it retires chunks one by one, as stream-K with as many CTAs per
+    its CTAs per SM (``CTAS_PER_SM``; split sums in the kernel and by the second kernel, whichever
+    ``nvfp4_gemm._fuse_reduction`` names: at M = 16 the second kernel's won on narrow layers too, run 23) and, where it retires chunks one by one, as stream-K with as many CTAs per
     SM as fit (3 on 80 registers, 4 on 64). From M = ``MIN_M`` on: ``mid_fill_candidates``."""
     if m >= ws.MIN_M:
         return mid_fill_candidates(m, n, k_pad, sms)
@@ -139,8 +139,7 @@ def fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
         out.append(ws.WsConfig(bm, bn, st, 1, cons, inf, reg))
         for sp in wave_splits(tiles, ctas * sms, chunks):
             out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, fused))
-            if not fused:  # wide outputs: the split sum in the kernel too (the heuristic is the Triton kernels')
-                out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, True))
+            out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, not fused))  # the other sum (the rule is run 4's)
         if not inf and cons == 1:
             out.append(ws.WsConfig(bm, bn, st, 1, cons, False, reg, stream_k=ctas))
     return out
@@ -285,7 +284,7 @@ def bwd_fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
     unsplit (where its tiles fill half the slots) and with the splits of N that fill whole waves of the CTAs that fit
     an SM (``few_wave_splits``: runs of at least four steps, as even as the count allows since run 22, divisors of
     it before; summed in the kernel where
-    ``nvfp4_gemm._fuse_reduction`` says so); at M <= 32 also two consumers of an 8- to 32-row tile as stream-K on one
+    ``nvfp4_gemm._fuse_reduction`` says so, and at M <= 16 by the other sum too); at M <= 32 also two consumers of an 8- to 32-row tile as stream-K on one
     or two CTAs per SM. The register caps are those at which ptxas neither spills nor serializes the wgmmas
     (``aot.ws_report``): retired per step, 64 registers hold BM = 8 / 16 and 80 BM = 32; in flight, 80 hold BM = 8 /
     16, 96 BM = 32, 128 BM = 64; since run 23 also 48 registers at BM = 8 / 16 (five CTAs per SM, the wgmmas
@@ -311,8 +310,10 @@ def bwd_fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list:
         slots = BWD_CTAS_PER_SM[reg] * sms
         for sp in ([1] if 2 * tiles >= slots else []) + few_wave_splits(tiles, slots, steps, False, 4):
             cfg = ws.WsBwdConfig(bm, st, sp, reg, fused and sp > 1, in_flight=inf)
-            if cfg not in out:
-                out.append(cfg)
+            # At M <= 16 the other split sum too (run 23: the second kernel's won at M = 16 where the rule fuses).
+            for c in [cfg] + ([cfg._replace(fused=not cfg.fused)] if sp > 1 and m <= 16 else []):
+                if c not in out:
+                    out.append(c)
     if m <= 32:
         for sk in (1, 2):
             out.append(ws.WsBwdConfig(bm, 6, 1, stream_k=sk, consumers=2))

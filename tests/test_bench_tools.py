@@ -56,6 +56,20 @@ def test_read_grid_covers_every_box_once():
         rp.grid_of(3584, 18944, 64, 1, "m")
 
 
+def test_fill_searches_time_both_split_sums_at_decode_m():
+    """At M <= 16 every split candidate comes with its partials summed in the kernel and by the second kernel (the
+    rule that picks one is run 4's; run 23 found the second kernel faster at M = 16 on narrow layers), both
+    directions; at M = 32 the input gradient keeps the rule's."""
+    gw = _load("gemm_ws")
+    for m in (1, 16):
+        for cands, split in ((gw.bwd_fill_candidates(m, 5120, 5120, 132), "split_n"),
+                             (gw.fill_candidates(m, 5120, 5120, 132), "split_k")):
+            split_cfgs = [c for c in cands if getattr(c, split) > 1 and not c.stream_k]
+            assert split_cfgs
+            assert all(c._replace(fused=not c.fused) in cands for c in split_cfgs), m
+    assert not any(c.fused for c in gw.bwd_fill_candidates(32, 5120, 5120, 132))
+
+
 def test_wave_splits_fill_whole_waves():
     gw = _load("gemm_ws")
     # 7B down at M = 8: 56 tiles of 64 rows, three CTAs per SM on 132 SMs -> 7 splits (392 of 396 slots).
