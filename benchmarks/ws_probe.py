@@ -103,15 +103,7 @@ def variant_source(src: str, variant: str) -> str:
         return src
     if variant == "no_compute":
         # Cut _mma_step from its first shared-memory load to the wgmmas: the wait for the stage, then the release.
-        for anchor in (_STEP_BODY_START, _MMA[0]):
-            if src.count(anchor) != 1:
-                raise RuntimeError(f"no_compute: an anchor text occurs {src.count(anchor)} times in "
-                                   "nvfp4_gemm_ws.py (expected 1); update benchmarks/ws_probe.py to the kernel's source")
-        start = src.index(_STEP_BODY_START)
-        end = src.index(_MMA[0])
-        if end < start:
-            raise RuntimeError("no_compute: the anchor texts of _mma_step are out of order in nvfp4_gemm_ws.py")
-        return src[:start] + src[end + len(_MMA[0]):]
+        return _cut(src, _STEP_BODY_START, _MMA[0], "", variant)
     if variant == "no_x":
         src = _replace_once(src, *_X_COPIES, "no_x")
         return _replace_once(src, *_X_BYTES, "no_x")
