@@ -2287,6 +2287,6 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
       -k "pipelined or input_gradient_matches" -rf --tb=short 2>&1 \
       | grep -v "^  \|Warning" | tail -8 | tee "$out/gpu_tests.txt"
-    timeout 400 python3 benchmarks/pipelined_bwd.py --ms 1,16 --out "$out" 2>&1 | tail -4
+    timeout 380 python3 benchmarks/pipelined_bwd.py --ms 1,16 --out "$out" 2>&1 | tee "$out/log.txt" | tail -4
     ;;
 esac
