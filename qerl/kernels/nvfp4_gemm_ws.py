@@ -1334,7 +1334,7 @@ if gluon is not None:
         for i in range(n_iters):
             s = i % STAGES
             mbarrier.wait(s_ready.index(s), (i // STAGES) & 1)
-            _bwd_scale_transform(s_raw, s_t, s, _scale_rows_layout(1))
+            _bwd_scale_transform(s_raw, s_t, s, s, _scale_rows_layout(1))
             gl.thread_barrier()  # every lane's words written before the (one-thread) arrival
             mbarrier.arrive(ready.index(s))
 
@@ -1349,9 +1349,9 @@ if gluon is not None:
                                           shape=[64, 2])
 
     @gluon.jit
-    def _bwd_scale_transform(s_raw, s_t, s, rows: gl.constexpr):
-        """Stage s's scale bytes (``s_raw``) rearranged and converted into ``s_t`` (``_bwd_scale_worker``), read in
-        the layout ``rows`` (``_scale_rows_layout``)."""
+    def _bwd_scale_transform(s_raw, s_t, s, st, rows: gl.constexpr):
+        """Stage s's scale bytes (``s_raw``) rearranged and converted into buffer ``st`` of ``s_t``
+        (``_bwd_scale_worker``), read in the layout ``rows`` (``_scale_rows_layout``)."""
         plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
         plain3: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])
         v = s_raw.index(s)._reinterpret(gl.uint32, [64, 2], plain).load(rows)
@@ -1367,7 +1367,7 @@ if gluon is not None:
         lo, hi = gl.inline_asm_elementwise(_SCALES_ASM, "=r,=r,r", [t], dtype=(gl.uint32, gl.uint32),
                                            is_pure=True, pack=1)  # bytes 0-1 / 2-3 of each word as bf16 pairs
         t = gl.reshape(gl.join(lo, hi), [8, 4, 8])
-        s_t.index(s)._reinterpret(gl.uint32, [8, 4, 8], plain3).store(t)
+        s_t.index(st)._reinterpret(gl.uint32, [8, 4, 8], plain3).store(t)
 
     @gluon.constexpr_function
     def _codes_layout_bwd(ROWS=64):
@@ -1677,7 +1677,7 @@ if gluon is not None:
         for i in range(n_steps):
             s = i % STAGES
             mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-            _bwd_scale_transform(s_raw, s_t, i % 2, _scale_rows_layout(4))
+            _bwd_scale_transform(s_raw, s_t, s, i % 2, _scale_rows_layout(4))
             gl.thread_barrier()
             if i + STAGES - 1 < n_steps:  # into the stage step i - 1 used
                 _pl_bwd_copies(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, i + STAGES - 1, off_m,
