@@ -2289,4 +2289,20 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | grep -v "^  \|Warning" | tail -8 | tee "$out/gpu_tests.txt"
     timeout 380 python3 benchmarks/pipelined_bwd.py --ms 1,16 --out "$out" 2>&1 | tee "$out/log.txt" | tail -4
     ;;
+  58b)  # the input gradient's "fill" searches with both split sums timed (in the kernel, by a second kernel) at
+        # M = 1 / 16, on "rows" then on "pairs"
+    device_name
+    for lay in rows pairs; do
+      timeout 270 python3 benchmarks/gemm_ws.py --dirs bwd --tile-set fill --layouts $lay --shipped-bwd-layout $lay \
+        --ms 1,16 --out /tmp/q58b_$lay 2>&1 | grep -v Warning | tee "$out/log_search_$lay.txt" \
+        | grep "geomean\|FAILED\|WRONG" | tail -4
+      cp /tmp/q58b_$lay/tuned_ws.json "$out/tuned_$lay.json"; cp /tmp/q58b_$lay/gemm_ws.json "$out/gemm_ws_$lay.json"
+    done
+    ;;
+  58c)  # the forward's "fill" search on "words" with both split sums timed, M = 1 / 16
+    device_name
+    timeout 500 python3 benchmarks/gemm_ws.py --tile-set fill --layouts words --shipped-layout words --ms 1,16 \
+      --out /tmp/q58c 2>&1 | grep -v Warning | tee "$out/log_search.txt" | grep "geomean\|FAILED\|WRONG" | tail -4
+    cp /tmp/q58c/tuned_ws.json /tmp/q58c/gemm_ws.json "$out/"
+    ;;
 esac
