@@ -2305,4 +2305,18 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --out /tmp/q58c 2>&1 | grep -v Warning | tee "$out/log_search.txt" | grep "geomean\|FAILED\|WRONG" | tail -4
     cp /tmp/q58c/tuned_ws.json /tmp/q58c/gemm_ws.json "$out/"
     ;;
+  58d)  # 58b's M = 16 entries: the dispatch GPU tests, then the default dispatch with the tables before them
+        # (.device/old: git archive 1da8287 qerl benchmarks) and with them, alternating, on "pairs" and "rows", M = 16
+        # (run on an H200 and on an H100)
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
+      -k "default_dispatch or rows_layout_default or module_backward or packed_linear" -rf --tb=short 2>&1 \
+      | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    top=$out
+    for lay in pairs rows; do
+      out=/tmp/q58d_$lay; mkdir -p $out
+      dispatch_alternating 45 /tmp/q58d_${lay}_p --dirs bwd --shipped-bwd-layout $lay --models 7b,14b,32b --ms 16
+      out=$top; tar -cf "$out/dispatch_$lay.tar" -C /tmp/q58d_$lay .
+    done
+    ;;
 esac

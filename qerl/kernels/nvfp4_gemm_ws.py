@@ -277,7 +277,7 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
 TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.05x the entry without
     (8, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.11x the Triton kernels
-    (16, 3584, 3584): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.11x the Triton kernels
+    (16, 3584, 3584): WsBwdConfig(16, 6, 9, 128, in_flight=True),  # run 24: 1.04x, the second kernel's sum
     (32, 3584, 3584): WsBwdConfig(32, 6, 9, 96, in_flight=True),  # run 23: 1.04x the previous entry
     (64, 3584, 3584): WsBwdConfig(64, 4, 8, maxnreg=128),
     (128, 3584, 3584): WsBwdConfig(128, 4, 4, in_flight=True),  # run 21: 1.14x the previous entry
@@ -295,7 +295,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1024, 3584, 18944): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 13: 1.20x the previous path
     (1, 4608, 3584): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.16x; run 23: summed in the kernel
     (8, 4608, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.14x the Triton kernels
-    (16, 4608, 3584): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.14x the Triton kernels
+    (16, 4608, 3584): WsBwdConfig(16, 6, 9, 128, in_flight=True),  # run 24: 1.07x, the second kernel's sum
     (32, 4608, 3584): WsBwdConfig(32, 8, 9, 96, in_flight=True),  # run 21: 1.09x the previous entry
     (64, 4608, 3584): WsBwdConfig(64, 4, 9, 128, in_flight=True),  # run 21: 1.11x the previous entry
     (128, 4608, 3584): WsBwdConfig(128, 4, 4, in_flight=True),  # run 21: 1.14x the previous entry
@@ -331,7 +331,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1024, 5120, 27648): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 12: 1.16x the previous entry
     (1, 7168, 5120): WsBwdConfig(8, 6, 6, 128, True, in_flight=True),  # run 23: 1.04x / 1.03x (14B / 32B)
     (8, 7168, 5120): WsBwdConfig(8, 6, 6, 128, True, in_flight=True),  # run 23: M = 1's pick
-    (16, 7168, 5120): WsBwdConfig(16, 4, 8, maxnreg=80),  # run 10: 1.27x the Triton kernels
+    (16, 7168, 5120): WsBwdConfig(16, 6, 6, 128, in_flight=True),  # run 24: 1.09x / 1.10x (32B's / 14B's pick)
     (32, 7168, 5120): WsBwdConfig(32, 8, 6, 96, in_flight=True),  # run 23: 1.11x the previous entry (14B and 32B)
     (64, 7168, 5120): WsBwdConfig(64, 4, 4, 128, in_flight=True),  # run 21: 1.05x the previous entry
     (128, 7168, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
@@ -340,7 +340,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1024, 7168, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 14: 1.03-1.06x the slab path
     (1, 27648, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: 1.14x the previous entry
     (8, 27648, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: M = 1's pick
-    (16, 27648, 5120): WsBwdConfig(16, 6, 6, 128, True, in_flight=True),  # run 21: 1.08x (run 23: pick 0.87x on H100)
+    (16, 27648, 5120): WsBwdConfig(16, 8, 9, 80, in_flight=True),  # run 24: 1.06x, the second kernel's sum
     (32, 27648, 5120): WsBwdConfig(32, 6, 6, 128, in_flight=True),  # run 21: 1.10x the previous entry
     (64, 27648, 5120): WsBwdConfig(64, 4, 6, 128, in_flight=True),  # run 21: 1.61x the previous path
     (128, 27648, 5120): WsBwdConfig(128, 4, 3, in_flight=True),  # run 21: 1.25x the previous entry
@@ -375,7 +375,8 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
 # "fill" search again with the CTAs an SM really holds (three at 80 registers, four at 64, five at 48: the earlier
 # searches counted one more, so their wave-filling splits overfilled the last wave) and 48-register candidates, taken
 # where at least 3% faster than the shipped config in the same pass; at M = 8 M = 1's pick (the same 8-row tile);
-# 14B down's M = 16 pick left out (0.90x on an H100 against 1.04x on the H200).
+# 14B down's M = 16 pick left out (0.90x on an H100 against 1.04x on the H200). Entries marked "run 24": the "fill"
+# search at M = 16 timing both split sums (in the kernel, by a second kernel) for every split candidate.
 TUNED_BWD_ROWS: dict[tuple[int, int, int], WsBwdConfig] = {
     # 7B o (3584 x 3584); the factors: the search's, over the shipped config in the same pass
     (32, 3584, 3584): WsBwdConfig(32, 6, 9, 128, False, in_flight=True),  # 1.05x (56 steps in 9 runs of 6-7)
@@ -383,7 +384,7 @@ TUNED_BWD_ROWS: dict[tuple[int, int, int], WsBwdConfig] = {
     # 7B gate_up (37888 x 3584)
     (1, 37888, 3584): WsBwdConfig(8, 4, 14, 80, True),  # run 23: 1.14x (392 CTAs, one wave of 3 per SM)
     (8, 37888, 3584): WsBwdConfig(8, 4, 14, 80, True),  # run 23: M = 1's pick
-    (16, 37888, 3584): WsBwdConfig(16, 4, 14, 80, True),  # run 23: 1.04x
+    (16, 37888, 3584): WsBwdConfig(16, 4, 14, 80),  # run 24: the second kernel's sum, 1.04x
     (32, 37888, 3584): WsBwdConfig(32, 6, 9, 128, False, in_flight=True),  # 1.05x
     (64, 37888, 3584): WsBwdConfig(64, 4, 9, 128, False, in_flight=True),  # 1.06x
     # 7B down (3584 x 18944)
@@ -403,10 +404,12 @@ TUNED_BWD_ROWS: dict[tuple[int, int, int], WsBwdConfig] = {
     # 14B gate_up (27648 x 5120)
     (1, 27648, 5120): WsBwdConfig(8, 4, 9, 80, True),  # run 23: 1.06x over run 22's entry
     (8, 27648, 5120): WsBwdConfig(8, 4, 9, 80, True),  # run 23: M = 1's pick
+    (16, 27648, 5120): WsBwdConfig(16, 4, 9, 80),  # run 24: 1.08x, the second kernel's sum
     (32, 27648, 5120): WsBwdConfig(32, 8, 6, 96, False, in_flight=True),  # run 23: 1.03x
     # 14B down (5120 x 13824)
     (1, 5120, 13824): WsBwdConfig(8, 4, 3, 80),  # run 23: 1.03x
     (8, 5120, 13824): WsBwdConfig(8, 4, 3, 80),  # run 23: M = 1's pick
+    (16, 5120, 13824): WsBwdConfig(16, 4, 3, 80),  # run 24: 1.04x
     # 32B gate_up (55296 x 5120)
     (1, 55296, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: 1.09x (520 CTAs, one wave of 4 per SM)
     (8, 55296, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: M = 1's pick
