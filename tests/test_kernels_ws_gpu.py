@@ -120,11 +120,7 @@ BWD_CONFIGS = [ws.WsBwdConfig(256, 4, 1, consumers=2), ws.WsBwdConfig(128, 6, 3,
                ws.WsBwdConfig(16, 6, 5, 80, in_flight=True), ws.WsBwdConfig(8, 6, 7, 80, True),
                ws.WsBwdConfig(64, 4, 5, 128, in_flight=True),
                # 48 registers, five CTAs per SM (ptxas serializes the wgmmas), split or not (run 23)
-               ws.WsBwdConfig(8, 4, 3, 48), ws.WsBwdConfig(16, 6, 1, 48),
-               # one pipelined partition (no warp specialization), split or not, summed in the kernel or not
-               ws.WsBwdConfig(8, 6, 1, pipelined=True), ws.WsBwdConfig(8, 4, 7, 80, True, pipelined=True),
-               ws.WsBwdConfig(16, 6, 5, pipelined=True), ws.WsBwdConfig(64, 4, 3, 128, pipelined=True),
-               ws.WsBwdConfig(128, 3, 1, pipelined=True)]
+               ws.WsBwdConfig(8, 4, 3, 48), ws.WsBwdConfig(16, 6, 1, 48)]
 
 
 @hopper
@@ -164,21 +160,6 @@ def test_rows_layout_input_gradient_gives_the_same_bits_as_pairs(cfg, m, n, k):
     assert torch.equal(dx, ws.ws_matmul_grad_input(dy, pairs, cfg))
     ref = _fp32_matmul(dy.float(), nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32))
     assert float((dx.float() - ref).norm() / ref.norm()) < 4e-3
-
-
-@hopper
-@pytest.mark.parametrize("cfg", [c for c in BWD_CONFIGS if c.pipelined], ids=lambda c: "x".join(map(str, c)))
-@pytest.mark.parametrize("m,n,k", [(1, 160, 2048), (16, 4608, 3584), (129, 352, 1424)])
-def test_pipelined_input_gradient_gives_the_same_bits_as_the_ring(cfg, m, n, k):
-    # The same operand tiles and wgmmas in the same order, the same epilogue: only who issues the copies differs.
-    dy = torch.randn(m, n, device="cuda").to(torch.bfloat16)
-    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
-    for layout in ("rows", "pairs"):
-        w = prepare_weight(q.packed, q.scale, q.global_scale, layout=layout)
-        out = torch.full((m, k), float("nan"), device="cuda", dtype=torch.bfloat16)
-        dx = ws.ws_matmul_grad_input(dy, w, cfg, out=out)
-        assert torch.isfinite(dx).all()
-        assert torch.equal(dx, ws.ws_matmul_grad_input(dy, w, cfg._replace(pipelined=False))), layout
 
 
 @hopper

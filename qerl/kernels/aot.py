@@ -236,14 +236,12 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     from qerl.kernels import nvfp4_gemm_ws as ws
 
     if isinstance(cfg, ws.WsBwdConfig):
-        fn = ws._ws_bwd_sk_kernel if cfg.stream_k else ws._pl_bwd_kernel if cfg.pipelined else ws._ws_bwd_kernel
-        if cfg.stream_k:
-            const = {"BM": cfg.bm, "STAGES": cfg.stages, "CONSUMER_REGS": ws.CONSUMER_REGS, "ROWS": rows}
-        else:
-            const = {"BM": cfg.bm, "STAGES": cfg.stages, "OUT_F32": out_f32, "FUSED": out_f32 and cfg.fused,
-                     "ROWS": rows}
-            if not cfg.pipelined:
-                const.update(CONSUMERS=cfg.consumers, CONSUMER_REGS=ws.CONSUMER_REGS, IN_FLIGHT=cfg.in_flight)
+        fn = ws._ws_bwd_sk_kernel if cfg.stream_k else ws._ws_bwd_kernel
+        const = ({"BM": cfg.bm, "STAGES": cfg.stages, "CONSUMER_REGS": ws.CONSUMER_REGS, "ROWS": rows}
+                 if cfg.stream_k else
+                 {"BM": cfg.bm, "STAGES": cfg.stages, "OUT_F32": out_f32, "FUSED": out_f32 and cfg.fused,
+                  "CONSUMERS": cfg.consumers, "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight,
+                  "ROWS": rows})
         x_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
         _, w_l, s_l = ws.shared_layouts(64, 64)
         descs = {"dy_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[64, 64],{w_l!r}>",

@@ -126,9 +126,6 @@ class WsBwdConfig(NamedTuple):
     # One consumer: a step's wgmmas stay in flight under the next step's dequantization (two operand sets), as
     # ``WsConfig.in_flight``; False retires them before the next step (the CTAs sharing the SM fill the gap).
     in_flight: bool = False
-    # One consumer, no stream-K, no ``in_flight``: ``_pl_bwd_kernel``, one warpgroup issuing its own copies ahead
-    # (no loader or scale warp, 128 threads a CTA) instead of the warp-specialized ring.
-    pipelined: bool = False
 
 
 @functools.cache
@@ -340,7 +337,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1024, 7168, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 14: 1.03-1.06x the slab path
     (1, 27648, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: 1.14x the previous entry
     (8, 27648, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: M = 1's pick
-    (16, 27648, 5120): WsBwdConfig(16, 8, 9, 80, in_flight=True),  # run 24: 1.06x, the second kernel's sum
+    (16, 27648, 5120): WsBwdConfig(16, 6, 6, 128, True, in_flight=True),  # run 21: 1.08x (runs 23-24: picks slower on H100)
     (32, 27648, 5120): WsBwdConfig(32, 6, 6, 128, in_flight=True),  # run 21: 1.10x the previous entry
     (64, 27648, 5120): WsBwdConfig(64, 4, 6, 128, in_flight=True),  # run 21: 1.61x the previous path
     (128, 27648, 5120): WsBwdConfig(128, 4, 3, in_flight=True),  # run 21: 1.25x the previous entry
@@ -1334,43 +1331,31 @@ if gluon is not None:
         ``s_t`` = [group, q, 16 bf16], element b0 + 2 b3 + 4 b4 + 8 b5 holding row 2q + b0 + 8 b3 + 16 b4 + 32 b5.
         Each thread reads 4 rows x 4 groups as 4 words, transposes them (8 prmt), converts them (4 prmt, 4 mad) and
         writes 8 words; then the warp's arrival completes the stage's ``ready`` with the copies'."""
+        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
+        plain3: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])
+        # [64 rows, 2 words of 4 groups]: registers rows +1, +8; lanes rows +2, +4, +16, +32, then the word.
+        rows: gl.constexpr = gl.DistributedLinearLayout(reg_bases=[[1, 0], [8, 0]],
+                                                        lane_bases=[[2, 0], [4, 0], [16, 0], [32, 0], [0, 1]],
+                                                        warp_bases=[], block_bases=[], shape=[64, 2])
         for i in range(n_iters):
             s = i % STAGES
             mbarrier.wait(s_ready.index(s), (i // STAGES) & 1)
-            _bwd_scale_transform(s_raw, s_t, s, s, _scale_rows_layout(1))
+            v = s_raw.index(s)._reinterpret(gl.uint32, [64, 2], plain).load(rows)
+            v = gl.permute(gl.reshape(v, [2, 2, 2, 4, 2, 2]), (0, 1, 3, 5, 2, 4))  # b5 b4 q word | b3 b0
+            v0, v1 = gl.split(v)  # b0
+            r00, r10 = gl.split(v0)  # b3
+            r01, r11 = gl.split(v1)
+            o0, o1, o2, o3 = gl.inline_asm_elementwise(
+                _TRANSPOSE_ASM, "=r,=r,=r,=r,r,r,r,r", [r00, r01, r10, r11],
+                dtype=(gl.uint32, gl.uint32, gl.uint32, gl.uint32), is_pure=True, pack=1)
+            t = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [b5, b4, q, word, i0, i1]: group 4 word + 2 i1 + i0
+            t = gl.reshape(gl.permute(t, (3, 5, 4, 2, 0, 1)), [8, 4, 4])  # [group, q, b4 + 2 b5]
+            lo, hi = gl.inline_asm_elementwise(_SCALES_ASM, "=r,=r,r", [t], dtype=(gl.uint32, gl.uint32),
+                                               is_pure=True, pack=1)  # bytes 0-1 / 2-3 of each word as bf16 pairs
+            t = gl.reshape(gl.join(lo, hi), [8, 4, 8])
+            s_t.index(s)._reinterpret(gl.uint32, [8, 4, 8], plain3).store(t)
             gl.thread_barrier()  # every lane's words written before the (one-thread) arrival
             mbarrier.arrive(ready.index(s))
-
-    @gluon.constexpr_function
-    def _scale_rows_layout(warps):
-        """A stage's scale bytes as words [64 rows, 2 words of 4 groups], as ``_bwd_scale_transform`` reads them:
-        registers rows +1, +8; lanes rows +2, +4, +16, +32, then the word; every warp of ``warps`` the same words
-        (one warp's work: the transpose needs a thread's four rows)."""
-        return gl.DistributedLinearLayout(reg_bases=[[1, 0], [8, 0]],
-                                          lane_bases=[[2, 0], [4, 0], [16, 0], [32, 0], [0, 1]],
-                                          warp_bases=[[0, 0]] * (warps.bit_length() - 1), block_bases=[],
-                                          shape=[64, 2])
-
-    @gluon.jit
-    def _bwd_scale_transform(s_raw, s_t, s, st, rows: gl.constexpr):
-        """Stage s's scale bytes (``s_raw``) rearranged and converted into buffer ``st`` of ``s_t``
-        (``_bwd_scale_worker``), read in the layout ``rows`` (``_scale_rows_layout``)."""
-        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
-        plain3: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])
-        v = s_raw.index(s)._reinterpret(gl.uint32, [64, 2], plain).load(rows)
-        v = gl.permute(gl.reshape(v, [2, 2, 2, 4, 2, 2]), (0, 1, 3, 5, 2, 4))  # b5 b4 q word | b3 b0
-        v0, v1 = gl.split(v)  # b0
-        r00, r10 = gl.split(v0)  # b3
-        r01, r11 = gl.split(v1)
-        o0, o1, o2, o3 = gl.inline_asm_elementwise(
-            _TRANSPOSE_ASM, "=r,=r,=r,=r,r,r,r,r", [r00, r01, r10, r11],
-            dtype=(gl.uint32, gl.uint32, gl.uint32, gl.uint32), is_pure=True, pack=1)
-        t = gl.join(gl.join(o0, o1), gl.join(o2, o3))  # [b5, b4, q, word, i0, i1]: group 4 word + 2 i1 + i0
-        t = gl.reshape(gl.permute(t, (3, 5, 4, 2, 0, 1)), [8, 4, 4])  # [group, q, b4 + 2 b5]
-        lo, hi = gl.inline_asm_elementwise(_SCALES_ASM, "=r,=r,r", [t], dtype=(gl.uint32, gl.uint32),
-                                           is_pure=True, pack=1)  # bytes 0-1 / 2-3 of each word as bf16 pairs
-        t = gl.reshape(gl.join(lo, hi), [8, 4, 8])
-        s_t.index(st)._reinterpret(gl.uint32, [8, 4, 8], plain3).store(t)
 
     @gluon.constexpr_function
     def _codes_layout_bwd(ROWS=64):
@@ -1443,22 +1428,6 @@ if gluon is not None:
         return gl.convert_layout(v, _bwd_out_layout(BM), assert_trivial=True)
 
     @gluon.jit
-    def _bwd_mma_issue(dy_smem, w_smem, s_smem, s, st, acc_lo, acc_hi, ROWS: gl.constexpr):
-        """Stage s's 64 rows of W dequantized (pairs along N, their scales from ``s_smem`` buffer ``st``) into wgmma's
-        register operand, and the wgmmas adding W^T @ dY^T to both accumulators (the code bytes' low and high
-        nibbles) issued, not waited for."""
-        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_lo.type.layout, k_width=2)
-        codes = _bwd_codes(w_smem, s)
-        lo_even, lo_odd, hi_even, hi_odd = gl.inline_asm_elementwise(
-            _DQ_RW_BOTH_ASM if ROWS else _DQ_ROWS_BOTH_ASM, "=r,=r,=r,=r,r,r,r",
-            [codes, _bwd_scales(s_smem, st, 0, codes), _bwd_scales(s_smem, st, 1, codes)],
-            dtype=(gl.bfloat16, gl.bfloat16, gl.bfloat16, gl.bfloat16), is_pure=True, pack=2)
-        dy_t = dy_smem.index(s).permute((1, 0))  # [64 rows of W, BM]
-        acc_lo = warpgroup_mma(_bwd_operand(lo_even, lo_odd, a_layout), dy_t, acc_lo, is_async=True)
-        acc_hi = warpgroup_mma(_bwd_operand(hi_even, hi_odd, a_layout), dy_t, acc_hi, is_async=True)
-        return acc_lo, acc_hi
-
-    @gluon.jit
     def _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES: gl.constexpr,
                   IN_FLIGHT: gl.constexpr = False, ROWS: gl.constexpr = False):
         """Step i of the input gradient: wait for its stage, dequantize its 64 rows of W (pairs along N) into wgmma's
@@ -1466,9 +1435,17 @@ if gluon is not None:
         wgmmas and release the stage; with ``IN_FLIGHT`` wait only for the previous step's wgmmas and release the
         previous step's stage (this step's stay in flight under the next step's dequantization). ``ROWS``: the codes
         are the "rows" layout's, decoded as words (12 instructions per 8 weights instead of 18)."""
+        a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_lo.type.layout, k_width=2)
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        acc_lo, acc_hi = _bwd_mma_issue(dy_smem, w_smem, s_smem, s, s, acc_lo, acc_hi, ROWS)
+        codes = _bwd_codes(w_smem, s)
+        lo_even, lo_odd, hi_even, hi_odd = gl.inline_asm_elementwise(
+            _DQ_RW_BOTH_ASM if ROWS else _DQ_ROWS_BOTH_ASM, "=r,=r,=r,=r,r,r,r",
+            [codes, _bwd_scales(s_smem, s, 0, codes), _bwd_scales(s_smem, s, 1, codes)],
+            dtype=(gl.bfloat16, gl.bfloat16, gl.bfloat16, gl.bfloat16), is_pure=True, pack=2)
+        dy_t = dy_smem.index(s).permute((1, 0))  # [64 rows of W, BM]
+        acc_lo = warpgroup_mma(_bwd_operand(lo_even, lo_odd, a_layout), dy_t, acc_lo, is_async=True)
+        acc_hi = warpgroup_mma(_bwd_operand(hi_even, hi_odd, a_layout), dy_t, acc_hi, is_async=True)
         if IN_FLIGHT:
             acc_lo, acc_hi = warpgroup_mma_wait(num_outstanding=2, deps=(acc_lo, acc_hi))
             mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
@@ -1506,14 +1483,6 @@ if gluon is not None:
                 acc_lo, acc_hi = _bwd_step(dy_smem, w_smem, s_smem, ready, empty, acc_lo, acc_hi, i, STAGES,
                                            ROWS=ROWS)
 
-        _bwd_epilogue(acc_lo, acc_hi, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit, pid_s, off_m, c,
-                      BM, OUT_F32, FUSED)
-
-    @gluon.jit
-    def _bwd_epilogue(acc_lo, acc_hi, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit, pid_s, off_m, c,
-                      BM: gl.constexpr, OUT_F32: gl.constexpr, FUSED: gl.constexpr):
-        """The one-consumer input gradient's tile out: dX^T's 128 columns of chunk c (``acc_lo`` / ``acc_hi``) to split
-        ``pid_s`` of ``dx_ptr``; with ``FUSED`` the last CTA of the tile sums the splits into ``out_ptr`` (bf16)."""
         out: gl.constexpr = _bwd_out_layout(BM)
         inv = 16384.0 / gl.load(gs_ptr)
         offs_k = c * 128 + gl.arange(0, 64, layout=gl.SliceLayout(1, out))
@@ -1626,69 +1595,6 @@ if gluon is not None:
                                     n_begin, n_steps, s_rows_per_chunk, STAGES)),
                 (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, n_steps, STAGES)),
             ], [4, 1, 1], [CONSUMER_REGS, 40, 40])
-
-
-    # ------------------------------------------------------------------ input gradient in one pipelined partition
-    @gluon.jit
-    def _pl_bwd_copies(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, j, off_m, n_begin, c,
-                       s_rows_per_chunk, STAGES: gl.constexpr):
-        """Step j's copies (dY's box, the code and scale bytes of its 64 rows of W) into stage j % STAGES, completing
-        its ``ready`` by bytes. (One barrier per copy instead would not spare Triton's CTA-wide barriers between
-        the copies: it puts one after every barrier operation.)"""
-        s = j % STAGES
-        bar = ready.index(s)
-        n0 = n_begin + j * 64
-        mbarrier.expect(bar, dy_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(dy_desc, [off_m, n0], bar, dy_smem.index(s))
-        tma.async_copy_global_to_shared(w_desc, [n0, c * 64], bar, w_smem.index(s))
-        tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + n0 // 32, 0], bar, s_raw.index(s))
-
-    @gluon.jit(do_not_specialize=["M", "total_steps"])
-    def _pl_bwd_kernel(dy_desc, w_desc, s_desc, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
-                       total_steps, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
-                       FUSED: gl.constexpr, ROWS: gl.constexpr = False):
-        """``_ws_bwd_kernel``'s one-consumer input gradient without warp specialization: one warpgroup issues its own
-        copies STAGES - 1 steps ahead (as a software-pipelined loop of TMA loads does) and consumes them in order, so
-        no stage waits for a release to be seen by another warp, and a CTA is 128 threads rather than 256 (more of
-        them per SM at the same registers per thread). Each step: wait for the stage, rearrange its scale bytes (all
-        four warps the same words: ``_bwd_scale_transform``), one barrier (the scales written; every warp done with
-        the previous step's stage), the copies of step i + STAGES - 1 into that stage, then dequantization and the
-        wgmmas, retired before the next step."""
-        pid = gl.program_id(0)
-        pid_s = gl.program_id(1)
-        num_m = gl.cdiv(M, BM)
-        off_m = (pid % num_m) * BM
-        c = pid // num_m
-        s0 = pid_s * total_steps // gl.num_programs(1)
-        n_steps = (pid_s + 1) * total_steps // gl.num_programs(1) - s0
-        n_begin = s0 * 64
-        plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])
-        dy_smem = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BM, 64], dy_desc.layout)
-        w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, 64, 64], w_desc.layout)
-        s_raw = gl.allocate_shared_memory(gl.uint8, [STAGES, 2, 256], s_desc.layout)
-        s_t = gl.allocate_shared_memory(gl.bfloat16, [2, 8, 4, 16], plain)  # written and read within a step
-        ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-        for b in gl.static_range(STAGES):
-            mbarrier.init(ready.index(b), count=1)
-        for j in gl.static_range(STAGES - 1):
-            if j < n_steps:
-                _pl_bwd_copies(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, j, off_m, n_begin, c,
-                               s_rows_per_chunk, STAGES)
-        mma: gl.constexpr = _mma_layout(BM)
-        acc_lo = gl.zeros([64, BM], gl.float32, mma)
-        acc_hi = gl.zeros([64, BM], gl.float32, mma)
-        for i in range(n_steps):
-            s = i % STAGES
-            mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-            _bwd_scale_transform(s_raw, s_t, s, i % 2, _scale_rows_layout(4))
-            gl.thread_barrier()
-            if i + STAGES - 1 < n_steps:  # into the stage step i - 1 used
-                _pl_bwd_copies(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, i + STAGES - 1, off_m,
-                               n_begin, c, s_rows_per_chunk, STAGES)
-            acc_lo, acc_hi = _bwd_mma_issue(dy_smem, w_smem, s_t, s, i % 2, acc_lo, acc_hi, ROWS)
-            acc_lo, acc_hi = warpgroup_mma_wait(num_outstanding=0, deps=(acc_lo, acc_hi))
-        _bwd_epilogue(acc_lo, acc_hi, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit, pid_s, off_m, c,
-                      BM, OUT_F32, FUSED)
 
 
     # ------------------------------------------------------------------------------ stream-K input gradient
@@ -2100,11 +2006,10 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
         raise ValueError(f"the warp-specialized kernel needs N % 32 == 0 and K % 8 == 0 (N={w.n}, K={w.k})")
     if (cfg.bm not in (8, 16, 32, 64, 128, 256) or cfg.stream_k not in (0, 1, 2) or cfg.consumers not in (1, 2)
             or (cfg.stream_k and (cfg.split_n != 1 or cfg.consumers != 2)) or (cfg.bm == 256 and cfg.consumers == 1)
-            or (cfg.consumers == 2 and (cfg.fused or cfg.in_flight)) or (cfg.dp_waves and not cfg.stream_k)
-            or (cfg.pipelined and (cfg.consumers != 1 or cfg.stream_k or cfg.in_flight))):
+            or (cfg.consumers == 2 and (cfg.fused or cfg.in_flight)) or (cfg.dp_waves and not cfg.stream_k)):
         raise ValueError(f"unsupported config {cfg}: BM in (8, 16, 32, 64, 128), or up to 256 with two consumers (no "
                          "fused sum, no in_flight), stream_k 0-2 with two consumers and no split_n, dp_waves with "
-                         "stream_k only, pipelined with one consumer, no stream_k and no in_flight")
+                         "stream_k only")
     dy2 = dy2.contiguous()
     dx = kern._out(out, m, w.k, dy2)
     kc = w.k_pad // kern.CHUNK
@@ -2118,16 +2023,11 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     grid = (-(-m // cfg.bm) * kc, split)
     target, stride_split, counters = kern._split_target(dx, split, grid[0], fused=cfg.fused)
     _ensure_cuda_context(dy2.device)
-    args = (dy_desc, w_desc, s_desc, target, dx, target if counters is None else counters, w.global_scale, m, w.k, w.k,
-            stride_split, steps, scale_pitch(w))
-    regs = {} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}
-    if cfg.pipelined:
-        _pl_bwd_kernel[grid](*args, BM=cfg.bm, STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None,
-                             ROWS=w.rows, num_warps=4, **regs)
-    else:
-        _ws_bwd_kernel[grid](*args, BM=cfg.bm, STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None,
-                             CONSUMERS=cfg.consumers, CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight,
-                             ROWS=w.rows, num_warps=4, **regs)
+    _ws_bwd_kernel[grid](dy_desc, w_desc, s_desc, target, dx, target if counters is None else counters,
+                         w.global_scale, m, w.k, w.k, stride_split, steps, scale_pitch(w), BM=cfg.bm,
+                         STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None, CONSUMERS=cfg.consumers,
+                         CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight, ROWS=w.rows, num_warps=4,
+                         **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, dx, split)
     return dx
