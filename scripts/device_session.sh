@@ -2319,4 +2319,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       out=$top; tar -cf "$out/dispatch_$lay.tar" -C /tmp/q58d_$lay .
     done
     ;;
+  58e)  # X in a ring of its own (WsConfig.x_stages): the forward's GPU tests, then ws_probe.py on the shipped "words"
+        # configs at M = 32 / 64 / 128 with X's ring and deeper chunk rings (full kernel and consumer only waiting)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "x_ring or matches_fp32_reference or words_layout_gives" -rf --tb=short 2>&1 \
+      | grep -v "^  \|Warning" | tail -6 | tee "$out/gpu_tests.txt"
+    timeout 380 python3 benchmarks/ws_probe.py --models 7b,14b,32b --ms 32,64,128 --variants full,no_compute \
+      --configs ";x_stages=2;x_stages=2,stages=8;x_stages=3,stages=8;x_stages=2,stages=12" --out "$out" 2>&1 \
+      | grep -v Warning | tee "$out/log_probe.txt" | tail -3
+    ;;
 esac
