@@ -48,8 +48,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from gemm_nvfp4 import SHAPES, bench  # noqa: E402
 
 # Anchor texts in _mma_step / _load_worker and their replacements; each anchor must occur exactly once.
-_MMA = ('''        acc = warpgroup_mma(w_lo, x_smem.index(2 * xs).permute((1, 0)), acc, is_async=True)
-        acc = warpgroup_mma(w_hi, x_smem.index(2 * xs + 1).permute((1, 0)), acc, is_async=True)
+_MMA = ('''        acc = warpgroup_mma(w_lo, x_smem.index(2 * s).permute((1, 0)), acc, is_async=True)
+        acc = warpgroup_mma(w_hi, x_smem.index(2 * s + 1).permute((1, 0)), acc, is_async=True)
 ''', "")
 _STEP_BODY_START = "        codes = w_smem.index(s)\n        if RB < BN:\n            codes = codes.slice(ROW0, RB, dim=0)\n"
 _X_COPIES = ('''            tma.async_copy_global_to_shared(x_desc, [off_m, c * 128], bar, x_smem.index(2 * s))

@@ -59,10 +59,7 @@ CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64,
            # ... with whole waves of tiles one per CTA and the leftover tiles split (here mostly all leftover).
            ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1, dp_waves=True),
            # ... on tiles of fewer rows of X than a slice of the split tiles' sum (the sum must stay inside the tile).
-           ws.WsConfig(32, 64, 3, 1, 1, False, 128, stream_k=1),
-           # X in a ring of its own (x_stages), one or two consumers, chunks in flight or not, split or not.
-           ws.WsConfig(64, 64, 8, 1, 1, False, 80, x_stages=2), ws.WsConfig(64, 128, 8, 3, 1, True, 128, x_stages=3),
-           ws.WsConfig(128, 256, 6, 1, 2, False, x_stages=2), ws.WsConfig(32, 64, 8, 5, 1, True, 80, True, x_stages=2)]
+           ws.WsConfig(32, 64, 3, 1, 1, False, 128, stream_k=1)]
 
 
 @hopper
@@ -94,15 +91,6 @@ def test_words_layout_gives_the_same_bits_as_pairs(cfg, m, n, k):
     assert torch.equal(y, ws.ws_matmul(x, pairs, cfg))
     ref = _fp32_matmul(x.float(), ref_w.T)
     assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
-
-
-@hopper
-@pytest.mark.parametrize("cfg", [c for c in CONFIGS if c.x_stages], ids=lambda c: "x".join(map(str, c)))
-@pytest.mark.parametrize("m,n,k", [(1, 160, 2048), (64, 4608, 3584), (129, 352, 1424)])
-def test_x_ring_gives_the_same_bits_as_the_chunk_stages(cfg, m, n, k):
-    # Where X's boxes wait does not change which tiles the wgmmas multiply, nor their order.
-    x, w, _ = _case(m, n, k)
-    assert torch.equal(ws.ws_matmul(x, w, cfg), ws.ws_matmul(x, w, cfg._replace(x_stages=0, stages=3)))
 
 
 @hopper

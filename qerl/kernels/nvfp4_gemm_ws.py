@@ -104,11 +104,6 @@ class WsConfig(NamedTuple):
     # into equal runs aligned to the tile (``sk_plan``). Pure stream-K puts every CTA at another point of the
     # reduction, so CTAs sharing an operand tile no longer read it at the same time and L2 stops serving it.
     dp_waves: bool = False
-    # X's boxes in a ring of their own, ``x_stages`` deep, copied by a second loader warp (no stream-K); 0: in each
-    # chunk's stage. X's two [BM, 64] boxes are most of a stage's bytes at BM >= 32 (16 KiB of 20.5 at BM = 64, BN =
-    # 64), so in one ring they cap how many of the weight's code bytes are in flight; in their own ring the chunks'
-    # stages hold only codes and scales and can be many more.
-    x_stages: int = 0
 
 
 class WsBwdConfig(NamedTuple):
@@ -712,12 +707,10 @@ if gluon is not None:
 
     @gluon.jit
     def _fwd_stages(x_desc, w_desc, s_desc, BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
-                    CONSUMERS: gl.constexpr, XSTAGES: gl.constexpr = 0):
+                    CONSUMERS: gl.constexpr):
         """The forward's ring of shared-memory stages (two X boxes, the code and scale bytes of one chunk each) and
-        its barriers: ``ready`` completed by the loader's copies, ``empty`` by each consumer's release. With
-        ``XSTAGES`` the X boxes are ``XSTAGES`` stages of their own (``_x_ring``'s barriers)."""
-        x_smem = gl.allocate_shared_memory(gl.bfloat16, [2 * (XSTAGES if XSTAGES > 0 else STAGES), BM, 64],
-                                           x_desc.layout)
+        its barriers: ``ready`` completed by the loader's copies, ``empty`` by each consumer's release."""
+        x_smem = gl.allocate_shared_memory(gl.bfloat16, [2 * STAGES, BM, 64], x_desc.layout)
         w_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN, 64], w_desc.layout)
         s_smem = gl.allocate_shared_memory(gl.uint8, [STAGES, BN // 32, 256], s_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -748,43 +741,6 @@ if gluon is not None:
         return dy_smem, w_smem, s_raw, s_t, ready, empty, s_ready
 
     @gluon.jit
-    def _x_ring(XSTAGES: gl.constexpr, CONSUMERS: gl.constexpr):
-        """The barriers of X's own ring (``WsConfig.x_stages``): ``x_ready`` completed by ``_x_load_worker``'s
-        copies, ``x_empty`` by each consumer's release."""
-        x_ready = gl.allocate_shared_memory(gl.int64, [XSTAGES, 1], mbarrier.MBarrierLayout())
-        x_empty = gl.allocate_shared_memory(gl.int64, [XSTAGES, 1], mbarrier.MBarrierLayout())
-        for s in gl.static_range(XSTAGES):
-            mbarrier.init(x_ready.index(s), count=1)
-            mbarrier.init(x_empty.index(s), count=CONSUMERS)
-        return x_ready, x_empty
-
-    @gluon.jit
-    def _w_load_worker(w_desc, s_desc, w_smem, s_smem, ready, empty, off_n, c0, n_chunks, s_rows_per_chunk,
-                       STAGES: gl.constexpr):
-        """``_load_worker`` without X (``WsConfig.x_stages``): each chunk's code and scale bytes only."""
-        nbytes: gl.constexpr = w_desc.block_type.nbytes + s_desc.block_type.nbytes
-        for i in range(n_chunks):
-            s = i % STAGES
-            mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
-            bar = ready.index(s)
-            mbarrier.expect(bar, nbytes)
-            c = c0 + i
-            tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))
-            tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))
-
-    @gluon.jit
-    def _x_load_worker(x_desc, x_smem, x_ready, x_empty, off_m, c0, n_chunks, XSTAGES: gl.constexpr):
-        """The second loader warp of ``WsConfig.x_stages``: each chunk's two X boxes into X's own ring."""
-        for i in range(n_chunks):
-            s = i % XSTAGES
-            mbarrier.wait(x_empty.index(s), ((i // XSTAGES) & 1) ^ 1, pred=i >= XSTAGES)
-            bar = x_ready.index(s)
-            mbarrier.expect(bar, 2 * x_desc.block_type.nbytes)
-            c = c0 + i
-            tma.async_copy_global_to_shared(x_desc, [off_m, c * 128], bar, x_smem.index(2 * s))
-            tma.async_copy_global_to_shared(x_desc, [off_m, c * 128 + 64], bar, x_smem.index(2 * s + 1))
-
-    @gluon.jit
     def _load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0, n_chunks,
                      s_rows_per_chunk, STAGES: gl.constexpr):
         """The producer warp: TMA copies of each chunk's two X boxes, code bytes and scale bytes into stage
@@ -804,8 +760,7 @@ if gluon is not None:
 
     @gluon.jit
     def _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN: gl.constexpr, ROW0: gl.constexpr,
-                  RB: gl.constexpr, STAGES: gl.constexpr, IN_FLIGHT: gl.constexpr, WORDS: gl.constexpr,
-                  x_ready=None, x_empty=None, XSTAGES: gl.constexpr = 0):
+                  RB: gl.constexpr, STAGES: gl.constexpr, IN_FLIGHT: gl.constexpr, WORDS: gl.constexpr):
         """Chunk i: wait for its stage, dequantize its codes into wgmma's register operand, issue the low and high
         halves' wgmmas asynchronously, then wait for the previous chunk's (all but these two groups) and release the
         previous chunk's stage to the loader."""
@@ -816,10 +771,6 @@ if gluon is not None:
         plain: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
         s = i % STAGES
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        xs = s  # X's stage: the chunk's, or (XSTAGES) its own ring's
-        if XSTAGES > 0:
-            xs = i % XSTAGES
-            mbarrier.wait(x_ready.index(xs), (i // XSTAGES) & 1)
         codes = w_smem.index(s)
         if RB < BN:
             codes = codes.slice(ROW0, RB, dim=0)
@@ -855,18 +806,14 @@ if gluon is not None:
             w_hi = gl.reshape(w_hi, [RB, 64])
         w_lo = gl.convert_layout(w_lo, a_layout, assert_trivial=not WORDS)
         w_hi = gl.convert_layout(w_hi, a_layout, assert_trivial=not WORDS)
-        acc = warpgroup_mma(w_lo, x_smem.index(2 * xs).permute((1, 0)), acc, is_async=True)
-        acc = warpgroup_mma(w_hi, x_smem.index(2 * xs + 1).permute((1, 0)), acc, is_async=True)
+        acc = warpgroup_mma(w_lo, x_smem.index(2 * s).permute((1, 0)), acc, is_async=True)
+        acc = warpgroup_mma(w_hi, x_smem.index(2 * s + 1).permute((1, 0)), acc, is_async=True)
         if IN_FLIGHT:
             acc = warpgroup_mma_wait(num_outstanding=2, deps=(acc,))
             mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
-            if XSTAGES > 0:
-                mbarrier.arrive(x_empty.index((i + XSTAGES - 1) % XSTAGES), pred=i > 0)
         else:
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             mbarrier.arrive(empty.index(s))
-            if XSTAGES > 0:
-                mbarrier.arrive(x_empty.index(xs))
         return acc
 
     @gluon.jit
@@ -877,8 +824,7 @@ if gluon is not None:
                        BN: gl.constexpr, ROW0: gl.constexpr, RB: gl.constexpr, STAGES: gl.constexpr,
                        OUT_F32: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr, WORDS: gl.constexpr,
                        GLU: gl.constexpr, ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, ADD_NORM: gl.constexpr,
-                       ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr, x_ready=None, x_empty=None,
-                       XSTAGES: gl.constexpr = 0):
+                       ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
         registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
         previous stage's and then releases that stage (each consumer arrives once; the loader waits for all).
@@ -901,20 +847,17 @@ if gluon is not None:
             # operands are distinct registers, so the next trip's dequantization writes registers whose wgmmas the
             # wait has retired (one set reused every chunk makes ptxas serialize the wgmmas, warning C7515).
             for j in range(n_chunks // 2):
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j, BN, ROW0, RB, STAGES, True, WORDS,
-                                x_ready, x_empty, XSTAGES)
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j + 1, BN, ROW0, RB, STAGES, True, WORDS,
-                                x_ready, x_empty, XSTAGES)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j, BN, ROW0, RB, STAGES, True, WORDS)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j + 1, BN, ROW0, RB, STAGES, True, WORDS)
             if n_chunks % 2 == 1:
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, n_chunks - 1, BN, ROW0, RB, STAGES, True,
-                                WORDS, x_ready, x_empty, XSTAGES)
+                                WORDS)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         else:
             # Each chunk's wgmmas retire before the next dequantization (half the operand registers); the other
             # consumer warpgroup's work fills the gaps.
             for i in range(n_chunks):
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS,
-                                x_ready, x_empty, XSTAGES)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
 
         if not EARLY:
             r, res, gw, rbias, cos, sin, pos = _epilogue_operands(
@@ -1106,7 +1049,7 @@ if gluon is not None:
                        CONSUMER_REGS: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr,
                        WORDS: gl.constexpr, GLU: gl.constexpr = False, ROW_NORM: gl.constexpr = False,
                        NORM_NT: gl.constexpr = 1, ADD_NORM: gl.constexpr = False, ROPE: gl.constexpr = False,
-                       ROPE_BIAS: gl.constexpr = False, XSTAGES: gl.constexpr = 0):
+                       ROPE_BIAS: gl.constexpr = False):
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
@@ -1118,79 +1061,40 @@ if gluon is not None:
         c0 = pid_k * n_chunks // gl.num_programs(1)
         chunks_per_split = (pid_k + 1) * n_chunks // gl.num_programs(1) - c0
 
-        if XSTAGES > 0:
-            x_smem, w_smem, s_smem, ready, empty = _fwd_stages(x_desc, w_desc, s_desc, BM, BN, STAGES, CONSUMERS,
-                                                               XSTAGES)
-            x_ready, x_empty = _x_ring(XSTAGES, CONSUMERS)
-            RB1: gl.constexpr = BN // CONSUMERS
-            if CONSUMERS == 1:
-                gl.warp_specialize([
-                    (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
-                                      stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split,
-                                      norm_ptr, norm_tiles, norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr,
-                                      cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb,
-                                      stride_kh, stride_kl, heads, kv_heads, BM, BN, 0, RB1, STAGES, OUT_F32,
-                                      IN_FLIGHT, FUSED, WORDS, GLU, ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS,
-                                      x_ready, x_empty, XSTAGES)),
-                    (_w_load_worker, (w_desc, s_desc, w_smem, s_smem, ready, empty, off_n, c0, chunks_per_split,
-                                        s_rows_per_chunk, STAGES)),
-                    (_x_load_worker, (x_desc, x_smem, x_ready, x_empty, off_m, c0, chunks_per_split, XSTAGES)),
-                ], [1, 1], [40, 40])
-            else:
-                gl.warp_specialize([
-                    (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
-                                      stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split,
-                                      norm_ptr, norm_tiles, norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr,
-                                      cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb,
-                                      stride_kh, stride_kl, heads, kv_heads, BM, BN, 0, RB1, STAGES, OUT_F32,
-                                      IN_FLIGHT, FUSED, WORDS, GLU, ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS,
-                                      x_ready, x_empty, XSTAGES)),
-                    (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
-                                      stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split,
-                                      norm_ptr, norm_tiles, norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr,
-                                      cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb,
-                                      stride_kh, stride_kl, heads, kv_heads, BM, BN, RB1, RB1, STAGES, OUT_F32,
-                                      IN_FLIGHT, FUSED, WORDS, GLU, ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS,
-                                      x_ready, x_empty, XSTAGES)),
-                    (_w_load_worker, (w_desc, s_desc, w_smem, s_smem, ready, empty, off_n, c0, chunks_per_split,
-                                        s_rows_per_chunk, STAGES)),
-                    (_x_load_worker, (x_desc, x_smem, x_ready, x_empty, off_m, c0, chunks_per_split, XSTAGES)),
-                ], [4, 1, 1], [CONSUMER_REGS, 40, 40])
-        else:
-            x_smem, w_smem, s_smem, ready, empty = _fwd_stages(x_desc, w_desc, s_desc, BM, BN, STAGES, CONSUMERS)
+        x_smem, w_smem, s_smem, ready, empty = _fwd_stages(x_desc, w_desc, s_desc, BM, BN, STAGES, CONSUMERS)
 
-            # One partition per consumer warpgroup (rows c * RB .. of the BN), the loader last. Gluon takes the list
-            # literally, hence one branch per consumer count.
-            RB: gl.constexpr = BN // CONSUMERS
-            if CONSUMERS == 1:
-                gl.warp_specialize([
-                    (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
-                                      stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
-                                      norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
-                                      stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
-                                      heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                      ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS)),
-                    (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
-                                    chunks_per_split, s_rows_per_chunk, STAGES)),
-                ], [1], [40])
-            else:
-                gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
-                gl.warp_specialize([
-                    (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
-                                      stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
-                                      norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
-                                      stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
-                                      heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                      ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS)),
-                    (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
-                                      stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
-                                      norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
-                                      stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
-                                      heads, kv_heads, BM, BN, RB, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                      ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS)),
-                    (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
-                                    chunks_per_split, s_rows_per_chunk, STAGES)),
-                ], [4, 1], [CONSUMER_REGS, 40])
+        # One partition per consumer warpgroup (rows c * RB .. of the BN), the loader last. Gluon takes the list
+        # literally, hence one branch per consumer count.
+        RB: gl.constexpr = BN // CONSUMERS
+        if CONSUMERS == 1:
+            gl.warp_specialize([
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
+                                  stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
+                                  norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
+                                  stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
+                                  heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS)),
+                (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
+                                chunks_per_split, s_rows_per_chunk, STAGES)),
+            ], [1], [40])
+        else:
+            gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
+            gl.warp_specialize([
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
+                                  stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
+                                  norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
+                                  stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
+                                  heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS)),
+                (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
+                                  stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
+                                  norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
+                                  stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
+                                  heads, kv_heads, BM, BN, RB, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS)),
+                (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
+                                chunks_per_split, s_rows_per_chunk, STAGES)),
+            ], [4, 1], [CONSUMER_REGS, 40])
 
     # ------------------------------------------------------------------------------------------ stream-K forward
     @gluon.jit
@@ -1932,10 +1836,10 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
             or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)
             or cfg.stream_k not in (0, 1, 2, 3, 4) or (cfg.stream_k and (cfg.in_flight or cfg.split_k != 1))
-            or (cfg.dp_waves and not cfg.stream_k) or cfg.x_stages < 0 or (cfg.x_stages and cfg.stream_k)):
+            or (cfg.dp_waves and not cfg.stream_k)):
         raise ValueError(f"unsupported config {cfg}: 1 or 2 consumers of 64 or 128 rows each, BM in (8, 16, 32, 64, "
                          "128, 256), in_flight with one consumer only, stream_k 0-4 without in_flight or split_k, "
-                         "dp_waves with stream_k only, x_stages without stream_k")
+                         "dp_waves with stream_k only")
     x2 = x2.contiguous()
     rope_args = _rope_args(rope, cfg, m, w.n, x2)
     y = kern._out(out, m, w.n // 2 if glu else rope.heads * rope.cos.shape[1] if rope is not None else w.n, x2)
@@ -1963,8 +1867,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, GLU=glu,
                          ROW_NORM=row_norm is not None, NORM_NT=norm["nt"], ADD_NORM=add_norm is not None,
                          ROPE=rope is not None, ROPE_BIAS=rope is not None and rope.bias is not None,
-                         num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}),
-                         **({"XSTAGES": cfg.x_stages} if cfg.x_stages else {}))
+                         num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
     return y
