@@ -2329,4 +2329,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --configs ";x_stages=2;x_stages=2,stages=8;x_stages=3,stages=8;x_stages=2,stages=12" --out "$out" 2>&1 \
       | grep -v Warning | tee "$out/log_probe.txt" | tail -3
     ;;
+  58f)  # how fast the SMs re-read X from L2 (benchmarks/l2_reread.py), the traffic the forward makes at M >= 32
+    device_name
+    timeout 200 python3 benchmarks/l2_reread.py --out "$out" 2>&1 | grep -v Warning | tee "$out/log.txt" | tail -30
+    ;;
 esac
