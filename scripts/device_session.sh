@@ -2333,4 +2333,11 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     device_name
     timeout 200 python3 benchmarks/l2_reread.py --out "$out" 2>&1 | grep -v Warning | tee "$out/log.txt" | tail -30
     ;;
+  58g)  # the input gradient at M = 32 / 64 ("rows", shipped configs): deeper rings (6 / 8 stages, 2 CTAs per SM still
+        # fit at 128 registers) for the full kernel, the copies alone and the code bytes alone (ws_probe.py)
+    device_name
+    timeout 500 python3 benchmarks/ws_probe.py --dir bwd --models 7b,14b,32b --ms 32,64 \
+      --variants full,copies_only,codes_only --configs ";stages=6;stages=8" --out "$out" 2>&1 | grep -v Warning \
+      | tee "$out/log_probe.txt" | tail -3
+    ;;
 esac
