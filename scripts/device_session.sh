@@ -2340,4 +2340,18 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --variants full,copies_only,codes_only --configs ";stages=6;stages=8" --out "$out" 2>&1 | grep -v Warning \
       | tee "$out/log_probe.txt" | tail -3
     ;;
+  59a)  # the large-M slab path piece by piece (benchmarks/slab_plans.py): its GPU tests, then every slab plan (row
+        # slabs 1-6, one stream / overlapped; the input gradient also on column slabs) on the 7B / 14B layers,
+        # M = 1024 / 4096, forward and input gradient
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py \
+      -k "slab or large_m" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    timeout 420 python3 benchmarks/slab_plans.py --models 7b,14b --ms 1024,4096 --out "$out" 2>&1 \
+      | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | tail -40
+    ;;
+  59b)  # as 59a on the 32B layers
+    device_name
+    timeout 560 python3 benchmarks/slab_plans.py --models 32b --ms 1024,4096 --out "$out" 2>&1 \
+      | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | tail -20
+    ;;
 esac

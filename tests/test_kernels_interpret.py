@@ -105,6 +105,18 @@ check("fwd large-M slabs", nvfp4_matmul(x, kw), x.float() @ ref_w.T)
 dy = torch.randn(m, 300, generator=gen).to(torch.bfloat16)
 check("bwd large-M slabs", nvfp4_matmul_grad_input(dy, kw), dy.float() @ ref_w)
 check("dequantize rows", nvfp4_gemm.dequantize_rows(kw, 100, 150, asm=False), ref_w[100:250])
+# Column slabs: K columns [128, 208) of rows 7-226, then the input gradient over column slabs (one product each, ragged
+# last slab) and over row slabs with a forced count, on one stream (the second stream needs CUDA).
+check("dequantize column block", nvfp4_gemm.dequantize_rows(kw, 7, 220, asm=False, chunk0=1, chunks=1),
+      ref_w[7:227, 128:208])
+dx = torch.full((m, 208), float("nan")).to(torch.bfloat16)
+check("bwd large-M column slabs", nvfp4_gemm._grad_input_large_m(dy, kw, dx, along="k", min_count=2),
+      dy.float() @ ref_w)
+dx = torch.full((m, 208), float("nan")).to(torch.bfloat16)
+check("bwd large-M three row slabs", nvfp4_gemm._grad_input_large_m(dy, kw, dx, min_count=3), dy.float() @ ref_w)
+y = torch.full((m, 300), float("nan")).to(torch.bfloat16)
+check("fwd large-M three row slabs", nvfp4_gemm._matmul_large_m(x, kw, y, overlap=False, min_count=3),
+      x.float() @ ref_w.T)
 kw, ref_w = weight(300, 208, layout="words")
 check("words fwd large-M slabs", nvfp4_matmul(x, kw), x.float() @ ref_w.T)
 check("words dequantize rows", nvfp4_gemm.dequantize_rows(kw, 100, 150), ref_w[100:250])

@@ -891,11 +891,12 @@ if triton is not None:
                 tl.store(out_ptr + o_lo + 64, hi.to(tl.bfloat16), mask=m_hi)
 
     @triton.jit
-    def _dequant_rows_kernel(codes_ptr, scales_ptr, gs_ptr, out_ptr, n_rows, k, row0, stride_c, stride_s, stride_o,
-                             BN: tl.constexpr, ASM: tl.constexpr, WORDS: tl.constexpr):
-        """Rows [row0, row0 + n_rows) of W as bf16 into ``out`` ([n_rows, K]); one program per (row block, chunk)."""
+    def _dequant_rows_kernel(codes_ptr, scales_ptr, gs_ptr, out_ptr, n_rows, k, row0, chunk0, stride_c, stride_s,
+                             stride_o, BN: tl.constexpr, ASM: tl.constexpr, WORDS: tl.constexpr):
+        """Rows [row0, row0 + n_rows) of W, columns from chunk ``chunk0`` on, as bf16 into ``out`` ([n_rows, grid's
+        chunks * 128], column 0 = K column chunk0 * 128); one program per (row block, chunk)."""
         pid_n = tl.program_id(0)
-        c = tl.program_id(1)
+        c = chunk0 + tl.program_id(1)
         local = pid_n * BN + tl.arange(0, BN)
         valid = local < n_rows
         rows = row0 + tl.minimum(local, n_rows - 1)  # clamped loads; stores are masked
@@ -904,7 +905,7 @@ if triton is not None:
         w_lo, w_hi = _dequant(wb, scales_ptr + rows[:, None].to(tl.int64) * 8, stride_s, c, BN, 1, ASM, False, WORDS)
         inv = 16384.0 / tl.load(gs_ptr)  # undo the kernels' 2**-14 and apply 1 / global_scale
         k_lo = c * 128 + j
-        o_rows = out_ptr + local[:, None] * stride_o
+        o_rows = out_ptr + local[:, None] * stride_o - chunk0 * 128
         tl.store(o_rows + k_lo[None, :], (w_lo.to(tl.float32) * inv).to(tl.bfloat16),
                  mask=valid[:, None] & (k_lo[None, :] < k))
         tl.store(o_rows + (k_lo + 64)[None, :], (w_hi.to(tl.float32) * inv).to(tl.bfloat16),
@@ -1331,14 +1332,24 @@ DEQUANT_BN, DEQUANT_WARPS = 32, 4  # rows per program and warps of _dequant_rows
 
 
 def dequantize_rows(w: KernelWeight, row0: int, rows: int, out: torch.Tensor | None = None,
-                    asm: bool = True, bn: int | None = None, num_warps: int | None = None) -> torch.Tensor:
-    """Rows ``[row0, row0 + rows)`` of W as a bf16 [rows, K] tensor (``out``: a contiguous buffer to fill)."""
+                    asm: bool = True, bn: int | None = None, num_warps: int | None = None,
+                    chunk0: int = 0, chunks: int | None = None) -> torch.Tensor:
+    """Rows ``[row0, row0 + rows)`` of W as a bf16 [rows, K] tensor (``out``: a contiguous buffer to fill); with
+    ``chunk0`` / ``chunks`` only K columns ``[chunk0 * 128, (chunk0 + chunks) * 128)`` (clipped to K), as a
+    [rows, columns] tensor."""
     require_forward_layout(w)
+    kc = w.k_pad // CHUNK
+    chunks = kc - chunk0 if chunks is None else chunks
+    if not (0 <= chunk0 and 0 < chunks and chunk0 + chunks <= kc):
+        raise ValueError(f"chunks [{chunk0}, {chunk0 + chunks}) lie outside the weight's {kc} chunks of K")
+    cols = min(w.k, (chunk0 + chunks) * CHUNK) - chunk0 * CHUNK
     if out is None:
-        out = torch.empty((rows, w.k), dtype=torch.bfloat16, device=w.codes.device)
+        out = torch.empty((rows, cols), dtype=torch.bfloat16, device=w.codes.device)
+    if out.shape != (rows, cols) or out.stride(1) != 1:
+        raise ValueError(f"out must be a bf16 [{rows}, {cols}] tensor with unit column stride, got {tuple(out.shape)}")
     bn = bn or DEQUANT_BN
-    grid = (-(-rows // bn), w.k_pad // CHUNK)
-    _dequant_rows_kernel[grid](w.codes, w.scales, w.global_scale, out, rows, w.k, row0,
+    grid = (-(-rows // bn), chunks)
+    _dequant_rows_kernel[grid](w.codes, w.scales, w.global_scale, out, rows, w.k, row0, chunk0,
                                w.codes.stride(0), w.scales.stride(0), out.stride(0), BN=bn,
                                ASM=_use_asm(asm, w.words), WORDS=w.words,
                                num_warps=num_warps or DEQUANT_WARPS)
@@ -1351,6 +1362,15 @@ def _slab_rows(w: KernelWeight, min_count: int = 1) -> int:
     most = max(CHUNK, SCRATCH_ELEMENTS // w.k // CHUNK * CHUNK)
     count = max(math.ceil(w.n / most), min_count)
     return min(most, math.ceil(math.ceil(w.n / count) / CHUNK) * CHUNK)
+
+
+def _slab_chunks(w: KernelWeight, min_count: int = 1) -> int:
+    """Chunks of K per column slab (``_slab_products``'s ``along="k"``): the fewest slabs (at least ``min_count``)
+    whose [N, chunks * 128] blocks fit the scratch budget, split evenly."""
+    kc = -(-w.k // CHUNK)
+    most = max(1, SCRATCH_ELEMENTS // (w.n * CHUNK))
+    count = max(math.ceil(kc / most), min_count)
+    return min(most, math.ceil(kc / count))
 
 
 # Forward products of at least OVERLAP_MIN_FLOP: the slabs are dequantized on a second stream into two alternating
@@ -1369,58 +1389,85 @@ def _side_stream(index: int) -> torch.cuda.Stream:
     return torch.cuda.Stream(device=index)
 
 
-def _slab_products(w: KernelWeight, device: torch.device, product, overlap: bool = False) -> None:
-    """Call ``product(n0, rows, W[n0 : n0 + rows] as bf16)`` for every slab of W, in order, on the caller's stream;
-    with ``overlap`` (CUDA only) the next slab is dequantized on a second stream meanwhile."""
-    overlap = overlap and device.type == "cuda" and w.n >= 2 * CHUNK
+def _slab_products(w: KernelWeight, device: torch.device, product, overlap: bool = False, min_count: int = 1,
+                   along: str = "n") -> None:
+    """Call ``product(start, size, block)`` for every slab of W, in order, on the caller's stream: ``along="n"``
+    row slabs (``block`` = W[start : start + size] as bf16 [size, K]), ``along="k"`` column slabs (``block`` =
+    W[:, start : start + size] as bf16 [N, size]); at least ``min_count`` slabs where the weight allows. With
+    ``overlap`` (CUDA only) the next slab is dequantized on a second stream meanwhile."""
+    if along not in ("n", "k"):
+        raise ValueError(f"along must be 'n' or 'k', got {along!r}")
+    kc = -(-w.k // CHUNK)
+    overlap = overlap and device.type == "cuda" and (w.n >= 2 * CHUNK if along == "n" else kc >= 2)
     # Overlapping needs two slabs at least: the first slab's dequantization is the only one nothing hides.
-    slab = _slab_rows(w, min_count=2 if overlap else 1)
-    plan = [(n0, min(slab, w.n - n0)) for n0 in range(0, w.n, slab)]
-    height = min(slab, w.n)
+    min_count = max(min_count, 2 if overlap else 1)
+    if along == "n":
+        slab = _slab_rows(w, min_count)
+        plan = [(n0, min(slab, w.n - n0)) for n0 in range(0, w.n, slab)]
+        shape = (min(slab, w.n), w.k)
+    else:
+        per = _slab_chunks(w, min_count)
+        plan = [(c0 * CHUNK, min(per * CHUNK, w.k - c0 * CHUNK)) for c0 in range(0, kc, per)]
+        shape = (w.n, min(per * CHUNK, w.k))
+
+    def fill(i: int, buffer: torch.Tensor) -> torch.Tensor:
+        start, size = plan[i]
+        if along == "n":
+            return dequantize_rows(w, start, size, buffer[:size])
+        return dequantize_rows(w, 0, w.n, buffer[:, :size], chunk0=start // CHUNK, chunks=-(-size // CHUNK))
+
     if not overlap:
-        scratch = torch.empty((height, w.k), dtype=torch.bfloat16, device=device)
-        for n0, r in plan:
-            product(n0, r, dequantize_rows(w, n0, r, scratch[:r]))
+        scratch = torch.empty(shape, dtype=torch.bfloat16, device=device)
+        for i, (start, size) in enumerate(plan):
+            product(start, size, fill(i, scratch))
         return
     main = torch.cuda.current_stream(device)
     side = _side_stream(device.index if device.index is not None else torch.cuda.current_device())
-    buffers = [torch.empty((height, w.k), dtype=torch.bfloat16, device=device) for _ in range(2)]
+    buffers = [torch.empty(shape, dtype=torch.bfloat16, device=device) for _ in range(2)]
+    blocks: list[torch.Tensor | None] = [None] * len(plan)
     ready = [torch.cuda.Event() for _ in plan]
     done = [torch.cuda.Event() for _ in plan]
     side.wait_stream(main)  # the inputs and the buffers' allocation come first (also the fork of a graph capture)
 
     def dequantize(i: int) -> None:
-        n0, r = plan[i]
         with torch.cuda.stream(side):
             if i >= 2:
                 side.wait_event(done[i - 2])  # this buffer held slab i - 2 until its product finished
-            dequantize_rows(w, n0, r, buffers[i % 2][:r])
+            blocks[i] = fill(i, buffers[i % 2])
             ready[i].record(side)
 
     dequantize(0)
-    for i, (n0, r) in enumerate(plan):
+    for i, (start, size) in enumerate(plan):
         if i + 1 < len(plan):
             dequantize(i + 1)
         main.wait_event(ready[i])
-        product(n0, r, buffers[i % 2][:r])
+        product(start, size, blocks[i])
         done[i].record(main)
     main.wait_stream(side)  # join: the buffers are released on the caller's stream only after the side stream's work
 
 
-def _matmul_large_m(x2: torch.Tensor, w: KernelWeight, y: torch.Tensor) -> torch.Tensor:
-    overlap = OVERLAP_SLABS and 2.0 * x2.shape[0] * w.n * w.k >= OVERLAP_MIN_FLOP
-    _slab_products(w, x2.device, lambda n0, r, ws: torch.mm(x2, ws.t(), out=y[:, n0 : n0 + r]), overlap)
+def _matmul_large_m(x2: torch.Tensor, w: KernelWeight, y: torch.Tensor, overlap: bool | None = None,
+                    min_count: int = 1) -> torch.Tensor:
+    """``y = x2 @ W^T`` on row slabs of W (``overlap`` None: the default rule, ``OVERLAP_MIN_FLOP``)."""
+    if overlap is None:
+        overlap = OVERLAP_SLABS and 2.0 * x2.shape[0] * w.n * w.k >= OVERLAP_MIN_FLOP
+    _slab_products(w, x2.device, lambda n0, r, ws: torch.mm(x2, ws.t(), out=y[:, n0 : n0 + r]), overlap, min_count)
     return y
 
 
-def _grad_input_large_m(dy2: torch.Tensor, w: KernelWeight, dx: torch.Tensor) -> torch.Tensor:
-    def product(n0: int, r: int, ws: torch.Tensor) -> None:
-        if n0 == 0:
-            torch.mm(dy2[:, :r], ws, out=dx)
+def _grad_input_large_m(dy2: torch.Tensor, w: KernelWeight, dx: torch.Tensor, overlap: bool = False,
+                        min_count: int = 1, along: str = "n") -> torch.Tensor:
+    """``dx = dy2 @ W`` on slabs of W: row slabs accumulate into ``dx`` (``addmm_``), column slabs each write their
+    own columns of ``dx`` in one product over all of N."""
+    def product(start: int, size: int, ws: torch.Tensor) -> None:
+        if along == "k":
+            torch.mm(dy2, ws, out=dx[:, start : start + size])
+        elif start == 0:
+            torch.mm(dy2[:, :size], ws, out=dx)
         else:
-            dx.addmm_(dy2[:, n0 : n0 + r], ws)
+            dx.addmm_(dy2[:, start : start + size], ws)
 
-    _slab_products(w, dy2.device, product)
+    _slab_products(w, dy2.device, product, overlap, min_count, along)
     return dx
 
 

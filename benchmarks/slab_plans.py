@@ -1,0 +1,191 @@
+"""The large-M slab path piece by piece: where its time goes, and which slab plan is fastest per layer and M.
+
+At M >= 1024 the default dispatch dequantizes W a slab at a time into a bounded bf16 buffer and multiplies each slab
+with cuBLAS (``nvfp4_gemm._slab_products``). Per layer (Qwen2.5-7B / 14B / 32B shapes), M and direction, on the
+trainer's "pairs" layout, this times:
+
+- BF16: cuBLAS on a bf16 copy of W (as every benchmark here), and the default dispatch;
+- plans: row slabs (1-6 of them; the input gradient accumulates them with ``addmm_``) on one stream or overlapped (a
+  second stream dequantizes the next slab while cuBLAS multiplies this one), and for the input gradient column slabs
+  (each one product over all of N into its own columns of dX, nothing accumulated);
+- the pieces of the default plan: its dequantization alone (every slab into the buffer) and its products alone (on
+  slabs of a bf16 W made beforehand).
+
+Every plan is first checked on a NaN-poisoned output against dequantize-then-matmul in fp32. Times are medians of
+CUDA-graph replays (``gemm_nvfp4.bench``, weight copies that L2 does not serve); the default dispatch and each cell's
+fastest plan are also timed as back-to-back eager calls (the host's work per call included, as a training step runs
+them).
+
+    python benchmarks/slab_plans.py --models 7b,14b,32b --ms 1024,4096 --out $OUT
+
+Writes slab_plans.json and prints one line per plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gemm_nvfp4 import SHAPES, bench, checked, fp32_matmul  # noqa: E402
+
+COUNTS = (1, 2, 3, 4, 6)
+
+
+def eager_us(fns: list, calls: int = 24) -> float:
+    """Microseconds per call of ``fns`` called in turn, back to back on the stream, without a graph."""
+    for f in fns:
+        f()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for i in range(calls):
+        fns[i % len(fns)]()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / calls
+
+
+def plans(kern, w, direction: str) -> list[dict]:
+    """The distinct slab plans of ``w`` (by the slabs they cut, the stream use and the slab direction)."""
+    seen, out = set(), []
+    alongs = ("n", "k") if direction == "bwd" else ("n",)
+    for along in alongs:
+        for count in COUNTS:
+            for overlap in (False, True):
+                if along == "n":
+                    size = kern._slab_rows(w, max(count, 2 if overlap else 1))
+                    slabs = -(-w.n // size)
+                else:
+                    size = kern._slab_chunks(w, max(count, 2 if overlap else 1))
+                    slabs = math.ceil(math.ceil(w.k / kern.CHUNK) / size)
+                if overlap and slabs < 2:
+                    continue
+                key = (along, slabs, overlap)
+                if key not in seen:
+                    seen.add(key)
+                    out.append({"along": along, "slabs": slabs, "overlap": overlap, "min_count": count})
+    return out
+
+
+def run_plan(kern, direction: str, plan: dict):
+    """``f(inp, w, out)`` computing the product on ``plan``."""
+    if direction == "fwd":
+        return lambda x, w, y: kern._matmul_large_m(x, w, y, overlap=plan["overlap"], min_count=plan["min_count"])
+    return lambda dy, w, dx: kern._grad_input_large_m(dy, w, dx, overlap=plan["overlap"],
+                                                      min_count=plan["min_count"], along=plan["along"])
+
+
+def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, log) -> dict:
+    from gemm_ws import _copies
+
+    from qerl import nvfp4
+    from qerl.kernels import nvfp4_gemm as kern
+
+    torch.manual_seed(hash((model, layer, direction, m)) % 2**31)
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    w_bf16 = ref_w.to(torch.bfloat16)
+    wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
+    kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout="pairs"), l2_bytes)
+    fwd = direction == "fwd"
+    inp = torch.randn(m, k if fwd else n, device="cuda", dtype=torch.bfloat16)
+    out_shape = (m, n if fwd else k)
+    ref = fp32_matmul(inp.float(), ref_w.T if fwd else ref_w)
+    out = torch.empty(out_shape, device="cuda", dtype=torch.bfloat16)
+    if fwd:
+        bf16 = bench([lambda wb=wb: torch.nn.functional.linear(inp, wb) for wb in wbs])
+        shipped = kern.nvfp4_matmul
+    else:
+        bf16 = bench([lambda wb=wb: torch.matmul(inp, wb) for wb in wbs])
+        shipped = kern.nvfp4_matmul_grad_input
+    err, finite = checked(lambda o: shipped(inp, kws[0], out=o), out_shape, ref)
+    if not finite or err > 1e-2:
+        raise RuntimeError(f"{model} {layer} {direction} M={m}: the default dispatch is wrong ({err:.3g}, {finite})")
+    ship_fns = [lambda kw=kw: shipped(inp, kw, out=out) for kw in kws]
+    row = {"model": model, "layer": layer, "dir": direction, "m": m, "n": n, "k": k, "bf16_us": bf16 * 1e6,
+           "shipped_us": bench(ship_fns) * 1e6, "shipped_eager_us": eager_us(ship_fns),
+           "shipped_slab": kern._slab_path(m, n, k, kern.LARGE_M_FWD if fwd else kern.LARGE_M_BWD), "plans": []}
+    for plan in plans(kern, kws[0], direction):
+        f = run_plan(kern, direction, plan)
+        err, finite = checked(lambda o, f=f: f(inp, kws[0], o), out_shape, ref)
+        if not finite or err > 1e-2:
+            raise RuntimeError(f"{model} {layer} {direction} M={m} {plan}: wrong ({err:.3g}, {finite})")
+        t = bench([lambda kw=kw, f=f: f(inp, kw, out) for kw in kws])
+        row["plans"].append({**plan, "us": t * 1e6, "rel_err": err})
+    best = min(row["plans"], key=lambda p: p["us"])
+    f = run_plan(kern, direction, best)
+    best["eager_us"] = eager_us([lambda kw=kw, f=f: f(inp, kw, out) for kw in kws])
+    # The default row-slab plan's pieces: its dequantization alone, its products alone on bf16 slabs made beforehand.
+    rows_per = kern._slab_rows(kws[0])
+    cut = [(n0, min(rows_per, n - n0)) for n0 in range(0, n, rows_per)]
+    scratch = torch.empty((min(rows_per, n), k), device="cuda", dtype=torch.bfloat16)
+
+    def dequant_only(kw) -> None:
+        for n0, r in cut:
+            kern.dequantize_rows(kw, n0, r, scratch[:r])
+
+    def products_only(wb) -> None:
+        for n0, r in cut:
+            if fwd:
+                torch.mm(inp, wb[n0 : n0 + r].t(), out=out[:, n0 : n0 + r])
+            elif n0 == 0:
+                torch.mm(inp[:, :r], wb[:r], out=out)
+            else:
+                out.addmm_(inp[:, n0 : n0 + r], wb[n0 : n0 + r])
+
+    row["default_slabs"] = len(cut)
+    row["dequant_us"] = bench([lambda kw=kw: dequant_only(kw) for kw in kws]) * 1e6
+    row["products_us"] = bench([lambda wb=wb: products_only(wb) for wb in wbs]) * 1e6
+    log(f"{model:4} {layer:8} {direction} M={m:5} bf16 {row['bf16_us']:8.1f} shipped {row['shipped_us']:8.1f} "
+        f"({bf16 * 1e6 / row['shipped_us']:.3f}x, eager {row['shipped_eager_us']:.1f}) dequant {row['dequant_us']:.1f} "
+        f"products {row['products_us']:.1f} ({len(cut)} slabs)")
+    for p in row["plans"]:
+        log(f"     {p['along']} slabs {p['slabs']} overlap {p['overlap']!s:5} {p['us']:8.1f} us "
+            f"({bf16 * 1e6 / p['us']:.3f}x)" + (f" eager {p['eager_us']:.1f}" if "eager_us" in p else ""))
+    return row
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="7b,14b,32b")
+    p.add_argument("--layers", default="qkv,o,gate_up,down")
+    p.add_argument("--dirs", default="fwd,bwd")
+    p.add_argument("--ms", default="1024,4096")
+    p.add_argument("--out", default="benchmarks/out/slab_plans")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        p.error("needs a CUDA GPU")
+    import triton
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    props = torch.cuda.get_device_properties(0)
+    l2 = getattr(props, "L2_cache_size", 50 * 2**20)
+    meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
+            "triton": triton.__version__, "command": "python " + " ".join(sys.argv)}
+    rows = []
+    layers = args.layers.split(",")
+    for model in args.models.split(","):
+        for layer, n, k in SHAPES[model]:
+            if layer not in layers:
+                continue
+            for direction in args.dirs.split(","):
+                for m in (int(v) for v in args.ms.split(",")):
+                    rows.append(measure(model, layer, n, k, direction, m, l2, lambda s: print(s, flush=True)))
+                    torch.cuda.empty_cache()  # the cell's weight copies are gone with its frame
+                    tmp = out / "slab_plans.json.tmp"
+                    tmp.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+                    tmp.replace(out / "slab_plans.json")
+
+
+if __name__ == "__main__":
+    main()
