@@ -12,9 +12,10 @@ trainer's "pairs" layout, this times:
   slabs of a bf16 W made beforehand).
 
 Every plan is first checked on a NaN-poisoned output against dequantize-then-matmul in fp32. Times are medians of
-CUDA-graph replays (``gemm_nvfp4.bench``, weight copies that L2 does not serve); the default dispatch and each cell's
-fastest plan are also timed as back-to-back eager calls (the host's work per call included, as a training step runs
-them).
+CUDA-graph replays (weight copies that L2 does not serve) taken in turn, one replay of every variant per round, so
+that the clock and temperature drift of these long compute-bound runs reach all of a cell's variants alike; the
+default dispatch and each cell's fastest plan are also timed as back-to-back eager calls (the host's work per call
+included, as a training step runs them).
 
     python benchmarks/slab_plans.py --models 7b,14b,32b --ms 1024,4096 --out $OUT
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -35,7 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, bench, checked, fp32_matmul  # noqa: E402
+from gemm_nvfp4 import SHAPES, captured_graph, checked, fp32_matmul  # noqa: E402
 
 COUNTS = (1, 2, 3, 4, 6)
 
@@ -84,6 +86,29 @@ def run_plan(kern, direction: str, plan: dict):
                                                       min_count=plan["min_count"], along=plan["along"])
 
 
+def interleaved_us(variants: dict, min_rounds: int = 9, budget_s: float = 1.5) -> dict:
+    """Microseconds per call of each variant (name -> list of calls, one per weight copy): every variant captured in
+    a CUDA graph of at least 8 calls, then the graphs replayed in turn, round after round, so that clock and
+    temperature drift reach every variant alike; the median replay time per call."""
+    graphs = {}
+    for name, fns in variants.items():
+        calls = fns * max(1, math.ceil(8 / len(fns)))
+        graph, est = captured_graph(calls, fns)
+        graphs[name] = (graph, len(calls), est)
+    per_round = sum(est for _, _, est in graphs.values())
+    rounds = max(min_rounds, min(31, int(budget_s / max(per_round, 1e-6))))
+    times: dict = {name: [] for name in graphs}
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(rounds):
+        for name, (graph, count, _) in graphs.items():
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end) * 1e3 / count)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, log) -> dict:
     from gemm_ws import _copies
 
@@ -101,29 +126,25 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
     out_shape = (m, n if fwd else k)
     ref = fp32_matmul(inp.float(), ref_w.T if fwd else ref_w)
     out = torch.empty(out_shape, device="cuda", dtype=torch.bfloat16)
-    if fwd:
-        bf16 = bench([lambda wb=wb: torch.nn.functional.linear(inp, wb) for wb in wbs])
-        shipped = kern.nvfp4_matmul
-    else:
-        bf16 = bench([lambda wb=wb: torch.matmul(inp, wb) for wb in wbs])
-        shipped = kern.nvfp4_matmul_grad_input
-    err, finite = checked(lambda o: shipped(inp, kws[0], out=o), out_shape, ref)
-    if not finite or err > 1e-2:
-        raise RuntimeError(f"{model} {layer} {direction} M={m}: the default dispatch is wrong ({err:.3g}, {finite})")
-    ship_fns = [lambda kw=kw: shipped(inp, kw, out=out) for kw in kws]
-    row = {"model": model, "layer": layer, "dir": direction, "m": m, "n": n, "k": k, "bf16_us": bf16 * 1e6,
-           "shipped_us": bench(ship_fns) * 1e6, "shipped_eager_us": eager_us(ship_fns),
-           "shipped_slab": kern._slab_path(m, n, k, kern.LARGE_M_FWD if fwd else kern.LARGE_M_BWD), "plans": []}
+    shipped = kern.nvfp4_matmul if fwd else kern.nvfp4_matmul_grad_input
+    variants = {"bf16": [(lambda wb=wb: torch.nn.functional.linear(inp, wb)) if fwd else
+                         (lambda wb=wb: torch.matmul(inp, wb)) for wb in wbs],
+                "shipped": [lambda kw=kw: shipped(inp, kw, out=out) for kw in kws]}
+    variants["shipped (repeat)"] = list(variants["shipped"])  # the same calls in a graph of their own: the noise
+    checks = {"shipped": lambda o: shipped(inp, kws[0], out=o)}
+    labels = {}
     for plan in plans(kern, kws[0], direction):
+        label = f"{plan['along']}{plan['slabs']}{'o' if plan['overlap'] else ''}"
+        labels[label] = plan
         f = run_plan(kern, direction, plan)
-        err, finite = checked(lambda o, f=f: f(inp, kws[0], o), out_shape, ref)
+        variants[label] = [lambda kw=kw, f=f: f(inp, kw, out) for kw in kws]
+        checks[label] = lambda o, f=f: f(inp, kws[0], o)
+    for label, run in checks.items():
+        err, finite = checked(run, out_shape, ref)
         if not finite or err > 1e-2:
-            raise RuntimeError(f"{model} {layer} {direction} M={m} {plan}: wrong ({err:.3g}, {finite})")
-        t = bench([lambda kw=kw, f=f: f(inp, kw, out) for kw in kws])
-        row["plans"].append({**plan, "us": t * 1e6, "rel_err": err})
-    best = min(row["plans"], key=lambda p: p["us"])
-    f = run_plan(kern, direction, best)
-    best["eager_us"] = eager_us([lambda kw=kw, f=f: f(inp, kw, out) for kw in kws])
+            raise RuntimeError(f"{model} {layer} {direction} M={m} {label}: wrong ({err:.3g}, finite {finite})")
+        if label in labels:
+            labels[label]["rel_err"] = err
     # The default row-slab plan's pieces: its dequantization alone, its products alone on bf16 slabs made beforehand.
     rows_per = kern._slab_rows(kws[0])
     cut = [(n0, min(rows_per, n - n0)) for n0 in range(0, n, rows_per)]
@@ -142,15 +163,24 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
             else:
                 out.addmm_(inp[:, n0 : n0 + r], wb[n0 : n0 + r])
 
-    row["default_slabs"] = len(cut)
-    row["dequant_us"] = bench([lambda kw=kw: dequant_only(kw) for kw in kws]) * 1e6
-    row["products_us"] = bench([lambda wb=wb: products_only(wb) for wb in wbs]) * 1e6
-    log(f"{model:4} {layer:8} {direction} M={m:5} bf16 {row['bf16_us']:8.1f} shipped {row['shipped_us']:8.1f} "
-        f"({bf16 * 1e6 / row['shipped_us']:.3f}x, eager {row['shipped_eager_us']:.1f}) dequant {row['dequant_us']:.1f} "
-        f"products {row['products_us']:.1f} ({len(cut)} slabs)")
+    variants["pieces: dequant"] = [lambda kw=kw: dequant_only(kw) for kw in kws]
+    variants["pieces: products"] = [lambda wb=wb: products_only(wb) for wb in wbs]
+    us = interleaved_us(variants)
+    bf16 = us["bf16"]
+    row = {"model": model, "layer": layer, "dir": direction, "m": m, "n": n, "k": k, "bf16_us": bf16,
+           "shipped_us": us["shipped"], "shipped_repeat_us": us["shipped (repeat)"],
+           "shipped_eager_us": eager_us(variants["shipped"]),
+           "default_slabs": len(cut), "dequant_us": us["pieces: dequant"], "products_us": us["pieces: products"],
+           "plans": [{**plan, "label": label, "us": us[label]} for label, plan in labels.items()]}
+    best = min(row["plans"], key=lambda p: p["us"])
+    best["eager_us"] = eager_us(variants[best["label"]])
+    log(f"{model:4} {layer:8} {direction} M={m:5} bf16 {bf16:8.1f} shipped {row['shipped_us']:8.1f} "
+        f"({bf16 / row['shipped_us']:.3f}x, repeat {bf16 / row['shipped_repeat_us']:.3f}x, eager "
+        f"{row['shipped_eager_us']:.1f}) dequant {row['dequant_us']:.1f} "
+        f"products {row['products_us']:.1f} ({len(cut)} slabs) best {best['label']} {bf16 / best['us']:.3f}x")
     for p in row["plans"]:
-        log(f"     {p['along']} slabs {p['slabs']} overlap {p['overlap']!s:5} {p['us']:8.1f} us "
-            f"({bf16 * 1e6 / p['us']:.3f}x)" + (f" eager {p['eager_us']:.1f}" if "eager_us" in p else ""))
+        log(f"     {p['label']:4} {p['us']:8.1f} us ({bf16 / p['us']:.3f}x)"
+            + (f" eager {p['eager_us']:.1f}" if "eager_us" in p else ""))
     return row
 
 

@@ -2349,9 +2349,10 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 420 python3 benchmarks/slab_plans.py --models 7b,14b --ms 1024,4096 --out "$out" 2>&1 \
       | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | tail -40
     ;;
-  59b)  # as 59a on the 32B layers
+  59b)  # as 59a with each cell's variants timed in turn (graph replays round-robin, a repeat of the default
+        # dispatch as the noise), every layer
     device_name
-    timeout 560 python3 benchmarks/slab_plans.py --models 32b --ms 1024,4096 --out "$out" 2>&1 \
-      | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | tail -20
+    timeout 560 python3 benchmarks/slab_plans.py --models 7b,14b,32b --ms 1024,4096 --out "$out" 2>&1 \
+      | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | tail -48
     ;;
 esac
