@@ -18,8 +18,9 @@ default dispatch and each cell's fastest plan are also timed as back-to-back eag
 included, as a training step runs them).
 
     python benchmarks/slab_plans.py --models 7b,14b,32b --ms 1024,4096 --out $OUT
+    python benchmarks/slab_plans.py --verify --ms 2048,4096,8192 --out $OUT   # SLAB_PLANS against the plan before
 
-Writes slab_plans.json and prints one line per plan.
+Writes slab_plans.json and prints one line per cell (and per plan).
 """
 
 from __future__ import annotations
@@ -80,10 +81,10 @@ def plans(kern, w, direction: str) -> list[dict]:
 
 def run_plan(kern, direction: str, plan: dict):
     """``f(inp, w, out)`` computing the product on ``plan``."""
+    slab_plan = kern.SlabPlan(plan["along"], plan["min_count"], plan["overlap"])
     if direction == "fwd":
-        return lambda x, w, y: kern._matmul_large_m(x, w, y, overlap=plan["overlap"], min_count=plan["min_count"])
-    return lambda dy, w, dx: kern._grad_input_large_m(dy, w, dx, overlap=plan["overlap"],
-                                                      min_count=plan["min_count"], along=plan["along"])
+        return lambda x, w, y: kern._matmul_large_m(x, w, y, slab_plan)
+    return lambda dy, w, dx: kern._grad_input_large_m(dy, w, dx, slab_plan)
 
 
 def interleaved_us(variants: dict, min_rounds: int = 9, budget_s: float = 1.5) -> dict:
@@ -109,7 +110,8 @@ def interleaved_us(variants: dict, min_rounds: int = 9, budget_s: float = 1.5) -
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, log) -> dict:
+def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, log,
+            verify: bool = False) -> dict:
     from gemm_ws import _copies
 
     from qerl import nvfp4
@@ -133,8 +135,11 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
     variants["shipped (repeat)"] = list(variants["shipped"])  # the same calls in a graph of their own: the noise
     checks = {"shipped": lambda o: shipped(inp, kws[0], out=o)}
     labels = {}
-    for plan in plans(kern, kws[0], direction):
-        label = f"{plan['along']}{plan['slabs']}{'o' if plan['overlap'] else ''}"
+    if verify:  # the default dispatch against the plan it took before ``SLAB_PLANS`` (run 4's rule) only
+        previous = {"along": "n", "slabs": None, "min_count": 1,
+                    "overlap": fwd and 2.0 * m * n * k >= kern.OVERLAP_MIN_FLOP}
+    for plan in [previous] if verify else plans(kern, kws[0], direction):
+        label = "previous" if verify else f"{plan['along']}{plan['slabs']}{'o' if plan['overlap'] else ''}"
         labels[label] = plan
         f = run_plan(kern, direction, plan)
         variants[label] = [lambda kw=kw, f=f: f(inp, kw, out) for kw in kws]
@@ -163,21 +168,25 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
             else:
                 out.addmm_(inp[:, n0 : n0 + r], wb[n0 : n0 + r])
 
-    variants["pieces: dequant"] = [lambda kw=kw: dequant_only(kw) for kw in kws]
-    variants["pieces: products"] = [lambda wb=wb: products_only(wb) for wb in wbs]
+    if not verify:
+        variants["pieces: dequant"] = [lambda kw=kw: dequant_only(kw) for kw in kws]
+        variants["pieces: products"] = [lambda wb=wb: products_only(wb) for wb in wbs]
     us = interleaved_us(variants)
     bf16 = us["bf16"]
     row = {"model": model, "layer": layer, "dir": direction, "m": m, "n": n, "k": k, "bf16_us": bf16,
            "shipped_us": us["shipped"], "shipped_repeat_us": us["shipped (repeat)"],
            "shipped_eager_us": eager_us(variants["shipped"]),
-           "default_slabs": len(cut), "dequant_us": us["pieces: dequant"], "products_us": us["pieces: products"],
+           "default_slabs": len(cut), "dequant_us": us.get("pieces: dequant"), "products_us": us.get("pieces: products"),
+           "plan": kern.slab_plan(direction, m, n, k)._asdict(),
            "plans": [{**plan, "label": label, "us": us[label]} for label, plan in labels.items()]}
     best = min(row["plans"], key=lambda p: p["us"])
     best["eager_us"] = eager_us(variants[best["label"]])
+    pieces = "" if verify else (f" dequant {row['dequant_us']:.1f} products {row['products_us']:.1f} "
+                                f"({len(cut)} slabs)")
     log(f"{model:4} {layer:8} {direction} M={m:5} bf16 {bf16:8.1f} shipped {row['shipped_us']:8.1f} "
         f"({bf16 / row['shipped_us']:.3f}x, repeat {bf16 / row['shipped_repeat_us']:.3f}x, eager "
-        f"{row['shipped_eager_us']:.1f}) dequant {row['dequant_us']:.1f} "
-        f"products {row['products_us']:.1f} ({len(cut)} slabs) best {best['label']} {bf16 / best['us']:.3f}x")
+        f"{row['shipped_eager_us']:.1f}){pieces} best {best['label']} {bf16 / best['us']:.3f}x"
+        + (f" new / previous time {row['shipped_us'] / best['us']:.3f}" if verify else ""))
     for p in row["plans"]:
         log(f"     {p['label']:4} {p['us']:8.1f} us ({bf16 / p['us']:.3f}x)"
             + (f" eager {p['eager_us']:.1f}" if "eager_us" in p else ""))
@@ -191,10 +200,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dirs", default="fwd,bwd")
     p.add_argument("--ms", default="1024,4096")
     p.add_argument("--out", default="benchmarks/out/slab_plans")
+    p.add_argument("--verify", action="store_true",
+                   help="only the cells of SLAB_PLANS' shapes: the default dispatch against the plan it took before")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         p.error("needs a CUDA GPU")
     import triton
+
+    from qerl.kernels import nvfp4_gemm as kern
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -209,8 +222,11 @@ def main(argv: list[str] | None = None) -> None:
             if layer not in layers:
                 continue
             for direction in args.dirs.split(","):
+                if args.verify and (direction, n, k) not in kern.SLAB_PLANS:
+                    continue
                 for m in (int(v) for v in args.ms.split(",")):
-                    rows.append(measure(model, layer, n, k, direction, m, l2, lambda s: print(s, flush=True)))
+                    rows.append(measure(model, layer, n, k, direction, m, l2, lambda s: print(s, flush=True),
+                                        args.verify))
                     torch.cuda.empty_cache()  # the cell's weight copies are gone with its frame
                     tmp = out / "slab_plans.json.tmp"
                     tmp.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -2355,4 +2355,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 560 python3 benchmarks/slab_plans.py --models 7b,14b,32b --ms 1024,4096 --out "$out" 2>&1 \
       | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | tail -48
     ;;
+  59c)  # SLAB_PLANS (from 59b's M = 4096 cells): the slab path's GPU tests, then the default dispatch against the
+        # plan it took before, in turn, on the table's shapes at M = 2048 / 4096 / 8192
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py \
+      -k "slab or large_m or packed_linear or module_backward" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 \
+      | tee "$out/gpu_tests.txt"
+    timeout 380 python3 benchmarks/slab_plans.py --verify --ms 2048,4096,8192 --out "$out" 2>&1 \
+      | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | tail -40
+    ;;
 esac

@@ -273,14 +273,15 @@ def test_input_gradient_slab_plans_agree(monkeypatch):
         for overlap in (False, True):
             for count in (1, 3):
                 dx = torch.full((dy.shape[0], 1040), float("nan"), device="cuda", dtype=torch.bfloat16)
-                got[along, overlap, count] = kern._grad_input_large_m(dy, kw, dx, overlap, count, along)
+                plan = kern.SlabPlan(along, count, overlap)
+                got[along, overlap, count] = kern._grad_input_large_m(dy, kw, dx, plan)
                 assert torch.isfinite(dx).all() and _rel(dx, ref) < 1e-2, (along, overlap, count)
     assert torch.equal(got["k", True, 3], got["k", False, 3])
     assert torch.equal(got["n", True, 3], got["n", False, 3])
     graph = torch.cuda.CUDAGraph()
     dx = torch.empty((dy.shape[0], 1040), device="cuda", dtype=torch.bfloat16)
     with torch.cuda.graph(graph):
-        kern._grad_input_large_m(dy, kw, dx, True, 3, "k")
+        kern._grad_input_large_m(dy, kw, dx, kern.SlabPlan("k", 3, True))
     for _ in range(3):
         dy.copy_(torch.randn_like(dy))
         graph.replay()

@@ -110,12 +110,13 @@ check("dequantize rows", nvfp4_gemm.dequantize_rows(kw, 100, 150, asm=False), re
 check("dequantize column block", nvfp4_gemm.dequantize_rows(kw, 7, 220, asm=False, chunk0=1, chunks=1),
       ref_w[7:227, 128:208])
 dx = torch.full((m, 208), float("nan")).to(torch.bfloat16)
-check("bwd large-M column slabs", nvfp4_gemm._grad_input_large_m(dy, kw, dx, along="k", min_count=2),
+SlabPlan = nvfp4_gemm.SlabPlan
+check("bwd large-M column slabs", nvfp4_gemm._grad_input_large_m(dy, kw, dx, SlabPlan("k", 2)),
       dy.float() @ ref_w)
 dx = torch.full((m, 208), float("nan")).to(torch.bfloat16)
-check("bwd large-M three row slabs", nvfp4_gemm._grad_input_large_m(dy, kw, dx, min_count=3), dy.float() @ ref_w)
+check("bwd large-M three row slabs", nvfp4_gemm._grad_input_large_m(dy, kw, dx, SlabPlan("n", 3)), dy.float() @ ref_w)
 y = torch.full((m, 300), float("nan")).to(torch.bfloat16)
-check("fwd large-M three row slabs", nvfp4_gemm._matmul_large_m(x, kw, y, overlap=False, min_count=3),
+check("fwd large-M three row slabs", nvfp4_gemm._matmul_large_m(x, kw, y, SlabPlan("n", 3)),
       x.float() @ ref_w.T)
 kw, ref_w = weight(300, 208, layout="words")
 check("words fwd large-M slabs", nvfp4_matmul(x, kw), x.float() @ ref_w.T)
@@ -548,6 +549,26 @@ def test_large_m_slabs_are_even_and_bounded():
     # Overlapped slabs (a second stream dequantizes the next slab) need two at least: 7B qkv fits one buffer whole.
     assert kern._slab_rows(SimpleNamespace(n=4608, k=3584)) == 4608
     assert kern._slab_rows(SimpleNamespace(n=4608, k=3584), min_count=2) == 2304
+
+
+def test_slab_plans_apply_from_their_m_on_and_per_direction(monkeypatch):
+    """The measured slab plans serve their (direction, N, K) from ``SLAB_PLAN_MIN_M`` rows on; other products, and
+    the same shapes below that M, take the default plan (the fewest row slabs, overlapped for large forward products
+    only); ``OVERLAP_SLABS`` off turns the second stream off for table entries too; the forward refuses column slabs."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    lo, hi = kern.SLAB_PLAN_MIN_M - 1, kern.SLAB_PLAN_MIN_M
+    assert kern.slab_plan("bwd", hi, 37888, 3584) == kern.SlabPlan("k", 1, True)  # 7B gate_up's input gradient
+    assert kern.slab_plan("bwd", lo, 37888, 3584) == kern.SlabPlan("n", 1, False)
+    assert kern.slab_plan("fwd", hi, 3584, 18944) == kern.SlabPlan("n", 3, True)  # 7B down's forward
+    assert kern.slab_plan("fwd", hi, 3584, 3584) == kern.SlabPlan("n", 1, False)  # no entry, 1e11 FLOP
+    assert kern.slab_plan("fwd", 8192, 3584, 3584) == kern.SlabPlan("n", 1, True)  # no entry, 2.1e11 FLOP
+    assert kern.slab_plan("bwd", 8192, 3584, 3584 * 3) == kern.SlabPlan("n", 1, False)  # no entry: one stream
+    assert all(p.along == "n" for (d, _, _), p in kern.SLAB_PLANS.items() if d == "fwd")
+    monkeypatch.setattr(kern, "OVERLAP_SLABS", False)
+    assert kern.slab_plan("bwd", hi, 37888, 3584) == kern.SlabPlan("k", 1, False)
+    with pytest.raises(ValueError, match="row slabs only"):
+        kern._matmul_large_m(torch.zeros(2, 8), None, None, kern.SlabPlan("k", 1))
 
 
 def test_small_products_stay_on_the_tile_loop_at_large_m():

@@ -1384,6 +1384,47 @@ OVERLAP_SLABS = True
 OVERLAP_MIN_FLOP = 2e11
 
 
+class SlabPlan(NamedTuple):
+    """How the slab path cuts W: ``along`` "n" (row slabs) or "k" (column slabs, input gradient only), at least
+    ``min_count`` slabs (more where the scratch budget needs them), ``overlap``: dequantize the next slab on a second
+    stream."""
+
+    along: str = "n"
+    min_count: int = 1
+    overlap: bool = False
+
+
+# Slab plans per (direction, N, K) from SLAB_PLAN_MIN_M rows on, where one beat the default plan by at least 3%
+# (benchmarks/RESULTS.md run 25: every plan of every layer timed in turn at M = 4096 on an H200,
+# benchmarks/slab_plans.py). cuBLAS's speed on a slab depends on its width more than the slab count suggests (7B
+# down's forward: 1.20x on three overlapped slabs instead of two); the input gradient on column slabs writes each
+# slab's columns of dX in one product over all of N instead of accumulating row slabs into dX.
+SLAB_PLAN_MIN_M = 2048
+SLAB_PLANS: dict[tuple[str, int, int], SlabPlan] = {
+    ("fwd", 3584, 18944): SlabPlan("n", 3, True),  # 7B down: 1.20x the default plan
+    ("fwd", 7168, 5120): SlabPlan("n", 1, False),  # 14B / 32B qkv: 1.09x
+    ("fwd", 5120, 13824): SlabPlan("n", 4, True),  # 14B down: 1.05x
+    ("fwd", 55296, 5120): SlabPlan("n", 6, False),  # 32B gate_up: 1.03x
+    ("fwd", 5120, 27648): SlabPlan("n", 4, True),  # 32B down: 1.17x
+    ("bwd", 4608, 3584): SlabPlan("k", 3, True),  # 7B qkv: 1.05x
+    ("bwd", 3584, 3584): SlabPlan("k", 3, True),  # 7B o: 1.03x
+    ("bwd", 37888, 3584): SlabPlan("k", 1, True),  # 7B gate_up: 1.10x
+    ("bwd", 3584, 18944): SlabPlan("k", 1, True),  # 7B down: 1.10x
+    ("bwd", 5120, 13824): SlabPlan("k", 1, True),  # 14B down: 1.11x
+    ("bwd", 55296, 5120): SlabPlan("k", 1, False),  # 32B gate_up: 1.04x
+    ("bwd", 5120, 27648): SlabPlan("k", 1, False),  # 32B down: 1.14x
+}
+
+
+def slab_plan(direction: str, m: int, n: int, k: int) -> SlabPlan:
+    """The plan the default dispatch's slab path takes for an M-row product against an N x K weight."""
+    if m >= SLAB_PLAN_MIN_M and (direction, n, k) in SLAB_PLANS:
+        plan = SLAB_PLANS[direction, n, k]
+        return plan._replace(overlap=plan.overlap and OVERLAP_SLABS)
+    # The default: the fewest row slabs the scratch budget allows, overlapped for large forward products only.
+    return SlabPlan("n", 1, direction == "fwd" and OVERLAP_SLABS and 2.0 * m * n * k >= OVERLAP_MIN_FLOP)
+
+
 @functools.cache
 def _side_stream(index: int) -> torch.cuda.Stream:
     return torch.cuda.Stream(device=index)
@@ -1446,19 +1487,23 @@ def _slab_products(w: KernelWeight, device: torch.device, product, overlap: bool
     main.wait_stream(side)  # join: the buffers are released on the caller's stream only after the side stream's work
 
 
-def _matmul_large_m(x2: torch.Tensor, w: KernelWeight, y: torch.Tensor, overlap: bool | None = None,
-                    min_count: int = 1) -> torch.Tensor:
-    """``y = x2 @ W^T`` on row slabs of W (``overlap`` None: the default rule, ``OVERLAP_MIN_FLOP``)."""
-    if overlap is None:
-        overlap = OVERLAP_SLABS and 2.0 * x2.shape[0] * w.n * w.k >= OVERLAP_MIN_FLOP
-    _slab_products(w, x2.device, lambda n0, r, ws: torch.mm(x2, ws.t(), out=y[:, n0 : n0 + r]), overlap, min_count)
+def _matmul_large_m(x2: torch.Tensor, w: KernelWeight, y: torch.Tensor, plan: SlabPlan | None = None) -> torch.Tensor:
+    """``y = x2 @ W^T`` on row slabs of W (``plan`` None: ``slab_plan``'s)."""
+    plan = plan or slab_plan("fwd", x2.shape[0], w.n, w.k)
+    if plan.along != "n":
+        raise ValueError("the forward's slab path cuts W into row slabs only (along='n')")
+    _slab_products(w, x2.device, lambda n0, r, ws: torch.mm(x2, ws.t(), out=y[:, n0 : n0 + r]), plan.overlap,
+                   plan.min_count)
     return y
 
 
-def _grad_input_large_m(dy2: torch.Tensor, w: KernelWeight, dx: torch.Tensor, overlap: bool = False,
-                        min_count: int = 1, along: str = "n") -> torch.Tensor:
-    """``dx = dy2 @ W`` on slabs of W: row slabs accumulate into ``dx`` (``addmm_``), column slabs each write their
-    own columns of ``dx`` in one product over all of N."""
+def _grad_input_large_m(dy2: torch.Tensor, w: KernelWeight, dx: torch.Tensor,
+                        plan: SlabPlan | None = None) -> torch.Tensor:
+    """``dx = dy2 @ W`` on slabs of W (``plan`` None: ``slab_plan``'s): row slabs accumulate into ``dx``
+    (``addmm_``), column slabs each write their own columns of ``dx`` in one product over all of N."""
+    plan = plan or slab_plan("bwd", dy2.shape[0], w.n, w.k)
+    along = plan.along
+
     def product(start: int, size: int, ws: torch.Tensor) -> None:
         if along == "k":
             torch.mm(dy2, ws, out=dx[:, start : start + size])
@@ -1467,7 +1512,7 @@ def _grad_input_large_m(dy2: torch.Tensor, w: KernelWeight, dx: torch.Tensor, ov
         else:
             dx.addmm_(dy2[:, start : start + size], ws)
 
-    _slab_products(w, dy2.device, product, overlap, min_count, along)
+    _slab_products(w, dy2.device, product, plan.overlap, plan.min_count, along)
     return dx
 
 
