@@ -2361,7 +2361,16 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py \
       -k "slab or large_m or packed_linear or module_backward" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 \
       | tee "$out/gpu_tests.txt"
-    timeout 380 python3 benchmarks/slab_plans.py --verify --ms 2048,4096,8192 --out "$out" 2>&1 \
+    timeout 380 python3 benchmarks/slab_plans.py --verify --table-only --ms 2048,4096,8192 --out "$out" 2>&1 \
       | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | tail -40
+    ;;
+  59d)  # the kept SLAB_PLANS entries (59c's verification): GPU tests, then the default dispatch against the plan it
+        # took before, in turn, on every layer at M = 2048 / 4096 / 8192 (shapes without an entry: the same plan twice)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py \
+      -k "slab or large_m or packed_linear or module_backward" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 \
+      | tee "$out/gpu_tests.txt"
+    timeout 380 python3 benchmarks/slab_plans.py --verify --ms 2048,4096,8192 --out "$out" 2>&1 \
+      | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | tail -72
     ;;
 esac

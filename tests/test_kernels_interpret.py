@@ -552,21 +552,22 @@ def test_large_m_slabs_are_even_and_bounded():
 
 
 def test_slab_plans_apply_from_their_m_on_and_per_direction(monkeypatch):
-    """The measured slab plans serve their (direction, N, K) from ``SLAB_PLAN_MIN_M`` rows on; other products, and
-    the same shapes below that M, take the default plan (the fewest row slabs, overlapped for large forward products
-    only); ``OVERLAP_SLABS`` off turns the second stream off for table entries too; the forward refuses column slabs."""
+    """A measured slab plan serves its (direction, N, K) from its own M on; other products, and the same shapes
+    below that M, take the default plan (the fewest row slabs, overlapped for large forward products only);
+    ``OVERLAP_SLABS`` off turns the second stream off for table entries too; the forward refuses column slabs."""
     from qerl.kernels import nvfp4_gemm as kern
 
-    lo, hi = kern.SLAB_PLAN_MIN_M - 1, kern.SLAB_PLAN_MIN_M
-    assert kern.slab_plan("bwd", hi, 37888, 3584) == kern.SlabPlan("k", 1, True)  # 7B gate_up's input gradient
-    assert kern.slab_plan("bwd", lo, 37888, 3584) == kern.SlabPlan("n", 1, False)
-    assert kern.slab_plan("fwd", hi, 3584, 18944) == kern.SlabPlan("n", 3, True)  # 7B down's forward
-    assert kern.slab_plan("fwd", hi, 3584, 3584) == kern.SlabPlan("n", 1, False)  # no entry, 1e11 FLOP
+    assert kern.slab_plan("bwd", 2048, 37888, 3584) == kern.SlabPlan("k", 1, True)  # 7B gate_up's input gradient
+    assert kern.slab_plan("bwd", 2047, 37888, 3584) == kern.SlabPlan("n", 1, False)
+    assert kern.slab_plan("bwd", 4096, 3584, 18944) == kern.SlabPlan("k", 1, True)  # 7B down: from M = 4096 on
+    assert kern.slab_plan("bwd", 2048, 3584, 18944) == kern.SlabPlan("n", 1, False)
+    assert kern.slab_plan("fwd", 2048, 3584, 18944) == kern.SlabPlan("n", 3, True)  # 7B down's forward
+    assert kern.slab_plan("fwd", 4096, 3584, 3584) == kern.SlabPlan("n", 1, False)  # no entry, 1e11 FLOP
     assert kern.slab_plan("fwd", 8192, 3584, 3584) == kern.SlabPlan("n", 1, True)  # no entry, 2.1e11 FLOP
-    assert kern.slab_plan("bwd", 8192, 3584, 3584 * 3) == kern.SlabPlan("n", 1, False)  # no entry: one stream
-    assert all(p.along == "n" for (d, _, _), p in kern.SLAB_PLANS.items() if d == "fwd")
+    assert kern.slab_plan("bwd", 8192, 3584, 3584) == kern.SlabPlan("n", 1, False)  # no entry: one stream
+    assert all(p.along == "n" for (d, _, _), (_, p) in kern.SLAB_PLANS.items() if d == "fwd")
     monkeypatch.setattr(kern, "OVERLAP_SLABS", False)
-    assert kern.slab_plan("bwd", hi, 37888, 3584) == kern.SlabPlan("k", 1, False)
+    assert kern.slab_plan("bwd", 2048, 37888, 3584) == kern.SlabPlan("k", 1, False)
     with pytest.raises(ValueError, match="row slabs only"):
         kern._matmul_large_m(torch.zeros(2, 8), None, None, kern.SlabPlan("k", 1))
 

@@ -1394,32 +1394,28 @@ class SlabPlan(NamedTuple):
     overlap: bool = False
 
 
-# Slab plans per (direction, N, K) from SLAB_PLAN_MIN_M rows on, where one beat the default plan by at least 3%
-# (benchmarks/RESULTS.md run 25: every plan of every layer timed in turn at M = 4096 on an H200,
-# benchmarks/slab_plans.py). cuBLAS's speed on a slab depends on its width more than the slab count suggests (7B
-# down's forward: 1.20x on three overlapped slabs instead of two); the input gradient on column slabs writes each
-# slab's columns of dX in one product over all of N instead of accumulating row slabs into dX.
-SLAB_PLAN_MIN_M = 2048
-SLAB_PLANS: dict[tuple[str, int, int], SlabPlan] = {
-    ("fwd", 3584, 18944): SlabPlan("n", 3, True),  # 7B down: 1.20x the default plan
-    ("fwd", 7168, 5120): SlabPlan("n", 1, False),  # 14B / 32B qkv: 1.09x
-    ("fwd", 5120, 13824): SlabPlan("n", 4, True),  # 14B down: 1.05x
-    ("fwd", 55296, 5120): SlabPlan("n", 6, False),  # 32B gate_up: 1.03x
-    ("fwd", 5120, 27648): SlabPlan("n", 4, True),  # 32B down: 1.17x
-    ("bwd", 4608, 3584): SlabPlan("k", 3, True),  # 7B qkv: 1.05x
-    ("bwd", 3584, 3584): SlabPlan("k", 3, True),  # 7B o: 1.03x
-    ("bwd", 37888, 3584): SlabPlan("k", 1, True),  # 7B gate_up: 1.10x
-    ("bwd", 3584, 18944): SlabPlan("k", 1, True),  # 7B down: 1.10x
-    ("bwd", 5120, 13824): SlabPlan("k", 1, True),  # 14B down: 1.11x
-    ("bwd", 55296, 5120): SlabPlan("k", 1, False),  # 32B gate_up: 1.04x
-    ("bwd", 5120, 27648): SlabPlan("k", 1, False),  # 32B down: 1.14x
+# Slab plans per (direction, N, K), each from the M given with it on, where one beat the default plan (run 25,
+# benchmarks/RESULTS.md, benchmarks/slab_plans.py on an H200: every plan of every layer timed in turn at M = 4096, then
+# the entries against the default plan at M = 2048 / 4096 / 8192; kept where they gained at least 2% over those Ms and
+# lost no more than 3% at any). cuBLAS's speed on a slab depends on the slab's width more than the slab count
+# suggests (7B down's forward: 1.12x on three overlapped slabs instead of two at M = 4096); the input gradient on
+# column slabs writes each slab's columns of dX in one product over all of N instead of accumulating row slabs into dX.
+SLAB_PLANS: dict[tuple[str, int, int], tuple[int, SlabPlan]] = {
+    # (direction, N, K): (from M, plan)  # new / default plan's time at M = 2048 / 4096 / 8192
+    ("fwd", 3584, 18944): (2048, SlabPlan("n", 3, True)),  # 7B down: 1.00 / 0.89 / 0.93
+    ("fwd", 7168, 5120): (2048, SlabPlan("n", 1, False)),  # 14B / 32B qkv: 1.00 / 0.91 / 0.99
+    ("fwd", 5120, 27648): (2048, SlabPlan("n", 4, True)),  # 32B down: 1.00 / 0.92 / 0.96
+    ("bwd", 37888, 3584): (2048, SlabPlan("k", 1, True)),  # 7B gate_up: 0.93 / 0.92 / 1.00
+    ("bwd", 3584, 18944): (4096, SlabPlan("k", 1, True)),  # 7B down: (1.05) / 0.95 / 0.90
+    ("bwd", 5120, 13824): (2048, SlabPlan("k", 1, True)),  # 14B down: 0.95 / 0.95 / 0.95
+    ("bwd", 5120, 27648): (2048, SlabPlan("k", 1, False)),  # 32B down: 0.91 / 0.91 / 0.93
 }
 
 
 def slab_plan(direction: str, m: int, n: int, k: int) -> SlabPlan:
     """The plan the default dispatch's slab path takes for an M-row product against an N x K weight."""
-    if m >= SLAB_PLAN_MIN_M and (direction, n, k) in SLAB_PLANS:
-        plan = SLAB_PLANS[direction, n, k]
+    from_m, plan = SLAB_PLANS.get((direction, n, k), (None, None))
+    if plan is not None and m >= from_m:
         return plan._replace(overlap=plan.overlap and OVERLAP_SLABS)
     # The default: the fewest row slabs the scratch budget allows, overlapped for large forward products only.
     return SlabPlan("n", 1, direction == "fwd" and OVERLAP_SLABS and 2.0 * m * n * k >= OVERLAP_MIN_FLOP)
