@@ -2373,4 +2373,10 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 380 python3 benchmarks/slab_plans.py --verify --ms 2048,4096,8192 --out "$out" 2>&1 \
       | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | tail -72
     ;;
+  59e)  # the default dispatch's host work per call next to its GPU time (benchmarks/host_overhead.py), 7B layers,
+        # M = 1 / 16 / 128 / 1024 / 4096, with cProfile of a few cells
+    device_name
+    timeout 300 python3 benchmarks/host_overhead.py --ms 1,16,128,1024,4096 --out "$out" 2>&1 | grep -v Warning \
+      | tee "$out/log.txt" | head -48
+    ;;
 esac
