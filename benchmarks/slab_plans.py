@@ -111,7 +111,7 @@ def interleaved_us(variants: dict, min_rounds: int = 9, budget_s: float = 1.5) -
 
 
 def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, log,
-            verify: bool = False) -> dict:
+            verify: bool = False, ws_bucket: int | None = None) -> dict:
     from gemm_ws import _copies
 
     from qerl import nvfp4
@@ -144,6 +144,17 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
         f = run_plan(kern, direction, plan)
         variants[label] = [lambda kw=kw, f=f: f(inp, kw, out) for kw in kws]
         checks[label] = lambda o, f=f: f(inp, kws[0], o)
+    if ws_bucket is not None:  # the warp-specialized kernel on the config its table has for a smaller M
+        from qerl.kernels import nvfp4_gemm_ws as ws
+
+        table = ws.TUNED if fwd else ws.TUNED_BWD
+        cfg = table.get((ws_bucket, n, kws[0].k_pad))
+        if cfg is not None:
+            run_ws = ws.ws_matmul if fwd else ws.ws_matmul_grad_input
+            label = f"ws@{ws_bucket}"
+            labels[label] = {"along": None, "slabs": None, "min_count": None, "overlap": None, "ws": str(cfg)}
+            variants[label] = [lambda kw=kw: run_ws(inp, kw, cfg, out=out) for kw in kws]
+            checks[label] = lambda o: run_ws(inp, kws[0], cfg, out=o)
     for label, run in checks.items():
         err, finite = checked(run, out_shape, ref)
         if not finite or err > 1e-2:
@@ -186,7 +197,7 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
     log(f"{model:4} {layer:8} {direction} M={m:5} bf16 {bf16:8.1f} shipped {row['shipped_us']:8.1f} "
         f"({bf16 / row['shipped_us']:.3f}x, repeat {bf16 / row['shipped_repeat_us']:.3f}x, eager "
         f"{row['shipped_eager_us']:.1f}){pieces} best {best['label']} {bf16 / best['us']:.3f}x"
-        + (f" new / previous time {row['shipped_us'] / best['us']:.3f}" if verify else ""))
+        + (f" new / previous time {row['shipped_us'] / us['previous']:.3f}" if verify else ""))
     for p in row["plans"]:
         log(f"     {p['label']:4} {p['us']:8.1f} us ({bf16 / p['us']:.3f}x)"
             + (f" eager {p['eager_us']:.1f}" if "eager_us" in p else ""))
@@ -203,6 +214,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--verify", action="store_true",
                    help="the default dispatch against the plan it took before SLAB_PLANS (no other plans)")
     p.add_argument("--table-only", action="store_true", help="with --verify: only the shapes SLAB_PLANS has")
+    p.add_argument("--ws-from", type=int, default=None,
+                   help="also time the warp-specialized kernel on its table's config for this M bucket (e.g. 1024)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         p.error("needs a CUDA GPU")
@@ -227,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
                     continue
                 for m in (int(v) for v in args.ms.split(",")):
                     rows.append(measure(model, layer, n, k, direction, m, l2, lambda s: print(s, flush=True),
-                                        args.verify))
+                                        args.verify, args.ws_from))
                     torch.cuda.empty_cache()  # the cell's weight copies are gone with its frame
                     tmp = out / "slab_plans.json.tmp"
                     tmp.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

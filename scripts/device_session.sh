@@ -2379,4 +2379,10 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 300 python3 benchmarks/host_overhead.py --ms 1,16,128,1024,4096 --out "$out" 2>&1 | grep -v Warning \
       | tee "$out/log.txt" | head -48
     ;;
+  59f)  # the warp-specialized kernels on their M = 1024 table configs at M = 2048 / 4096, against the default
+        # dispatch (slab path, SLAB_PLANS) and the plan before, in turn, every layer
+    device_name
+    timeout 500 python3 benchmarks/slab_plans.py --verify --ws-from 1024 --ms 2048,4096 --out "$out" 2>&1 \
+      | grep -v Warning | tee "$out/log.txt" | tail -150 | cut -c1-150 | grep -v "previous " 
+    ;;
 esac
