@@ -138,6 +138,10 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
     if verify:  # the default dispatch against the plan it took before ``SLAB_PLANS`` (run 4's rule) only
         previous = {"along": "n", "slabs": None, "min_count": 1,
                     "overlap": fwd and 2.0 * m * n * k >= kern.OVERLAP_MIN_FLOP}
+        # ... and against the slab path on ``SLAB_PLANS`` (where the dispatch now takes a warp-specialized kernel)
+        slab = kern._matmul_large_m if fwd else kern._grad_input_large_m
+        variants["slab path"] = [lambda kw=kw: slab(inp, kw, out) for kw in kws]
+        checks["slab path"] = lambda o: slab(inp, kws[0], o)
     for plan in [previous] if verify else plans(kern, kws[0], direction):
         label = "previous" if verify else f"{plan['along']}{plan['slabs']}{'o' if plan['overlap'] else ''}"
         labels[label] = plan
@@ -188,7 +192,7 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
            "shipped_us": us["shipped"], "shipped_repeat_us": us["shipped (repeat)"],
            "shipped_eager_us": eager_us(variants["shipped"]),
            "default_slabs": len(cut), "dequant_us": us.get("pieces: dequant"), "products_us": us.get("pieces: products"),
-           "plan": kern.slab_plan(direction, m, n, k)._asdict(),
+           "plan": kern.slab_plan(direction, m, n, k)._asdict(), "slab_path_us": us.get("slab path"),
            "plans": [{**plan, "label": label, "us": us[label]} for label, plan in labels.items()]}
     best = min(row["plans"], key=lambda p: p["us"])
     best["eager_us"] = eager_us(variants[best["label"]])
@@ -197,7 +201,8 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
     log(f"{model:4} {layer:8} {direction} M={m:5} bf16 {bf16:8.1f} shipped {row['shipped_us']:8.1f} "
         f"({bf16 / row['shipped_us']:.3f}x, repeat {bf16 / row['shipped_repeat_us']:.3f}x, eager "
         f"{row['shipped_eager_us']:.1f}){pieces} best {best['label']} {bf16 / best['us']:.3f}x"
-        + (f" new / previous time {row['shipped_us'] / us['previous']:.3f}" if verify else ""))
+        + (f" new / previous time {row['shipped_us'] / us['previous']:.3f}, new / slab path "
+           f"{row['shipped_us'] / us['slab path']:.3f}" if verify else ""))
     for p in row["plans"]:
         log(f"     {p['label']:4} {p['us']:8.1f} us ({bf16 / p['us']:.3f}x)"
             + (f" eager {p['eager_us']:.1f}" if "eager_us" in p else ""))

@@ -2385,4 +2385,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 500 python3 benchmarks/slab_plans.py --verify --ws-from 1024 --ms 2048,4096 --out "$out" 2>&1 \
       | grep -v Warning | tee "$out/log.txt" | tail -150 | cut -c1-150 | grep -v "previous " 
     ;;
+  59g)  # the M = 2048 / 4096 entries of TUNED_BWD / TUNED (59f): dispatch GPU tests, then the default dispatch
+        # against the slab path (SLAB_PLANS) and the plan before run 25, in turn, every layer, M = 1536-4096
+        # (run on an H200 and on an H100)
+    device_name
+    timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
+      -k "rows_layout_default or module_backward or default_dispatch or slab or large_m or packed_linear" -rf \
+      --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    timeout 340 python3 benchmarks/slab_plans.py --verify --ms 1536,2048,3072,4096 --out "$out" 2>&1 \
+      | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | cut -c1-60,150-260 | tail -96
+    ;;
 esac

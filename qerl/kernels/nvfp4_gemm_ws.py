@@ -234,6 +234,8 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (256, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1, dp_waves=True),  # run 14: 1.14x the one before
     (512, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.24x the previous entry
     (1024, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1, dp_waves=True),  # run 14: 1.17x the one before
+    (2048, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1, dp_waves=True),  # run 25: M = 1024's, 0.94x the slab path's time
+    (4096, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1, dp_waves=True),  # run 25: M = 1024's, 0.95x the slab path's time
     (1, 7168, 5120): None,  # 0.93x of the decode kernels
     (8, 7168, 5120): None,  # 0.89x of the decode kernels
     (16, 7168, 5120): None,  # 0.96x of the decode kernels
@@ -281,6 +283,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 3584, 3584): WsBwdConfig(128, 4, 2, in_flight=True),  # run 21: 1.07x the previous entry
     (512, 3584, 3584): WsBwdConfig(128, 4, 1, in_flight=True),  # run 21: 1.05x the previous entry
     (1024, 3584, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.14x the previous entry
+    (2048, 3584, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 25: M = 1024's, 0.97x the slab path's time
     (1, 3584, 18944): WsBwdConfig(8, 6, 3, 64),  # run 23: 1.03x the previous entry
     (8, 3584, 18944): WsBwdConfig(8, 6, 3, 64),  # run 23: M = 1's pick
     (16, 3584, 18944): WsBwdConfig(16, 4, 4, 80),  # run 21: 1.54x the previous path
@@ -290,6 +293,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 3584, 18944): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.16x the previous entry
     (512, 3584, 18944): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.12x the previous path
     (1024, 3584, 18944): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 13: 1.20x the previous path
+    (2048, 3584, 18944): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 25: M = 1024's, 0.91x the slab path's time
     (1, 4608, 3584): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.16x; run 23: summed in the kernel
     (8, 4608, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.14x the Triton kernels
     (16, 4608, 3584): WsBwdConfig(16, 6, 9, 128, in_flight=True),  # run 24: 1.07x, the second kernel's sum
@@ -299,6 +303,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 4608, 3584): WsBwdConfig(128, 4, 2, in_flight=True),  # run 21: 1.05x the previous entry
     (512, 4608, 3584): WsBwdConfig(128, 4, 1, in_flight=True),  # run 21: 1.05x the previous entry
     (1024, 4608, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.16x the previous entry
+    (2048, 4608, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 25: M = 1024's, 0.96x the slab path's time
     (1, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.03/1.03x the entry without
     (8, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.03/1.03x the entry without
     (16, 5120, 5120): WsBwdConfig(16, 6, 6, 128, in_flight=True),  # run 23: 1.04x / 1.05x, summed by a 2nd kernel
@@ -317,6 +322,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 5120, 13824): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.17x the previous entry
     (512, 5120, 13824): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.21x the previous path
     (1024, 5120, 13824): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 12: 1.10x the previous path
+    (2048, 5120, 13824): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 25: M = 1024's, 0.94x the slab path's time
     (1, 5120, 27648): WsBwdConfig(8, 4, 3, 80),  # run 23: 1.05x the previous entry
     (8, 5120, 27648): WsBwdConfig(8, 4, 3, 80),  # run 23: M = 1's pick
     (16, 5120, 27648): WsBwdConfig(16, 4, 3, 80),  # run 23: 1.06x the previous entry
@@ -326,6 +332,8 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 5120, 27648): WsBwdConfig(256, 4, 1, consumers=2),  # run 13: 1.14x the previous entry
     (512, 5120, 27648): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 12: 1.18x the previous entry
     (1024, 5120, 27648): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 12: 1.16x the previous entry
+    (2048, 5120, 27648): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 25: M = 1024's, 0.91x the slab path's time
+    (4096, 5120, 27648): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2),  # run 25: M = 1024's, 0.93x the slab path's time
     (1, 7168, 5120): WsBwdConfig(8, 6, 6, 128, True, in_flight=True),  # run 23: 1.04x / 1.03x (14B / 32B)
     (8, 7168, 5120): WsBwdConfig(8, 6, 6, 128, True, in_flight=True),  # run 23: M = 1's pick
     (16, 7168, 5120): WsBwdConfig(16, 6, 6, 128, in_flight=True),  # run 24: 1.09x / 1.10x (32B's / 14B's pick)
@@ -344,6 +352,8 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 27648, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.43x the previous entry
     (512, 27648, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.24x the previous path
     (1024, 27648, 5120): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.24x the slab path
+    (2048, 27648, 5120): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2, dp_waves=True),  # run 25: M = 1024's, 0.92x the slab path's time
+    (4096, 27648, 5120): WsBwdConfig(256, 5, 1, stream_k=1, consumers=2, dp_waves=True),  # run 25: M = 1024's, 0.96x the slab path's time
     (1, 37888, 3584): WsBwdConfig(8, 8, 14, 80, True, in_flight=True),  # run 23: 1.13x the previous entry
     (8, 37888, 3584): WsBwdConfig(8, 8, 14, 80, True, in_flight=True),  # run 23: M = 1's pick
     (16, 37888, 3584): WsBwdConfig(16, 4, 14, 80, True),  # run 23: 1.10x the previous entry
@@ -353,6 +363,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 37888, 3584): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.07x the one before
     (512, 37888, 3584): WsBwdConfig(256, 4, 4, consumers=2),  # run 12: 1.18x the previous path
     (1024, 37888, 3584): WsBwdConfig(256, 5, 1, consumers=2),  # run 13: 1.17x the previous path
+    (2048, 37888, 3584): WsBwdConfig(256, 5, 1, consumers=2),  # run 25: M = 1024's, 0.96x the slab path's time
     (1, 55296, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: 1.03x the previous entry
     (8, 55296, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: M = 1's pick
     (16, 55296, 5120): WsBwdConfig(16, 6, 13, 64, True),  # run 23: 1.05x the previous entry
@@ -362,6 +373,8 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 12: 1.54x the previous entry
     (512, 55296, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.07x the one before
     (1024, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.18x the slab path
+    (2048, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 25: M = 1024's, 0.87x the slab path's time
+    (4096, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 25: M = 1024's, 0.91x the slab path's time
 }
 
 # The input gradient on weights of the "rows" code layout (``prepare_weight(layout="rows")``), where it differs from
@@ -550,8 +563,8 @@ MIN_M = 17
 def _lookup(table: dict, m: int, n: int, k_pad: int, max_bucket: int | None = None):
     """The entry of the nearest measured M bucket at or above M's own (the next power of two), up to 4x larger (a
     config is valid at any M; the tables were measured at powers of two), and at most ``max_bucket``. None if none
-    or declined: above the largest measured bucket (1024) the slab path of ``nvfp4_gemm`` serves, as measured in
-    runs 4-8."""
+    or declined: above the largest measured bucket (1024; 2048 / 4096 for the layers where run 25 measured this
+    kernel faster than the slab path there) the slab path of ``nvfp4_gemm`` serves, as measured in runs 4-8 and 25."""
     return kern._nearest_bucket(
         table, m, lambda bucket: (bucket, n, k_pad) if max_bucket is None or bucket <= max_bucket else None)
 
