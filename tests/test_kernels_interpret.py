@@ -581,5 +581,7 @@ def test_small_products_stay_on_the_tile_loop_at_large_m():
     assert not _slab_path(1024, 4608, 3584, LARGE_M_FWD)  # 7B qkv, 34 GFLOP
     assert _slab_path(1024, 5120, 5120, LARGE_M_FWD)  # 32B o, 54 GFLOP
     assert _slab_path(4096, 3584, 3584, LARGE_M_FWD)
+    # Past M = 1024 (the tile loop's tables end there) every product takes it, however small (7B o at M = 1536).
+    assert _slab_path(LARGE_M_FWD + 1, 3584, 3584, LARGE_M_FWD) and _slab_path(1536, 3584, 3584, LARGE_M_BWD)
     assert not _slab_path(LARGE_M_FWD - 1, 55296, 5120, LARGE_M_FWD)
     assert _slab_path(LARGE_M_BWD, 37888, 3584, LARGE_M_BWD) and not _slab_path(LARGE_M_BWD, 3584, 3584, LARGE_M_BWD)

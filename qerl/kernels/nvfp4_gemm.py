@@ -1324,8 +1324,10 @@ SCRATCH_ELEMENTS = 64 * 2**20
 
 
 def _slab_path(m: int, n: int, k: int, min_rows: int) -> bool:
-    """Whether a default-dispatched product of M = ``m`` rows against an N x K weight takes the slab path."""
-    return m >= min_rows and 2 * m * n * k >= SLAB_MIN_FLOP
+    """Whether a default-dispatched product of M = ``m`` rows against an N x K weight takes the slab path: past
+    ``LARGE_M_FWD`` rows always (the tile loop's tables stop at M = 1024; at M = 1536 it took 1.87x the slab path's
+    time on 7B o's forward, run 25), from ``min_rows`` on where the product reaches ``SLAB_MIN_FLOP``."""
+    return m > LARGE_M_FWD or (m >= min_rows and 2 * m * n * k >= SLAB_MIN_FLOP)
 
 
 DEQUANT_BN, DEQUANT_WARPS = 32, 4  # rows per program and warps of _dequant_rows_kernel

@@ -283,7 +283,6 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 3584, 3584): WsBwdConfig(128, 4, 2, in_flight=True),  # run 21: 1.07x the previous entry
     (512, 3584, 3584): WsBwdConfig(128, 4, 1, in_flight=True),  # run 21: 1.05x the previous entry
     (1024, 3584, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.14x the previous entry
-    (2048, 3584, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 25: M = 1024's, 0.97x the slab path's time
     (1, 3584, 18944): WsBwdConfig(8, 6, 3, 64),  # run 23: 1.03x the previous entry
     (8, 3584, 18944): WsBwdConfig(8, 6, 3, 64),  # run 23: M = 1's pick
     (16, 3584, 18944): WsBwdConfig(16, 4, 4, 80),  # run 21: 1.54x the previous path
@@ -303,7 +302,6 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 4608, 3584): WsBwdConfig(128, 4, 2, in_flight=True),  # run 21: 1.05x the previous entry
     (512, 4608, 3584): WsBwdConfig(128, 4, 1, in_flight=True),  # run 21: 1.05x the previous entry
     (1024, 4608, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 12: 1.16x the previous entry
-    (2048, 4608, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # run 25: M = 1024's, 0.96x the slab path's time
     (1, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.03/1.03x the entry without
     (8, 5120, 5120): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.03/1.03x the entry without
     (16, 5120, 5120): WsBwdConfig(16, 6, 6, 128, in_flight=True),  # run 23: 1.04x / 1.05x, summed by a 2nd kernel
@@ -363,7 +361,6 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (256, 37888, 3584): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 14: 1.07x the one before
     (512, 37888, 3584): WsBwdConfig(256, 4, 4, consumers=2),  # run 12: 1.18x the previous path
     (1024, 37888, 3584): WsBwdConfig(256, 5, 1, consumers=2),  # run 13: 1.17x the previous path
-    (2048, 37888, 3584): WsBwdConfig(256, 5, 1, consumers=2),  # run 25: M = 1024's, 0.96x the slab path's time
     (1, 55296, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: 1.03x the previous entry
     (8, 55296, 5120): WsBwdConfig(8, 6, 13, 64, True),  # run 23: M = 1's pick
     (16, 55296, 5120): WsBwdConfig(16, 6, 13, 64, True),  # run 23: 1.05x the previous entry
