@@ -2406,4 +2406,9 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 340 python3 benchmarks/slab_plans.py --verify --ms 1280,1536,2048,3072 --out "$out" 2>&1 \
       | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | cut -c1-60,150-260 | tail -96
     ;;
+  59i)  # as 59h at M = 4096 / 8192 (SLAB_PLANS and the M = 4096 entries; 59c / 59d checked them on an H200 only)
+    device_name
+    timeout 400 python3 benchmarks/slab_plans.py --verify --ms 4096,8192 --out "$out" 2>&1 \
+      | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | cut -c1-60,150-260 | tail -48
+    ;;
 esac
