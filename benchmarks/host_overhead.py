@@ -9,6 +9,7 @@ and M this times, on the layout the default dispatch reads there ("words" for th
 - host: wall time per call of 40 calls issued without a sync (the host's own work per call, while the GPU queue
   has room);
 - eager: 24 calls back to back between two events (the slower of the two sets the pace);
+- of the host time, the part spent inside Triton's launch path (``JITFunction.run``, every launch of the call);
 
 then profiles the host work of a few of these calls (``cProfile``, the functions with the most own time).
 
@@ -45,6 +46,44 @@ def host_us(fn, calls: int = 40) -> float:
     t = time.perf_counter() - t0
     torch.cuda.synchronize()
     return t * 1e6 / calls
+
+
+class LaunchClock:
+    """Host seconds spent inside Triton's ``JITFunction.run`` (argument binding, specialization, cache lookup and the
+    launch itself), summed over every Triton / Gluon launch while installed: the rest of a call's host time is the
+    dispatch code around the launches (this project's wrappers, torch's allocations, events, streams)."""
+
+    def __init__(self) -> None:
+        from triton.runtime import jit
+
+        self.jit, self.original, self.seconds = jit, jit.JITFunction.run, 0.0
+        clock = self
+
+        def timed_run(fn_self, *args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return clock.original(fn_self, *args, **kwargs)
+            finally:
+                clock.seconds += time.perf_counter() - t0
+
+        jit.JITFunction.run = timed_run
+
+    def close(self) -> None:
+        self.jit.JITFunction.run = self.original
+
+
+def launch_us(fn, calls: int = 40) -> float:
+    """Host microseconds per call spent in Triton's launch path (``LaunchClock``)."""
+    fn()
+    torch.cuda.synchronize()
+    clock = LaunchClock()
+    try:
+        for _ in range(calls):
+            fn()
+    finally:
+        clock.close()
+    torch.cuda.synchronize()
+    return clock.seconds * 1e6 / calls
 
 
 def profile(fn, calls: int = 20, top: int = 12) -> str:
@@ -93,10 +132,11 @@ def main(argv: list[str] | None = None) -> None:
                     return f(x, w, out=y)
 
                 row = {"layer": layer, "dir": direction, "m": m, "layout": w.layout, "gpu_us": bench([call]) * 1e6,
-                       "host_us": host_us(call), "eager_us": eager_us([call])}
+                       "host_us": host_us(call), "triton_launch_us": launch_us(call), "eager_us": eager_us([call])}
                 rows.append(row)
                 print(f"{args.model} {layer:8} {direction} M={m:5} gpu {row['gpu_us']:8.1f} host {row['host_us']:7.1f} "
-                      f"eager {row['eager_us']:8.1f} us", flush=True)
+                      f"(in Triton's launch path {row['triton_launch_us']:6.1f}) eager {row['eager_us']:8.1f} us",
+                      flush=True)
                 if (layer, direction, str(m)) in wanted:
                     profiles[f"{layer} {direction} M={m}"] = profile(call)
     meta = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,

@@ -2411,4 +2411,10 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 400 python3 benchmarks/slab_plans.py --verify --ms 4096,8192 --out "$out" 2>&1 \
       | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | cut -c1-60,150-260 | tail -48
     ;;
+  59j)  # host work per call split into Triton's launch path and the dispatch around it (host_overhead.py), 7B
+        # layers, M = 16 / 1024 / 4096
+    device_name
+    timeout 300 python3 benchmarks/host_overhead.py --ms 16,1024,4096 --profile "" --out "$out" 2>&1 \
+      | grep -v Warning | tee "$out/log.txt" | head -30
+    ;;
 esac
