@@ -86,7 +86,7 @@ def launch_us(fn, calls: int = 40) -> float:
     return clock.seconds * 1e6 / calls
 
 
-def profile(fn, calls: int = 20, top: int = 12) -> str:
+def profile(fn, calls: int = 20, top: int = 12, sort: str = "tottime") -> str:
     fn()
     torch.cuda.synchronize()
     prof = cProfile.Profile()
@@ -96,7 +96,7 @@ def profile(fn, calls: int = 20, top: int = 12) -> str:
     prof.disable()
     torch.cuda.synchronize()
     buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    pstats.Stats(prof, stream=buf).sort_stats(sort).print_stats(top)
     return buf.getvalue()
 
 
@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ms", default="1,16,128,1024,4096")
     p.add_argument("--profile", default="o:fwd:16,o:bwd:16,o:fwd:1024,o:bwd:1024,gate_up:bwd:4096",
                    help="layer:dir:M cells whose host work is profiled")
+    p.add_argument("--sort", default="tottime", help="the profiles' order: tottime (own time) or cumulative")
+    p.add_argument("--top", type=int, default=12, help="functions listed per profile")
     p.add_argument("--out", default="benchmarks/out/host_overhead")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
                       f"(in Triton's launch path {row['triton_launch_us']:6.1f}) eager {row['eager_us']:8.1f} us",
                       flush=True)
                 if (layer, direction, str(m)) in wanted:
-                    profiles[f"{layer} {direction} M={m}"] = profile(call)
+                    profiles[f"{layer} {direction} M={m}"] = profile(call, top=args.top, sort=args.sort)
     meta = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "command": "python " + " ".join(sys.argv)}
     (out / "host_overhead.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -2417,4 +2417,11 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 300 python3 benchmarks/host_overhead.py --ms 16,1024,4096 --profile "" --out "$out" 2>&1 \
       | grep -v Warning | tee "$out/log.txt" | head -30
     ;;
+  59k)  # where the dispatch's own host time goes: cProfile by cumulative time of 7B o at M = 16 / 1024 and 7B down's
+        # input gradient at M = 4096
+    device_name
+    timeout 200 python3 benchmarks/host_overhead.py --ms 16,1024,4096 --sort cumulative --top 45 \
+      --profile "o:fwd:16,o:bwd:16,o:fwd:1024,down:bwd:4096" --out "$out" 2>&1 | grep -v Warning > "$out/log.txt"
+    grep -c . "$out/log.txt"
+    ;;
 esac
