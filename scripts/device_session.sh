@@ -2424,4 +2424,16 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --profile "o:fwd:16,o:bwd:16,o:fwd:1024,down:bwd:4096" --out "$out" 2>&1 | grep -v Warning > "$out/log.txt"
     grep -c . "$out/log.txt"
     ;;
+  59l)  # the final tree: GPU tests of the dispatch and the layouts now cached, the host work per call again
+        # (host_overhead.py), then the default dispatch against the plan before run 25, every layer, M = 1024-8192
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
+      -k "rows_layout_default or module_backward or default_dispatch or slab or large_m or packed_linear or matches_fp32" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+    mkdir -p "$out/host"
+    timeout 120 python3 benchmarks/host_overhead.py --ms 16,1024,4096 --profile "" --out "$out/host" 2>&1 \
+      | grep -v Warning > "$out/host/log.txt"; head -24 "$out/host/log.txt" | cut -c1-120
+    timeout 420 python3 benchmarks/slab_plans.py --verify --ms 1024,2048,4096,8192 --out "$out" 2>&1 \
+      | grep -v Warning > "$out/log.txt"; grep -c "M=" "$out/log.txt"
+    ;;
 esac

@@ -1718,6 +1718,7 @@ def _libcuda() -> ctypes.CDLL:
     return ctypes.CDLL("libcuda.so.1")
 
 
+@functools.cache  # the layouts are frozen values; building them takes tens of microseconds of host time per call
 def shared_layouts(bm: int, bn: int) -> tuple:
     """The TMA boxes' shared-memory layouts: X [BM, 64] bf16 with 128-byte swizzle (wgmma's B operand), the codes
     [BN, 64] bytes with 64-byte swizzle (the operand-layout loads of 8 rows x 8 bytes then hit distinct banks), the
@@ -1737,6 +1738,12 @@ def scale_pitch(w: kern.KernelWeight) -> int:
                          f"need a contiguous last dim, a row stride that is a multiple of 256 bytes and 16-byte "
                          f"alignment (got strides {w.scales.stride()})")
     return w.scales.stride(0) // 256
+
+
+@functools.cache
+def dy_layout(bm: int):
+    """The input gradient's dY [BM, 64] bf16 boxes: 128-byte swizzle (wgmma's B operand), as X's in the forward."""
+    return gl.NVMMASharedLayout.get_default_for([bm, 64], gl.bfloat16)
 
 
 def weight_descriptors(w: kern.KernelWeight, rows: int) -> tuple:
@@ -1997,7 +2004,7 @@ def _stream_k_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
         return False
     iters, sk_total, ctas = sk_plan(tiles, steps, cfg.stream_k * kern._sms(dy2.device), cfg.dp_waves)
     parts = torch.empty(max(1, -(-sk_total // iters)) * 2 * 128 * cfg.bm, dtype=torch.float32, device=dy2.device)
-    dy_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
+    dy_l = dy_layout(cfg.bm)
     dy_desc = TensorDescriptor(dy2, [m, n], [n, 1], [cfg.bm, 64], dy_l)
     w_desc, s_desc = weight_descriptors(w, 64)
     _ensure_cuda_context(dy2.device)
@@ -2027,7 +2034,7 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     if cfg.stream_k and _stream_k_grad_input(dy2, w, cfg, dx, kc, steps):
         return dx
     split = max(1, min(cfg.split_n, steps))  # runs of the steps as even as the count allows (_ws_bwd_kernel)
-    dy_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
+    dy_l = dy_layout(cfg.bm)
     dy_desc = TensorDescriptor(dy2, [m, n], [n, 1], [cfg.bm, 64], dy_l)
     w_desc, s_desc = weight_descriptors(w, 64)
     grid = (-(-m // cfg.bm) * kc, split)
