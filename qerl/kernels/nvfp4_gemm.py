@@ -65,11 +65,14 @@ Kernels:
     consumer warpgroups dequantizing into wgmma's register operand), forward and input gradient.
     ``nvfp4_matmul`` / ``nvfp4_matmul_grad_input`` take them where their tuned tables hold a config for the shape
     and M's bucket (the Qwen2.5 shapes where they beat the paths below: forward at M = 16-1024, input gradient at
-    M = 1-1024 on some layers); with an adapter's expand the forward takes them from M = ``LORA_WS_MIN_M`` on and
-    adds the expand after them.
-  * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS; for large forward products
-    the next slab is dequantized on a second stream while the current one is multiplied. Products under
-    ``SLAB_MIN_FLOP`` stay on the tile loop (``_fwd_kernel`` / ``_bwd_kernel``) at any M.
+    M = 1-1024, and on a few wide layers up to M = 4096); with an adapter's expand the forward takes them from
+    M = ``LORA_WS_MIN_M`` on and adds the expand after them.
+  * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS, on the plan ``slab_plan``
+    picks per shape (``SLAB_PLANS``, measured): how many row slabs, the next one dequantized on a second stream
+    while the current one is multiplied or not, and for the input gradient column slabs, each multiplied into its
+    own columns of dX. Past M = 1024 every product the tables above do not take runs here; from ``LARGE_M_FWD`` /
+    ``LARGE_M_BWD`` rows on, products under ``SLAB_MIN_FLOP`` stay on the tile loop (``_fwd_kernel`` /
+    ``_bwd_kernel``).
 
 Launch configs: ``TUNED`` (searched on an H200 for the Qwen2.5-7B / 14B / 32B shapes) or the ``default_*_config`` heuristics;
 benchmarks/gemm_nvfp4.py --tune searches more and ``load_tuned_configs`` (or the ``QERL_TUNED_CONFIGS`` environment
