@@ -70,9 +70,9 @@ Kernels:
   * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS, on the plan ``slab_plan``
     picks per shape (``SLAB_PLANS``, measured): how many row slabs, the next one dequantized on a second stream
     while the current one is multiplied or not, and for the input gradient column slabs, each multiplied into its
-    own columns of dX. Past M = 1024 every product the tables above do not take runs here; from ``LARGE_M_FWD`` /
-    ``LARGE_M_BWD`` rows on, products under ``SLAB_MIN_FLOP`` stay on the tile loop (``_fwd_kernel`` /
-    ``_bwd_kernel``).
+    own columns of dX. Past M = 1024 every product the tables above do not take runs here (from ``LARGE_M_FWD`` /
+    ``LARGE_M_BWD`` rows on those of at least ``SLAB_MIN_FLOP``; smaller ones stay on the tile loop, ``_fwd_kernel`` /
+    ``_bwd_kernel``, up to M = 1024).
 
 Launch configs: ``TUNED`` (searched on an H200 for the Qwen2.5-7B / 14B / 32B shapes) or the ``default_*_config`` heuristics;
 benchmarks/gemm_nvfp4.py --tune searches more and ``load_tuned_configs`` (or the ``QERL_TUNED_CONFIGS`` environment
