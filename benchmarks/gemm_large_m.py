@@ -55,18 +55,20 @@ def dequant_bandwidth(args) -> None:
             ref = q.dequantize(torch.bfloat16)
             out = torch.empty((n, k), dtype=torch.bfloat16, device=dev)
             nbytes = kw.codes.numel() + kw.scales.numel() + out.numel() * 2
-            for bn in (16, 32, 64, 128):
-                for warps in (2, 4, 8):
-                    kern.dequantize_rows(kw, 0, n, out, bn=bn, num_warps=warps)
-                    err = rel(out, ref.float())
-                    t = triton.testing.do_bench(
-                        lambda kw=kw, n=n, out=out, bn=bn, warps=warps: kern.dequantize_rows(kw, 0, n, out, bn=bn,
-                                                                                           num_warps=warps),
-                        return_mode="median") * 1e-3
-                    rows.append({"model": model, "layer": layer, "n": n, "k": k, "bn": bn, "warps": warps,
-                                 "us": t * 1e6, "gbs": nbytes / t / 1e9, "rel_err": err})
-                    print(f"{model:4} {layer:8} bn {bn:3} warps {warps} {t * 1e6:8.1f}us {nbytes / t / 1e9:6.0f} GB/s "
-                          f"rel {err:.1e}", flush=True)
+            for bn, warps, first in args.dequant_shapes:
+                out.fill_(float("nan"))
+                kern.dequantize_rows(kw, 0, n, out, bn=bn, num_warps=warps, chunks_first=first)
+                err = rel(out, ref.float())
+                if not (err < 1e-2 and bool(torch.isfinite(out).all())):
+                    raise RuntimeError(f"{model} {layer} bn {bn} warps {warps} chunks_first {first}: wrong ({err:.3g})")
+                t = triton.testing.do_bench(
+                    lambda kw=kw, n=n, out=out, bn=bn, warps=warps, first=first: kern.dequantize_rows(
+                        kw, 0, n, out, bn=bn, num_warps=warps, chunks_first=first),
+                    return_mode="median") * 1e-3
+                rows.append({"model": model, "layer": layer, "n": n, "k": k, "bn": bn, "warps": warps,
+                             "chunks_first": first, "us": t * 1e6, "gbs": nbytes / t / 1e9, "rel_err": err})
+                print(f"{model:4} {layer:8} bn {bn:3} warps {warps} {'along K   ' if first else 'along rows'} "
+                      f"{t * 1e6:8.1f}us {nbytes / t / 1e9:6.0f} GB/s rel {err:.1e}", flush=True)
             del kw, ref, q
             torch.cuda.empty_cache()
     out_dir = Path(args.out)
@@ -83,7 +85,11 @@ def main() -> None:
     p.add_argument("--ms", default="256,512,1024,4096")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     p.add_argument("--dequant", action="store_true", help="only time the slab dequantization kernel's launch shapes")
+    p.add_argument("--dequant-shapes", default="16:2,16:4,32:2,32:4,32:8,64:4,64:8,128:4,128:8",
+                   help="with --dequant: rows:warps[:k] per launch shape (k: programs along K first)")
     args = p.parse_args()
+    args.dequant_shapes = [(int(f[0]), int(f[1]), len(f) > 2 and f[2] == "k")
+                           for f in (v.split(":") for v in args.dequant_shapes.split(","))]
     if args.dequant:
         return dequant_bandwidth(args)
     torch.backends.cuda.matmul.allow_tf32 = False

@@ -109,6 +109,8 @@ check("dequantize rows", nvfp4_gemm.dequantize_rows(kw, 100, 150, asm=False), re
 # last slab) and over row slabs with a forced count, on one stream (the second stream needs CUDA).
 check("dequantize column block", nvfp4_gemm.dequantize_rows(kw, 7, 220, asm=False, chunk0=1, chunks=1),
       ref_w[7:227, 128:208])
+check("dequantize rows, programs along K", nvfp4_gemm.dequantize_rows(kw, 7, 220, asm=False, chunks_first=True),
+      ref_w[7:227])
 dx = torch.full((m, 208), float("nan")).to(torch.bfloat16)
 SlabPlan = nvfp4_gemm.SlabPlan
 check("bwd large-M column slabs", nvfp4_gemm._grad_input_large_m(dy, kw, dx, SlabPlan("k", 2)),

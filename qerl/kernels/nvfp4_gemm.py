@@ -895,11 +895,18 @@ if triton is not None:
 
     @triton.jit
     def _dequant_rows_kernel(codes_ptr, scales_ptr, gs_ptr, out_ptr, n_rows, k, row0, chunk0, stride_c, stride_s,
-                             stride_o, BN: tl.constexpr, ASM: tl.constexpr, WORDS: tl.constexpr):
+                             stride_o, BN: tl.constexpr, ASM: tl.constexpr, WORDS: tl.constexpr,
+                             CHUNKS_FIRST: tl.constexpr):
         """Rows [row0, row0 + n_rows) of W, columns from chunk ``chunk0`` on, as bf16 into ``out`` ([n_rows, grid's
-        chunks * 128], column 0 = K column chunk0 * 128); one program per (row block, chunk)."""
-        pid_n = tl.program_id(0)
-        c = chunk0 + tl.program_id(1)
+        chunks * 128], column 0 = K column chunk0 * 128); one program per (row block, chunk), consecutive programs
+        along the rows (grid [row blocks, chunks]) or, ``CHUNKS_FIRST``, along K (grid [chunks, row blocks]: the
+        programs running at once write whole rows of ``out``)."""
+        if CHUNKS_FIRST:
+            pid_n = tl.program_id(1)
+            c = chunk0 + tl.program_id(0)
+        else:
+            pid_n = tl.program_id(0)
+            c = chunk0 + tl.program_id(1)
         local = pid_n * BN + tl.arange(0, BN)
         valid = local < n_rows
         rows = row0 + tl.minimum(local, n_rows - 1)  # clamped loads; stores are masked
@@ -1334,14 +1341,16 @@ def _slab_path(m: int, n: int, k: int, min_rows: int) -> bool:
 
 
 DEQUANT_BN, DEQUANT_WARPS = 32, 4  # rows per program and warps of _dequant_rows_kernel
+DEQUANT_CHUNKS_FIRST = False  # its programs' order: along the rows (False) or along K
 
 
 def dequantize_rows(w: KernelWeight, row0: int, rows: int, out: torch.Tensor | None = None,
                     asm: bool = True, bn: int | None = None, num_warps: int | None = None,
-                    chunk0: int = 0, chunks: int | None = None) -> torch.Tensor:
+                    chunk0: int = 0, chunks: int | None = None, chunks_first: bool | None = None) -> torch.Tensor:
     """Rows ``[row0, row0 + rows)`` of W as a bf16 [rows, K] tensor (``out``: a contiguous buffer to fill); with
     ``chunk0`` / ``chunks`` only K columns ``[chunk0 * 128, (chunk0 + chunks) * 128)`` (clipped to K), as a
-    [rows, columns] tensor."""
+    [rows, columns] tensor. ``chunks_first``: the programs' order (``_dequant_rows_kernel``; None:
+    ``DEQUANT_CHUNKS_FIRST``)."""
     require_forward_layout(w)
     kc = w.k_pad // CHUNK
     chunks = kc - chunk0 if chunks is None else chunks
@@ -1353,10 +1362,11 @@ def dequantize_rows(w: KernelWeight, row0: int, rows: int, out: torch.Tensor | N
     if out.shape != (rows, cols) or out.stride(1) != 1:
         raise ValueError(f"out must be a bf16 [{rows}, {cols}] tensor with unit column stride, got {tuple(out.shape)}")
     bn = bn or DEQUANT_BN
-    grid = (-(-rows // bn), chunks)
+    chunks_first = DEQUANT_CHUNKS_FIRST if chunks_first is None else chunks_first
+    grid = (chunks, -(-rows // bn)) if chunks_first else (-(-rows // bn), chunks)
     _dequant_rows_kernel[grid](w.codes, w.scales, w.global_scale, out, rows, w.k, row0, chunk0,
                                w.codes.stride(0), w.scales.stride(0), out.stride(0), BN=bn,
-                               ASM=_use_asm(asm, w.words), WORDS=w.words,
+                               ASM=_use_asm(asm, w.words), WORDS=w.words, CHUNKS_FIRST=chunks_first,
                                num_warps=num_warps or DEQUANT_WARPS)
     return out
 
