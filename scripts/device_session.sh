@@ -2439,7 +2439,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   59m)  # the slab dequantization kernel's programs along K first (whole rows of the slab written by the programs
         # running at once) against along the rows, a few launch shapes, 7B / 32B weights (gemm_large_m.py --dequant)
     device_name
-    timeout 300 python3 benchmarks/gemm_large_m.py --dequant --models 7b,32b --out "$out" \
+    PYTHONPATH=. timeout 300 python3 benchmarks/gemm_large_m.py --dequant --models 7b,32b --out "$out" \
       --dequant-shapes 32:4,32:4:k,64:4,64:4:k,64:8,64:8:k,128:8,128:8:k 2>&1 | grep -v Warning | tee "$out/log.txt" \
       | tail -66
     ;;
