@@ -111,7 +111,7 @@ def interleaved_us(variants: dict, min_rounds: int = 9, budget_s: float = 1.5) -
 
 
 def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, log,
-            verify: bool = False, ws_bucket: int | None = None) -> dict:
+            verify: bool = False, ws_bucket: int | None = None, dequant_order: bool = False) -> dict:
     from gemm_ws import _copies
 
     from qerl import nvfp4
@@ -142,6 +142,17 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
         slab = kern._matmul_large_m if fwd else kern._grad_input_large_m
         variants["slab path"] = [lambda kw=kw: slab(inp, kw, out) for kw in kws]
         checks["slab path"] = lambda o: slab(inp, kws[0], o)
+        if dequant_order:  # ... and against the default dispatch with the other order of the dequantization's programs
+            def other_order(kw, o):
+                before = kern.DEQUANT_CHUNKS_FIRST
+                kern.DEQUANT_CHUNKS_FIRST = not before  # read while the graph is captured
+                try:
+                    return shipped(inp, kw, out=o)
+                finally:
+                    kern.DEQUANT_CHUNKS_FIRST = before
+
+            variants["other dequant order"] = [lambda kw=kw: other_order(kw, out) for kw in kws]
+            checks["other dequant order"] = lambda o: other_order(kws[0], o)
     for plan in [previous] if verify else plans(kern, kws[0], direction):
         label = "previous" if verify else f"{plan['along']}{plan['slabs']}{'o' if plan['overlap'] else ''}"
         labels[label] = plan
@@ -193,6 +204,7 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
            "shipped_eager_us": eager_us(variants["shipped"]),
            "default_slabs": len(cut), "dequant_us": us.get("pieces: dequant"), "products_us": us.get("pieces: products"),
            "plan": kern.slab_plan(direction, m, n, k)._asdict(), "slab_path_us": us.get("slab path"),
+           "other_dequant_order_us": us.get("other dequant order"),
            "plans": [{**plan, "label": label, "us": us[label]} for label, plan in labels.items()]}
     best = min(row["plans"], key=lambda p: p["us"])
     best["eager_us"] = eager_us(variants[best["label"]])
@@ -202,7 +214,8 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
         f"({bf16 / row['shipped_us']:.3f}x, repeat {bf16 / row['shipped_repeat_us']:.3f}x, eager "
         f"{row['shipped_eager_us']:.1f}){pieces} best {best['label']} {bf16 / best['us']:.3f}x"
         + (f" new / previous time {row['shipped_us'] / us['previous']:.3f}, new / slab path "
-           f"{row['shipped_us'] / us['slab path']:.3f}" if verify else ""))
+           f"{row['shipped_us'] / us['slab path']:.3f}" if verify else "")
+        + (f", new / other dequant order {row['shipped_us'] / us['other dequant order']:.3f}" if dequant_order else ""))
     for p in row["plans"]:
         log(f"     {p['label']:4} {p['us']:8.1f} us ({bf16 / p['us']:.3f}x)"
             + (f" eager {p['eager_us']:.1f}" if "eager_us" in p else ""))
@@ -219,6 +232,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--verify", action="store_true",
                    help="the default dispatch against the plan it took before SLAB_PLANS (no other plans)")
     p.add_argument("--table-only", action="store_true", help="with --verify: only the shapes SLAB_PLANS has")
+    p.add_argument("--dequant-order", action="store_true",
+                   help="with --verify: also the default dispatch with the other DEQUANT_CHUNKS_FIRST")
     p.add_argument("--ws-from", type=int, default=None,
                    help="also time the warp-specialized kernel on its table's config for this M bucket (e.g. 1024)")
     args = p.parse_args(argv)
@@ -245,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
                     continue
                 for m in (int(v) for v in args.ms.split(",")):
                     rows.append(measure(model, layer, n, k, direction, m, l2, lambda s: print(s, flush=True),
-                                        args.verify, args.ws_from))
+                                        args.verify, args.ws_from, args.dequant_order))
                     torch.cuda.empty_cache()  # the cell's weight copies are gone with its frame
                     tmp = out / "slab_plans.json.tmp"
                     tmp.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

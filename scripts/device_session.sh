@@ -2443,4 +2443,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --dequant-shapes 32:4,32:4:k,64:4,64:4:k,64:8,64:8:k,128:8,128:8:k 2>&1 | grep -v Warning | tee "$out/log.txt" \
       | tail -66
     ;;
+  59n)  # the dequantization's programs along K (DEQUANT_CHUNKS_FIRST, from 59m): GPU tests of the slab path, then the
+        # default dispatch against the same with the programs along the rows, every layer, M = 2048 / 4096
+    device_name
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py \
+      -k "slab or large_m or packed_linear or module_backward or dequant" -rf --tb=short 2>&1 \
+      | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+    timeout 400 python3 benchmarks/slab_plans.py --verify --dequant-order --ms 2048,4096 --out "$out" 2>&1 \
+      | grep -v Warning > "$out/log.txt"; grep -v "^     " "$out/log.txt" | sed 's/.*M=/M=/' | cut -c1-12,150-300
+    ;;
 esac

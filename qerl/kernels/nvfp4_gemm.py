@@ -1341,7 +1341,9 @@ def _slab_path(m: int, n: int, k: int, min_rows: int) -> bool:
 
 
 DEQUANT_BN, DEQUANT_WARPS = 32, 4  # rows per program and warps of _dequant_rows_kernel
-DEQUANT_CHUNKS_FIRST = False  # its programs' order: along the rows (False) or along K
+# Its programs' order: along K first, so the programs running at once write whole rows of the slab (run 25: 1.22-1.25x
+# the bandwidth of the order along the rows on the 7B / 32B gate_up weights, 1.11-1.17x on down, 1.02-1.08x on qkv / o).
+DEQUANT_CHUNKS_FIRST = True
 
 
 def dequantize_rows(w: KernelWeight, row0: int, rows: int, out: torch.Tensor | None = None,
