@@ -258,6 +258,19 @@ def test_large_m_slabs_overlap_on_a_second_stream(monkeypatch):
         assert _rel(y, _matmul_fp32(x.float(), ref_w.T)) < 1e-2
 
 
+def test_dequantize_rows_program_orders_agree():
+    """The slab dequantization's two program orders (along the rows, along K) write the same bits, on a ragged
+    row range and a partial last chunk, and match the codec."""
+    from qerl.kernels.nvfp4_gemm import dequantize_rows
+
+    kw, ref_w = _weight(1000, 1040)
+    along_k = dequantize_rows(kw, 3, 900, chunks_first=True)
+    assert torch.equal(along_k, dequantize_rows(kw, 3, 900, chunks_first=False))
+    block = dequantize_rows(kw, 0, 1000, chunks_first=True, chunk0=2, chunks=7)  # K columns 256-1039
+    assert torch.equal(block[3:903], along_k[:, 256:])
+    assert _rel(along_k, ref_w[3:903]) < 1e-2 and torch.isfinite(along_k).all()
+
+
 def test_input_gradient_slab_plans_agree(monkeypatch):
     """The input gradient on row slabs (accumulated) and on column slabs (each its own columns of dX), one stream or
     overlapped: the fp32 reference within bf16 rounding, and the column slabs the same bits with or without the
