@@ -305,3 +305,34 @@ print(json.dumps(res))
 """)
     assert len(report) >= 4 and {grid for grid, *_ in report} == {3, 6, 9, 12, 20}
     assert all(ok_sum and ok_out and untouched for _, ok_sum, ok_out, untouched in report), report
+
+
+def test_slab_plans_are_distinct_and_overlap_on_two_slabs_at_least(monkeypatch):
+    """benchmarks/slab_plans.py times each distinct cut once: overlapped plans have two slabs or more, column slabs are
+    offered for the input gradient only, and each plan's slab count is the number of products ``_slab_products``
+    runs for it (here on CPU with the dequantization stubbed: the overlapped stream needs CUDA, so those plans are cut
+    with their two-slab floor on one stream)."""
+    from types import SimpleNamespace
+
+    from qerl.kernels import nvfp4_gemm as kern
+
+    monkeypatch.setattr(kern, "dequantize_rows", lambda w, row0, rows, out, **kw: out)
+    monkeypatch.setattr(kern, "SCRATCH_ELEMENTS", 2**16)  # small buffers: the cuts below allocate them on CPU
+    sp = _load("slab_plans")
+    for n, k in ((4608, 3584 // 8), (37888 // 8, 3584 // 8), (5120 // 8, 27648 // 8)):
+        w = SimpleNamespace(n=n, k=k)
+        fwd, bwd = sp.plans(kern, w, "fwd"), sp.plans(kern, w, "bwd")
+        assert {p["along"] for p in fwd} == {"n"} and {p["along"] for p in bwd} == {"n", "k"}
+        for plans in (fwd, bwd):
+            keys = [(p["along"], p["slabs"], p["overlap"]) for p in plans]
+            assert len(keys) == len(set(keys))
+            for p in plans:
+                assert p["slabs"] >= 2 or not p["overlap"]
+                cuts = []
+                kern._slab_products(w, torch.device("cpu"), lambda start, size, block, cuts=cuts: cuts.append(size),
+                                    False, max(p["min_count"], 2 if p["overlap"] else 1), p["along"])
+                assert len(cuts) == p["slabs"] and sum(cuts) == (n if p["along"] == "n" else k)
+    # A weight that fits one buffer whole: one slab on one stream, two when overlapped.
+    whole = sp.plans(kern, SimpleNamespace(n=256, k=128), "fwd")
+    assert whole[0] == {"along": "n", "slabs": 1, "overlap": False, "min_count": 1}
+    assert {"along": "n", "slabs": 2, "overlap": True, "min_count": 1} in whole
