@@ -108,6 +108,14 @@ dispatch_layouts() {  # dispatch_alternating on the input gradient, on "pairs" t
     out=$top; tar -cf "$out/dispatch_$lay.tar" -C /tmp/${w}_$lay .
   done
 }
+large_m_verify() {  # the dispatch's GPU tests (limit 240 s), then benchmarks/slab_plans.py --verify at M = $1 (every
+                    # layer: the default dispatch against the slab path and the plan before run 25), log under $out
+  timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
+    -k "rows_layout_default or module_backward or default_dispatch or slab or large_m or packed_linear" -rf \
+    --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+  timeout 340 python3 benchmarks/slab_plans.py --verify --ms "$1" --out "$out" 2>&1 \
+    | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | cut -c1-60,150-260 | tail -96
+}
 dispatch_groups() {  # dispatch_alternating for each GROUP:MS:LIMIT after the models ($1) and a work name ($2): group
                      # bwd the input gradient, words / pairs the forward on that layout, at M = MS (comma-separated),
                      # LIMIT s a pass; each group's files in one tar under $out (a call returns at most 8 files)
@@ -2389,22 +2397,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
         # against the slab path (SLAB_PLANS) and the plan before run 25, in turn, every layer, M = 1536-4096
         # (run on an H200 and on an H100)
     device_name
-    timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
-      -k "rows_layout_default or module_backward or default_dispatch or slab or large_m or packed_linear" -rf \
-      --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
-    timeout 340 python3 benchmarks/slab_plans.py --verify --ms 1536,2048,3072,4096 --out "$out" 2>&1 \
-      | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | cut -c1-60,150-260 | tail -96
+    large_m_verify 1536,2048,3072,4096
     ;;
   59h)  # 59g's findings applied (the 7B qkv / o / gate_up input-gradient entries at M = 2048 left out: slower at
         # M = 1536; every product past M = 1024 on the slab path unless a table entry takes it): dispatch GPU tests,
         # then the default dispatch against the slab path and the plan before run 25, M = 1280-3072, every layer
         # (run on an H200 and on an H100)
     device_name
-    timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
-      -k "rows_layout_default or module_backward or default_dispatch or slab or large_m or packed_linear" -rf \
-      --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
-    timeout 340 python3 benchmarks/slab_plans.py --verify --ms 1280,1536,2048,3072 --out "$out" 2>&1 \
-      | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | cut -c1-60,150-260 | tail -96
+    large_m_verify 1280,1536,2048,3072
     ;;
   59i)  # as 59h at M = 4096 / 8192 (SLAB_PLANS and the M = 4096 entries; 59c / 59d checked them on an H200 only)
     device_name
