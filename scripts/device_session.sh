@@ -2452,4 +2452,11 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 400 python3 benchmarks/slab_plans.py --verify --dequant-order --ms 2048,4096 --out "$out" 2>&1 \
       | grep -v Warning > "$out/log.txt"; grep -v "^     " "$out/log.txt" | sed 's/.*M=/M=/' | cut -c1-12,150-300
     ;;
+  59o)  # 7B qkv / o forward at M = 512-1024 (the warp-specialized kernel's M = 1024 entries serve it): the default
+        # dispatch against the slab path (59b had the slab path 1.17x / 1.05x faster at M = 1024)
+    device_name
+    timeout 200 python3 benchmarks/slab_plans.py --verify --models 7b --layers qkv,o --dirs fwd \
+      --ms 512,640,768,896,1024 --out "$out" 2>&1 | grep -v Warning > "$out/log.txt"
+    grep -v "^     " "$out/log.txt" | sed 's/.*M=/M=/' | cut -c1-60,150-300
+    ;;
 esac
