@@ -85,6 +85,19 @@ def copy_bandwidth() -> float:
     return 2 * src.numel() * src.element_size() / t
 
 
+def run_setup(parser: argparse.ArgumentParser, out: str, what: str = "a CUDA GPU") -> tuple[Path, dict]:
+    """The GPU benchmarks' start: refuse without CUDA (``parser.error``, naming ``what`` is needed), create the output
+    folder ``out``, and the run's record (device, date, torch / triton versions, the command line)."""
+    if not torch.cuda.is_available():
+        parser.error(f"needs {what}")
+    import triton
+
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder, {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"),
+                    "torch": torch.__version__, "triton": triton.__version__, "command": "python " + " ".join(sys.argv)}
+
+
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.float() - ref).norm() / ref.norm())
 

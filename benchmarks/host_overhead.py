@@ -32,7 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, bench  # noqa: E402
+from gemm_nvfp4 import SHAPES, bench, run_setup  # noqa: E402
 from slab_plans import eager_us  # noqa: E402
 
 
@@ -110,13 +110,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--top", type=int, default=12, help="functions listed per profile")
     p.add_argument("--out", default="benchmarks/out/host_overhead")
     args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        p.error("needs a CUDA GPU")
+    out, meta = run_setup(p, args.out)
     from qerl import nvfp4
     from qerl.kernels import nvfp4_gemm as kern
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     rows, profiles = [], {}
     wanted = {tuple(c.split(":")) for c in args.profile.split(",") if c}
     for layer, n, k in SHAPES[args.model]:
@@ -141,8 +138,6 @@ def main(argv: list[str] | None = None) -> None:
                       flush=True)
                 if (layer, direction, str(m)) in wanted:
                     profiles[f"{layer} {direction} M={m}"] = profile(call, top=args.top, sort=args.sort)
-    meta = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
-            "command": "python " + " ".join(sys.argv)}
     (out / "host_overhead.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     text = "".join(f"=== {name}\n{prof}\n" for name, prof in profiles.items())
     (out / "profiles.txt").write_text(text)

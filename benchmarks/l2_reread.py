@@ -16,7 +16,6 @@ import argparse
 import functools
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -24,7 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import bench  # noqa: E402
+from gemm_nvfp4 import bench, run_setup  # noqa: E402
 
 
 def _kernel():
@@ -69,14 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--programs", default="132,264,396,592,1184")
     p.add_argument("--out", default="benchmarks/out/l2_reread")
     args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        p.error("needs a CUDA GPU (TMA loads)")
-    import triton
-
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    meta = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
-            "triton": triton.__version__, "command": " ".join(sys.argv)}
+    out, meta = run_setup(p, args.out, "a CUDA GPU (TMA loads)")
     rows = []
     for m in (int(v) for v in args.ms.split(",")):
         for k in (int(v) for v in args.ks.split(",")):

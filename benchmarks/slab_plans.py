@@ -30,7 +30,6 @@ import json
 import math
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -38,7 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, captured_graph, checked, fp32_matmul  # noqa: E402
+from gemm_nvfp4 import SHAPES, captured_graph, checked, fp32_matmul, run_setup  # noqa: E402
 
 COUNTS = (1, 2, 3, 4, 6)
 
@@ -237,18 +236,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ws-from", type=int, default=None,
                    help="also time the warp-specialized kernel on its table's config for this M bucket (e.g. 1024)")
     args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        p.error("needs a CUDA GPU")
-    import triton
-
+    out, meta = run_setup(p, args.out)
     from qerl.kernels import nvfp4_gemm as kern
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    props = torch.cuda.get_device_properties(0)
-    l2 = getattr(props, "L2_cache_size", 50 * 2**20)
-    meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
-            "triton": triton.__version__, "command": "python " + " ".join(sys.argv)}
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2**20)
     rows = []
     layers = args.layers.split(",")
     for model in args.models.split(","):

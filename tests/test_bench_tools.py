@@ -336,3 +336,15 @@ def test_slab_plans_are_distinct_and_overlap_on_two_slabs_at_least(monkeypatch):
     whole = sp.plans(kern, SimpleNamespace(n=256, k=128), "fwd")
     assert whole[0] == {"along": "n", "slabs": 1, "overlap": False, "min_count": 1}
     assert {"along": "n", "slabs": 2, "overlap": True, "min_count": 1} in whole
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
+def test_gpu_benchmarks_refuse_without_cuda_before_writing(tmp_path, capsys):
+    """The GPU benchmarks' shared start (gemm_nvfp4.run_setup) stops with one message naming what is missing, before
+    it creates the output folder."""
+    for name, need in (("slab_plans", "needs a CUDA GPU"), ("host_overhead", "needs a CUDA GPU"),
+                       ("l2_reread", "needs a CUDA GPU (TMA loads)")):
+        out = tmp_path / name
+        with pytest.raises(SystemExit):
+            _load(name).main(["--out", str(out)])
+        assert need in capsys.readouterr().err and not out.exists()
