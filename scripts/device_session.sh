@@ -2459,4 +2459,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --ms 512,640,768,896,1024 --out "$out" 2>&1 | grep -v Warning > "$out/log.txt"
     grep -v "^     " "$out/log.txt" | sed 's/.*M=/M=/' | cut -c1-60,150-300
     ;;
+  60a)  # every route the dispatch could take per layer and M between the tables' buckets (benchmarks/routes.py): the
+        # forward on "pairs"; 60b: the input gradient
+    device_name
+    timeout 560 python3 benchmarks/routes.py --dirs fwd --ms 384,640,768,896,1024,1536,2048 --out "$out" 2>&1 \
+      | grep -v Warning > "$out/log.txt"; sed 's/ | .* | / /' "$out/log.txt" | cut -c1-200
+    ;;
+  60b)
+    device_name
+    timeout 560 python3 benchmarks/routes.py --dirs bwd --ms 384,640,768,896,1024,1536,2048 --out "$out" 2>&1 \
+      | grep -v Warning > "$out/log.txt"; sed 's/ | .* | / /' "$out/log.txt" | cut -c1-200
+    ;;
 esac

@@ -1,0 +1,149 @@
+"""Which route serves each M best between the launch tables' buckets, per layer and direction.
+
+The default dispatch picks a warp-specialized config by M's power-of-two bucket (the nearest measured bucket at or
+above it), so an M between two buckets runs the larger bucket's tiles: at M = 640 7B o's forward takes the M = 1024
+config's 256-row tiles, 70 CTAs on 132 SMs, and nearly M = 1024's time (run 25). On the trainer's "pairs" layout,
+per layer (Qwen2.5-7B / 14B / 32B shapes), direction and M, this times every route the dispatch could take:
+
+- ``shipped``: the default dispatch (and a second graph of the same calls: the noise);
+- ``slab``: the slab path (dequantize W a slab at a time, cuBLAS; ``nvfp4_gemm._matmul_large_m`` /
+  ``_grad_input_large_m`` on its default plan);
+- ``tile``: the Triton tile loop on its table / heuristic config (``fwd_config`` / ``bwd_config``);
+- ``ws@B``: the warp-specialized kernel on the config its table holds for bucket B, every distinct config of the
+  layer's buckets from M / 4 to 4 M.
+
+Every route is first checked on a NaN-poisoned output against dequantize-then-matmul in fp32; the routes are then
+timed in turn (``slab_plans.interleaved_us``: CUDA-graph replays over weight copies L2 does not serve, one replay
+of every route per round, medians).
+
+    python benchmarks/routes.py --ms 384,640,768,896,1024,1536,2048 --dirs fwd --out $OUT
+
+Writes routes.json and prints one line per cell: each route's time and the fastest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gemm_nvfp4 import SHAPES, checked, fp32_matmul, run_setup  # noqa: E402
+
+
+def ws_candidates(table: dict, m: int, n: int, k_pad: int) -> dict:
+    """``{"ws@B": config}``: the distinct configs ``table`` holds for (N, K_pad) at buckets B from M / 4 to 4 M (the
+    first bucket holding each config names it)."""
+    out, seen = {}, set()
+    for (b, tn, tk), cfg in sorted(table.items(), key=lambda kv: kv[0]):
+        if (tn, tk) == (n, k_pad) and cfg is not None and m / 4 <= b <= 4 * m and cfg not in seen:
+            seen.add(cfg)
+            out[f"ws@{b}"] = cfg
+    return out
+
+
+def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, budget_s: float) -> dict:
+    from gemm_ws import _copies
+    from slab_plans import interleaved_us
+
+    from qerl import nvfp4
+    from qerl.kernels import nvfp4_gemm as kern
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    torch.manual_seed(hash((model, layer, direction, m)) % 2**31)
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    w_bf16 = ref_w.to(torch.bfloat16)
+    wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
+    kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout="pairs"), l2_bytes)
+    fwd = direction == "fwd"
+    inp = torch.randn(m, k if fwd else n, device="cuda", dtype=torch.bfloat16)
+    out_shape = (m, n if fwd else k)
+    ref = fp32_matmul(inp.float(), ref_w.T if fwd else ref_w)
+    out = torch.empty(out_shape, device="cuda", dtype=torch.bfloat16)
+    if fwd:
+        shipped, slab, run_ws = kern.nvfp4_matmul, kern._matmul_large_m, ws.ws_matmul
+        tile_cfg = kern.fwd_config(m, n, kws[0].k_pad, inp.device)
+        if (kws[0].k_pad // kern.CHUNK) % tile_cfg.ch:
+            tile_cfg = tile_cfg._replace(ch=1)
+        cands = ws_candidates(ws.TUNED, m, n, kws[0].k_pad)
+    else:
+        shipped, slab, run_ws = kern.nvfp4_matmul_grad_input, kern._grad_input_large_m, ws.ws_matmul_grad_input
+        tile_cfg = kern.bwd_config(m, n, kws[0].k_pad, inp.device)
+        cands = ws_candidates(ws.TUNED_BWD, m, n, kws[0].k_pad)
+    routes = {"shipped": lambda kw, o: shipped(inp, kw, out=o),
+              "slab": lambda kw, o: slab(inp, kw, o),
+              "tile": lambda kw, o: shipped(inp, kw, config=tile_cfg, out=o)}
+    for label, cfg in cands.items():
+        routes[label] = lambda kw, o, cfg=cfg: run_ws(inp, kw, cfg, out=o)
+    errors, dropped = {}, {}
+    for label, run in list(routes.items()):
+        try:
+            err, finite = checked(lambda o, run=run: run(kws[0], o), out_shape, ref)
+        except Exception as exc:  # a table config another bucket's M cannot launch: not a route here
+            if label == "shipped":
+                raise
+            dropped[label] = f"{type(exc).__name__}: {exc}"[:200]
+            del routes[label]
+            continue
+        if not finite or err > 1e-2:
+            raise RuntimeError(f"{model} {layer} {direction} M={m} {label}: wrong ({err:.3g}, finite {finite})")
+        errors[label] = err
+    variants = {"bf16": [(lambda wb=wb: torch.nn.functional.linear(inp, wb)) if fwd else
+                         (lambda wb=wb: torch.matmul(inp, wb)) for wb in wbs]}
+    for label, run in routes.items():
+        variants[label] = [lambda kw=kw, run=run: run(kw, out) for kw in kws]
+    variants["shipped (repeat)"] = list(variants["shipped"])  # the same calls in a graph of their own: the noise
+    us = interleaved_us(variants, budget_s=budget_s)
+    timed = {label: us[label] for label in routes}
+    best = min(timed, key=timed.get)
+    return {"model": model, "layer": layer, "dir": direction, "m": m, "n": n, "k": k, "bf16_us": us["bf16"],
+            "shipped_repeat_us": us["shipped (repeat)"], "routes": timed, "best": best,
+            "configs": {label: str(cfg) for label, cfg in cands.items()} | {"tile": str(tile_cfg)},
+            "rel_err": errors, "dropped": dropped}
+
+
+def line(row: dict) -> str:
+    bf16, t = row["bf16_us"], row["routes"]
+    noise = t["shipped"] / row["shipped_repeat_us"]
+    cells = " ".join(f"{label} {us:.1f}" for label, us in t.items())
+    return (f"{row['model']:4} {row['layer']:8} {row['dir']} M={row['m']:5} bf16 {bf16:7.1f} | {cells} | best "
+            f"{row['best']} {bf16 / t[row['best']]:.3f}x, shipped {bf16 / t['shipped']:.3f}x, shipped / best "
+            f"{t['shipped'] / t[row['best']]:.3f} (repeat {noise:.3f})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="7b,14b,32b")
+    p.add_argument("--layers", default="qkv,o,gate_up,down")
+    p.add_argument("--dirs", default="fwd,bwd")
+    p.add_argument("--ms", default="384,640,768,896,1024,1536,2048")
+    p.add_argument("--budget", type=float, default=0.8, help="seconds of timed replays per cell (at least 9 rounds)")
+    p.add_argument("--out", default="benchmarks/out/routes")
+    args = p.parse_args(argv)
+    out, meta = run_setup(p, args.out)
+    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2**20)
+    rows, layers, done = [], args.layers.split(","), set()
+    for model in args.models.split(","):
+        for layer, n, k in SHAPES[model]:
+            if layer not in layers or (layer, n, k) in done:  # 14B and 32B share qkv / o: once
+                continue
+            done.add((layer, n, k))
+            for direction in args.dirs.split(","):
+                for m in (int(v) for v in args.ms.split(",")):
+                    rows.append(measure(model, layer, n, k, direction, m, l2, args.budget))
+                    print(line(rows[-1]), flush=True)
+                    torch.cuda.empty_cache()
+                    tmp = out / "routes.json.tmp"
+                    tmp.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+                    tmp.replace(out / "routes.json")
+
+
+if __name__ == "__main__":
+    main()
