@@ -12,11 +12,15 @@ per layer (Qwen2.5-7B / 14B / 32B shapes), direction and M, this times every rou
 - ``ws@B``: the warp-specialized kernel on the config its table holds for bucket B, every distinct config of the
   layer's buckets from M / 4 to 4 M.
 
+``--verify`` times only the default dispatch against ``buckets only``: the same dispatch with the tables' keys
+between the powers of two (``nvfp4_gemm.FINE_MS``) and ``nvfp4_gemm.SLAB_RANGES`` left out, as before run 26.
+
 Every route is first checked on a NaN-poisoned output against dequantize-then-matmul in fp32; the routes are then
 timed in turn (``slab_plans.interleaved_us``: CUDA-graph replays over weight copies L2 does not serve, one replay
 of every route per round, medians).
 
     python benchmarks/routes.py --ms 384,640,768,896,1024,1536,2048 --dirs fwd --out $OUT
+    python benchmarks/routes.py --verify --ms 320,576,704,832,960,1280 --dirs fwd --out $OUT
 
 Writes routes.json and prints one line per cell: each route's time and the fastest.
 """
@@ -48,7 +52,19 @@ def ws_candidates(table: dict, m: int, n: int, k_pad: int) -> dict:
     return out
 
 
-def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, budget_s: float) -> dict:
+def buckets_only(kern, call):
+    """``call()`` with the dispatch's lookups on the powers of two only and no ``SLAB_RANGES`` (read while a graph is
+    captured: the replays keep the kernels chosen then)."""
+    keys, ranges = kern._bucket_keys, kern.SLAB_RANGES
+    kern._bucket_keys, kern.SLAB_RANGES = (lambda m, fine: keys(m, False)), {}
+    try:
+        return call()
+    finally:
+        kern._bucket_keys, kern.SLAB_RANGES = keys, ranges
+
+
+def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, budget_s: float,
+            verify: bool = False) -> dict:
     from gemm_ws import _copies
     from slab_plans import interleaved_us
 
@@ -80,6 +96,10 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
     routes = {"shipped": lambda kw, o: shipped(inp, kw, out=o),
               "slab": lambda kw, o: slab(inp, kw, o),
               "tile": lambda kw, o: shipped(inp, kw, config=tile_cfg, out=o)}
+    if verify:
+        routes = {"shipped": routes["shipped"],
+                  "buckets only": lambda kw, o: buckets_only(kern, lambda: shipped(inp, kw, out=o))}
+        cands = {}
     for label, cfg in cands.items():
         routes[label] = lambda kw, o, cfg=cfg: run_ws(inp, kw, cfg, out=o)
     errors, dropped = {}, {}
@@ -115,7 +135,8 @@ def line(row: dict) -> str:
     cells = " ".join(f"{label} {us:.1f}" for label, us in t.items())
     return (f"{row['model']:4} {row['layer']:8} {row['dir']} M={row['m']:5} bf16 {bf16:7.1f} | {cells} | best "
             f"{row['best']} {bf16 / t[row['best']]:.3f}x, shipped {bf16 / t['shipped']:.3f}x, shipped / best "
-            f"{t['shipped'] / t[row['best']]:.3f} (repeat {noise:.3f})")
+            f"{t['shipped'] / t[row['best']]:.3f} (repeat {noise:.3f})"
+            + (f", new / buckets only {t['shipped'] / t['buckets only']:.3f}" if "buckets only" in t else ""))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -125,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dirs", default="fwd,bwd")
     p.add_argument("--ms", default="384,640,768,896,1024,1536,2048")
     p.add_argument("--budget", type=float, default=0.8, help="seconds of timed replays per cell (at least 9 rounds)")
+    p.add_argument("--verify", action="store_true", help="the default dispatch against the one on the buckets only")
     p.add_argument("--out", default="benchmarks/out/routes")
     args = p.parse_args(argv)
     out, meta = run_setup(p, args.out)
@@ -137,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
             done.add((layer, n, k))
             for direction in args.dirs.split(","):
                 for m in (int(v) for v in args.ms.split(",")):
-                    rows.append(measure(model, layer, n, k, direction, m, l2, args.budget))
+                    rows.append(measure(model, layer, n, k, direction, m, l2, args.budget, args.verify))
                     print(line(rows[-1]), flush=True)
                     torch.cuda.empty_cache()
                     tmp = out / "routes.json.tmp"

@@ -2470,4 +2470,18 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 560 python3 benchmarks/routes.py --dirs bwd --ms 384,640,768,896,1024,1536,2048 --out "$out" 2>&1 \
       | grep -v Warning > "$out/log.txt"; sed 's/ | .* | / /' "$out/log.txt" | cut -c1-200
     ;;
+  60c)  # run 26's keys between the buckets and SLAB_RANGES: the dispatch's GPU tests, then the default dispatch against
+        # the same on the buckets only (benchmarks/routes.py --verify) at M off the measured grid, the forward
+    device_name
+    timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
+      -k "keys_between or rows_layout_default or module_backward or default_dispatch or slab or large_m or packed_linear" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    timeout 330 python3 benchmarks/routes.py --verify --dirs fwd --ms 320,448,576,704,832,960,1152,1408,1792 \
+      --out "$out" 2>&1 | grep -v Warning > "$out/log.txt"; sed 's/ | .* | / /' "$out/log.txt" | cut -c1-60,100-220
+    ;;
+  60d)  # 60c's comparison on the input gradient
+    device_name
+    timeout 500 python3 benchmarks/routes.py --verify --dirs bwd --ms 320,448,576,704,832,960,1152,1408,1792 \
+      --out "$out" 2>&1 | grep -v Warning > "$out/log.txt"; sed 's/ | .* | / /' "$out/log.txt" | cut -c1-60,100-220
+    ;;
 esac

@@ -104,12 +104,49 @@ def test_pick_follows_the_tuned_buckets(monkeypatch):
     assert ws.pick(_x(64, k, torch.float16), n, k, k) is None
     assert ws.pick(_x(64, 2 * k)[:, :k], n, k, k) is None  # rows not dense: TMA would need a copy
     assert ws.pick(_x(64, 512), 96, 512, 512) is None  # no tuned entry for this shape
-    assert ws.pick(_x(300, k), n, k, k) == ws.TUNED[(512, n, k)]
-    # A bucket where the search found the other path faster is declined, also for M that round up to it.
+    assert ws.pick(_x(300, k), n, k, k) == ws.TUNED[(384, n, k)]  # a key between the buckets (run 26)
+    # A bucket where the search found the other path faster is declined, also for M that round up to it ...
     assert ws.TUNED[(1024, 5120, 5120)] is None
-    assert ws.pick(_x(1024, 5120), 5120, 5120, 5120) is None and ws.pick(_x(700, 5120), 5120, 5120, 5120) is None
+    assert ws.pick(_x(1024, 5120), 5120, 5120, 5120) is None and ws.pick(_x(769, 5120), 5120, 5120, 5120) is None
+    # ... unless a key between the buckets (run 26) is nearer: M = 513-768 take the M = 768 entry.
+    assert ws.pick(_x(700, 5120), 5120, 5120, 5120) == ws.TUNED[(768, 5120, 5120)] is not None
     # Above the largest measured bucket the slab path keeps M (no entry at 2048 or more).
     assert ws.pick(_x(1500, k), n, k, k) is None
+
+
+def test_keys_between_the_buckets_serve_the_m_down_to_the_next_key(monkeypatch):
+    """Run 26's keys between the powers of two: an M takes the smallest key at or above it, so each key serves the M
+    from the next lower key (or bucket) on; every table key is a power of two or one of ``FINE_MS`` (any other would
+    never be looked up), and the "rows" layout's lookup keeps to the powers of two (the keys between were measured on
+    "pairs")."""
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    n, k = 37888, 3584  # 7B gate_up: forward keys at 384 / 640 / 768 / 896
+    served = {m: ws.pick(_x(m, k), n, k, k) for m in (257, 384, 385, 512, 513, 640, 641, 768, 769, 896, 897, 1024)}
+    for m, key in ((257, 384), (384, 384), (385, 512), (512, 512), (513, 640), (640, 640), (641, 768), (768, 768),
+                   (769, 896), (896, 896), (897, 1024), (1024, 1024)):
+        assert served[m] == ws.TUNED[(key, n, k)], m
+    assert ws.TUNED[(640, n, k)] != ws.TUNED[(768, n, k)]  # so the checks above can tell the keys apart
+    for table in (ws.TUNED, ws.TUNED_BWD, ws.TUNED_BWD_ROWS, ws.TUNED_WORDS):
+        for m, _, _ in table:
+            assert m & (m - 1) == 0 or m in kern.FINE_MS, m
+    dy = _x(300, 37888)
+    assert ws.pick_grad_input(dy, n, k, k) == ws.TUNED_BWD[(384, n, k)]
+    rows = {**ws.TUNED_BWD, **ws.TUNED_BWD_ROWS}[(512, n, k)]
+    assert ws.pick_grad_input(dy, n, k, k, rows=True) == rows != ws.TUNED_BWD[(384, n, k)]
+
+
+def test_slab_ranges_follow_the_keys_and_stay_off_the_other_layouts():
+    """``SLAB_RANGES`` covers whole intervals between keys (each one measured at its upper end), never overlaps, and
+    names a (direction, N, K) of the measured layers."""
+    keys = set(kern.FINE_MS) | {1 << i for i in range(14)}
+    for (direction, n, k), ranges in kern.SLAB_RANGES.items():
+        assert direction in ("fwd", "bwd")
+        for lo, hi in ranges:
+            assert lo - 1 in keys and hi in keys and lo <= hi
+        assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
+        assert kern._slab_range(direction, ranges[0][0], n, k) and not kern._slab_range(direction, ranges[0][0] - 1, n, k)
+    assert kern._slab_range("fwd", 700, 3584, 3584) and not kern._slab_range("fwd", 800, 3584, 3584)
+    assert not kern._slab_range("bwd", 700, 3584, 3584) and not kern._slab_range("fwd", 700, 3584, 18944)
 
 
 def test_pick_below_min_m_takes_only_small_buckets(monkeypatch):

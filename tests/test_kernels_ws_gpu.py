@@ -223,6 +223,40 @@ def test_module_backward_takes_the_rows_copy_where_the_kernel_covers_it(m, monke
 
 
 @hopper
+@pytest.mark.parametrize("direction,m,n,k,route", [
+    ("fwd", 700, 5120, 5120, 768),  # 14B / 32B o: the key between the buckets, not the tile loop (M = 1024 declined)
+    ("fwd", 800, 5120, 5120, "slab"),  # ... and SLAB_RANGES past it
+    ("fwd", 600, 3584, 3584, "slab"),  # 7B o
+    ("bwd", 600, 3584, 3584, "slab"),
+    ("bwd", 300, 37888, 3584, 384),  # 7B gate_up's input gradient on its M = 384 key
+])
+def test_default_dispatch_follows_the_keys_between_buckets(direction, m, n, k, route, monkeypatch):
+    """Run 26's routes between the buckets: the default dispatch runs the config of the smallest key at or above M, or
+    the slab path in ``SLAB_RANGES`` (also for a layer with the "rows" copy), and its result matches fp32."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    calls = []
+    for mod, name in ((ws, "ws_matmul"), (ws, "ws_matmul_grad_input"), (kern, "_matmul_large_m"),
+                      (kern, "_grad_input_large_m")):
+        real = getattr(mod, name)
+        monkeypatch.setattr(mod, name, lambda *a, _real=real, _name=name, **kw: calls.append(
+            a[2] if _name.startswith("ws") else "slab") or _real(*a, **kw))
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    w = prepare_weight(q.packed, q.scale, q.global_scale)
+    fwd = direction == "fwd"
+    inp = torch.randn(m, k if fwd else n, device="cuda").to(torch.bfloat16)
+    out = kern.nvfp4_matmul(inp, w) if fwd else kern.nvfp4_matmul_grad_input(inp, w)
+    ref = _fp32_matmul(inp.float(), ref_w.T if fwd else ref_w)
+    table = ws.TUNED if fwd else ws.TUNED_BWD
+    assert calls == ["slab" if route == "slab" else table[(route, n, w.k_pad)]]
+    assert float((out.float() - ref).norm() / ref.norm()) < 4e-3
+    if not fwd:  # a layer with the "rows" copy hands the slab path its "pairs" weight
+        rows = prepare_weight(q.packed, q.scale, q.global_scale, layout="rows")
+        assert (kern.grad_input_weight(inp, w, rows) is w) == (route == "slab")
+
+
+@hopper
 @pytest.mark.parametrize("m", [64, 200])
 def test_default_dispatch_takes_the_kernels_on_tuned_shapes(m, monkeypatch):
     # Qwen2.5-7B o projection (3584 x 3584): tuned for both directions at these M, so the default path (here through

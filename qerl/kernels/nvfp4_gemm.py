@@ -1209,11 +1209,23 @@ def _m_bucket(m: int) -> int:
     return 1 << max(0, (m - 1).bit_length())
 
 
-def _nearest_bucket(table: dict, m: int, key):
-    """The entry ``table[key(bucket)]`` of the first bucket present among M's (the next power of two), 2x and 4x
-    that (a config tuned for a larger M is valid for any M), else None. Also used by ``nvfp4_gemm_ws``."""
+# Keys between the powers of two that the warp-specialized kernels' tables may hold (run 26, benchmarks/routes.py):
+# multiples of 128, so that a 128- or 256-row tile of X comes in the same count at every M a key serves from the
+# next key below it (every M = 385-512 has four 128-row tiles), and an entry measured at the key holds for them.
+FINE_MS = (384, 640, 768, 896, 1536)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bucket_keys(m: int, fine: bool) -> tuple[int, ...]:
     b = _m_bucket(m)
-    for bucket in (b, 2 * b, 4 * b):
+    return tuple(sorted({b, 2 * b, 4 * b, *(v for v in (FINE_MS if fine else ()) if m <= v <= 4 * b)}))
+
+
+def _nearest_bucket(table: dict, m: int, key, fine: bool = True):
+    """The entry ``table[key(bucket)]`` of the smallest key present at or above M among M's bucket (the next power
+    of two), 2x and 4x that (a config tuned for a larger M is valid for any M) and, with ``fine``, the ``FINE_MS``
+    between them; else None. Also used by ``nvfp4_gemm_ws``."""
+    for bucket in _bucket_keys(m, fine):
         if key(bucket) in table:
             return table[key(bucket)]
     return None
@@ -1331,6 +1343,24 @@ SLAB_MIN_FLOP = 4e10
 # filled under half of the SMs (0.34x of BF16). A transient 128 MiB buffer is small next to the activations of an
 # M >= 1024 pass.
 SCRATCH_ELEMENTS = 64 * 2**20
+
+
+# M ranges (inclusive) in which the default dispatch on the "pairs" layout takes the slab path although the
+# warp-specialized kernel's table has an entry (or the rule below would take the tile loop): run 26's routes
+# (benchmarks/routes.py, H200), where the slab path ran 1.07-1.83x faster than the table's config at M = 640-1024
+# (the forward) and 1.12-1.13x at M = 640 (the input gradient). {(direction, N, K): ((first M, last M), ...)}
+SLAB_RANGES: dict[tuple[str, int, int], tuple[tuple[int, int], ...]] = {
+    ("fwd", 4608, 3584): ((769, 1024),),  # 7B qkv: 1.07x / 1.17x at 896 / 1024
+    ("fwd", 3584, 3584): ((513, 768), (897, 1024)),  # 7B o: 1.30x / 1.18x at 640 / 768, 1.04x at 1024
+    ("fwd", 7168, 5120): ((513, 896),),  # 14B / 32B qkv: 1.32x / 1.22x / 1.10x at 640 / 768 / 896
+    ("fwd", 5120, 5120): ((769, 1024),),  # 14B / 32B o: 1.83x at 896 (the tile loop's)
+    ("bwd", 4608, 3584): ((513, 640), (1025, 1536)),  # 7B qkv: 1.12x at 640; at 1536 against TUNED_BWD's 2048 entry
+    ("bwd", 3584, 3584): ((513, 640),),  # 7B o: 1.13x at 640
+}
+
+
+def _slab_range(direction: str, m: int, n: int, k: int) -> bool:
+    return any(lo <= m <= hi for lo, hi in SLAB_RANGES.get((direction, n, k), ()))
 
 
 def _slab_path(m: int, n: int, k: int, min_rows: int) -> bool:
@@ -1635,6 +1665,9 @@ def nvfp4_matmul(
     if m == 0:
         return y.reshape(*x.shape[:-1], w.n)
     kc = w.k_pad // CHUNK
+    if config is None and x2.is_cuda and not w.words and _slab_range("fwd", m, w.n, w.k):
+        y = add_bias_and_lora_(_matmul_large_m(x2, w, y), bias, lora)
+        return y.reshape(*x.shape[:-1], w.n)
     if config is None and x2.is_cuda and (lora is None or m >= LORA_WS_MIN_M or w.words):
         # The warp-specialized Gluon kernel (Hopper) where its launch search beat this module's path; imported here
         # because it builds on this module. The adapter's fused epilogue exists only in _fwd_kernel: with an adapter
@@ -1774,6 +1807,8 @@ def nvfp4_matmul_grad_input(
     if m == 0:
         return dx.reshape(*dy.shape[:-1], w.k)
     kc = w.k_pad // CHUNK
+    if config is None and dy2.is_cuda and not w.words and not w.rows and _slab_range("bwd", m, w.n, w.k):
+        return _grad_input_large_m(dy2, w, dx).reshape(*dy.shape[:-1], w.k)
     if config is None and dy2.is_cuda:
         from qerl.kernels import nvfp4_gemm_ws  # see nvfp4_matmul
 
@@ -1900,10 +1935,12 @@ class NVFP4MatmulFn(torch.autograd.Function):
 
 def grad_input_weight(dy: torch.Tensor, weight: KernelWeight, rows: KernelWeight | None) -> KernelWeight:
     """``rows`` (the "rows" layout) where the warp-specialized input-gradient kernel takes ``dy``'s product, else
-    ``weight``."""
+    ``weight`` (also where ``SLAB_RANGES`` sends the product to the slab path, which reads "pairs")."""
     if rows is None or not dy.is_cuda:
         return weight
     from qerl.kernels import nvfp4_gemm_ws
 
     dy2 = _as_2d(dy, rows.n, "dy")  # as nvfp4_matmul_grad_input hands it to the kernel
+    if _slab_range("bwd", dy2.shape[0], rows.n, rows.k):
+        return weight
     return rows if nvfp4_gemm_ws.pick_grad_input(dy2, rows.n, rows.k, rows.k_pad, rows=True) is not None else weight

@@ -271,8 +271,32 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
     (256, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.07x the previous entry
     (512, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.15x the previous entry
-    (1024, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
+    (1024, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 26: M = 256's, 1.11x the previous entry
 }
+# Run 26: keys between the powers of two (``nvfp4_gemm.FINE_MS``; an M takes the smallest key at or above it).
+# ``benchmarks/routes.py`` timed every route at M = 384 / 640 / 768 / 896 / 1024 / 1536 / 2048 on an H200 (the table's
+# configs from M / 4 to 4 M, the slab path, the tile loop): at an M between two buckets the larger bucket's tiles
+# often fill the last wave of CTAs poorly. Taken where another table config was at least 3% faster than the default
+# dispatch (and more than twice the gap between two graphs of the same calls); where the slab path won,
+# ``nvfp4_gemm.SLAB_RANGES`` sends the M there instead. A key marked "kept" holds the config the default dispatch
+# already took there, so that a changed key above it does not take its M.
+TUNED.update({
+    (384, 37888, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),  # M = 128's, 1.07x
+    (640, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),  # M = 512's, 1.10x
+    (768, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False),  # kept (M = 1024's)
+    (896, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),  # M = 512's, 1.05x
+    (384, 3584, 18944): WsConfig(128, 128, 4, 4, 2, False),  # M = 128's, 1.19x
+    (768, 3584, 18944): WsConfig(256, 128, 3, 4, 2, False),  # M = 512's, 1.08-1.09x at 640 / 768
+    (768, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # M = 512's, 2.0-2.1x (the tile loop's)
+    (384, 5120, 13824): WsConfig(128, 128, 4, 3, 2, False),  # M = 128's, 1.28x
+    (896, 5120, 13824): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # M = 512's, 1.05-1.07x at 640-896
+    (1536, 5120, 13824): WsConfig(256, 128, 2, 1, 2, False, stream_k=1, dp_waves=True),  # M = 1024's, 1.05x (slab)
+    (384, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),  # M = 128's, 1.24x
+    (384, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),  # M = 128's, 1.36x
+    (640, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),  # kept (M = 1024's before run 26)
+    (768, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False),  # M = 512's, 1.07x
+    (896, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),  # kept (M = 1024's before run 26)
+})
 TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.05x the entry without
     (8, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.11x the Triton kernels
@@ -373,6 +397,22 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (2048, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 25: M = 1024's, 0.87x the slab path's time
     (4096, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 25: M = 1024's, 0.91x the slab path's time
 }
+# Run 26: keys between the powers of two, as ``TUNED``'s (M = 384 / 640 / 768 / 1536 / 2048).
+TUNED_BWD.update({
+    (384, 37888, 3584): WsBwdConfig(128, 4, 8, maxnreg=128),  # M = 128's, 1.13x
+    (768, 37888, 3584): WsBwdConfig(256, 4, 4, consumers=2),  # M = 512's, 1.15-1.16x at 640 / 768
+    (2048, 37888, 3584): WsBwdConfig(256, 4, 4, consumers=2),  # M = 512's, 1.04-1.05x (slab) at 1536 / 2048
+    (384, 3584, 18944): WsBwdConfig(128, 4, 1, maxnreg=128),  # M = 128's, 1.12x
+    (2048, 4608, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # M = 1024's, 1.05x (slab; at 1536 SLAB_RANGES)
+    (384, 5120, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # M = 256's, 1.44x
+    (640, 5120, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # M = 256's, 1.69x (the tile loop's)
+    (768, 5120, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # M = 512's, 1.07x (slab)
+    (1536, 5120, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # M = 512's, 1.04x (slab)
+    (384, 7168, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # M = 256's, 1.30x
+    (1536, 7168, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # M = 512's, 1.03x (slab)
+    (384, 5120, 13824): WsBwdConfig(128, 4, 1, in_flight=True),  # M = 128's, 1.04x
+    (384, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),  # M = 128's, 1.18x
+})
 
 # The input gradient on weights of the "rows" code layout (``prepare_weight(layout="rows")``), where it differs from
 # ``TUNED_BWD`` (which serves both layouts otherwise): {(m_bucket, n, k_pad): config}. Run 22's "fill" search on this
@@ -557,13 +597,14 @@ WORDS_MAX_BUCKET = 4096
 MIN_M = 17
 
 
-def _lookup(table: dict, m: int, n: int, k_pad: int, max_bucket: int | None = None):
+def _lookup(table: dict, m: int, n: int, k_pad: int, max_bucket: int | None = None, fine: bool = True):
     """The entry of the nearest measured M bucket at or above M's own (the next power of two), up to 4x larger (a
-    config is valid at any M; the tables were measured at powers of two), and at most ``max_bucket``. None if none
+    config is valid at any M; the tables were measured at powers of two and, with ``fine``, at the keys between them,
+    ``nvfp4_gemm.FINE_MS``), and at most ``max_bucket``. None if none
     or declined: above the largest measured bucket (1024; 2048 / 4096 for the layers where run 25 measured this
     kernel faster than the slab path there) the slab path of ``nvfp4_gemm`` serves, as measured in runs 4-8 and 25."""
     return kern._nearest_bucket(
-        table, m, lambda bucket: (bucket, n, k_pad) if max_bucket is None or bucket <= max_bucket else None)
+        table, m, lambda bucket: (bucket, n, k_pad) if max_bucket is None or bucket <= max_bucket else None, fine)
 
 
 def _usable(t: torch.Tensor, cols: int) -> bool:
@@ -621,7 +662,9 @@ def pick_grad_input(dy2: torch.Tensor, n: int, k: int, k_pad: int, rows: bool = 
     if not supports(m, n, k):
         return None
     both = {**TUNED_BWD, **TUNED_BWD_ROWS} if rows else TUNED_BWD
-    cfg = _lookup(both, m, n, k_pad)
+    # On "rows" only the powers of two: the keys between them were measured on "pairs" and would stand in for a
+    # nearer "rows" entry.
+    cfg = _lookup(both, m, n, k_pad, fine=not rows)
     return cfg if cfg is not None and _usable(dy2, n) else None
 
 
