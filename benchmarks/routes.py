@@ -13,7 +13,12 @@ per layer (Qwen2.5-7B / 14B / 32B shapes), direction and M, this times every rou
   layer's buckets from M / 4 to 4 M.
 
 ``--verify`` times only the default dispatch against ``buckets only``: the same dispatch with the tables' keys
-between the powers of two (``nvfp4_gemm.FINE_MS``) and ``nvfp4_gemm.SLAB_RANGES`` left out, as before run 26.
+between the powers of two (``nvfp4_gemm.FINE_MS``) and ``nvfp4_gemm.SLAB_RANGES`` left out; with ``--previous-tables
+FILE`` also on the ``TUNED`` / ``TUNED_BWD`` tables of FILE (``previous``), as written by ``--dump-tables FILE``
+(no GPU needed) from another tree's copy of this script, e.g. the tree before run 26:
+
+    git worktree add /tmp/old fcb8123 && cp benchmarks/routes.py /tmp/old/benchmarks/
+    python /tmp/old/benchmarks/routes.py --dump-tables previous_tables.json
 
 Every route is first checked on a NaN-poisoned output against dequantize-then-matmul in fp32; the routes are then
 timed in turn (``slab_plans.interleaved_us``: CUDA-graph replays over weight copies L2 does not serve, one replay
@@ -63,8 +68,35 @@ def buckets_only(kern, call):
         kern._bucket_keys, kern.SLAB_RANGES = keys, ranges
 
 
+def dump_tables(path: str) -> None:
+    """The warp-specialized kernels' ``TUNED`` / ``TUNED_BWD`` tables of the ``qerl`` this script imports, as JSON."""
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    tables = {name: [[*key, None if cfg is None else cfg._asdict()] for key, cfg in getattr(ws, name).items()]
+              for name in ("TUNED", "TUNED_BWD")}
+    Path(path).write_text(json.dumps(tables))
+
+
+def load_tables(path: str) -> dict:
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    cls = {"TUNED": ws.WsConfig, "TUNED_BWD": ws.WsBwdConfig}
+    return {name: {(m, n, k): None if cfg is None else cls[name](**cfg) for m, n, k, cfg in rows}
+            for name, rows in json.loads(Path(path).read_text()).items()}
+
+
+def previous_dispatch(kern, ws, tables: dict, call):
+    """``call()`` on ``tables`` (``load_tables``), on the powers of two only, without ``SLAB_RANGES``."""
+    saved = ws.TUNED, ws.TUNED_BWD
+    ws.TUNED, ws.TUNED_BWD = tables["TUNED"], tables["TUNED_BWD"]
+    try:
+        return buckets_only(kern, call)
+    finally:
+        ws.TUNED, ws.TUNED_BWD = saved
+
+
 def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, budget_s: float,
-            verify: bool = False) -> dict:
+            verify: bool = False, previous: dict | None = None) -> dict:
     from gemm_ws import _copies
     from slab_plans import interleaved_us
 
@@ -99,6 +131,8 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
     if verify:
         routes = {"shipped": routes["shipped"],
                   "buckets only": lambda kw, o: buckets_only(kern, lambda: shipped(inp, kw, out=o))}
+        if previous is not None:
+            routes["previous"] = lambda kw, o: previous_dispatch(kern, ws, previous, lambda: shipped(inp, kw, out=o))
         cands = {}
     for label, cfg in cands.items():
         routes[label] = lambda kw, o, cfg=cfg: run_ws(inp, kw, cfg, out=o)
@@ -136,7 +170,8 @@ def line(row: dict) -> str:
     return (f"{row['model']:4} {row['layer']:8} {row['dir']} M={row['m']:5} bf16 {bf16:7.1f} | {cells} | best "
             f"{row['best']} {bf16 / t[row['best']]:.3f}x, shipped {bf16 / t['shipped']:.3f}x, shipped / best "
             f"{t['shipped'] / t[row['best']]:.3f} (repeat {noise:.3f})"
-            + (f", new / buckets only {t['shipped'] / t['buckets only']:.3f}" if "buckets only" in t else ""))
+            + (f", new / buckets only {t['shipped'] / t['buckets only']:.3f}" if "buckets only" in t else "")
+            + (f", new / previous {t['shipped'] / t['previous']:.3f}" if "previous" in t else ""))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -147,8 +182,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ms", default="384,640,768,896,1024,1536,2048")
     p.add_argument("--budget", type=float, default=0.8, help="seconds of timed replays per cell (at least 9 rounds)")
     p.add_argument("--verify", action="store_true", help="the default dispatch against the one on the buckets only")
+    p.add_argument("--previous-tables", default=None, help="with --verify: also the dispatch on these tables (JSON)")
+    p.add_argument("--dump-tables", default=None, help="write this tree's tables as JSON to this file and stop")
     p.add_argument("--out", default="benchmarks/out/routes")
     args = p.parse_args(argv)
+    if args.dump_tables:
+        return dump_tables(args.dump_tables)
+    previous = load_tables(args.previous_tables) if args.previous_tables else None
     out, meta = run_setup(p, args.out)
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2**20)
     rows, layers, done = [], args.layers.split(","), set()
@@ -159,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
             done.add((layer, n, k))
             for direction in args.dirs.split(","):
                 for m in (int(v) for v in args.ms.split(",")):
-                    rows.append(measure(model, layer, n, k, direction, m, l2, args.budget, args.verify))
+                    rows.append(measure(model, layer, n, k, direction, m, l2, args.budget, args.verify, previous))
                     print(line(rows[-1]), flush=True)
                     torch.cuda.empty_cache()
                     tmp = out / "routes.json.tmp"

@@ -2484,4 +2484,22 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 500 python3 benchmarks/routes.py --verify --dirs bwd --ms 320,448,576,704,832,960,1152,1408,1792 \
       --out "$out" 2>&1 | grep -v Warning > "$out/log.txt"; sed 's/ | .* | / /' "$out/log.txt" | cut -c1-60,100-220
     ;;
+  60e)  # the final tables against run 25's (benchmarks/results/run26_2026-11-27/previous_tables.json, dumped from
+        # fcb8123) and against the buckets only, M = 320-2048 on and off the grid, the forward; 60f: the input gradient
+    device_name
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "keys_between or default_dispatch or module_backward" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    timeout 450 python3 benchmarks/routes.py --verify --dirs fwd \
+      --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json \
+      --ms 320,384,576,640,704,768,832,896,960,1024,1152,1408,1536,1792,2048 --out "$out" 2>&1 | grep -v Warning \
+      > "$out/log.txt"; sed 's/.* bf16 / /; s/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150
+    ;;
+  60f)
+    device_name
+    timeout 560 python3 benchmarks/routes.py --verify --dirs bwd \
+      --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json \
+      --ms 320,384,576,640,704,768,832,896,960,1024,1152,1408,1536,1792,2048 --out "$out" 2>&1 | grep -v Warning \
+      > "$out/log.txt"; sed 's/.* bf16 / /; s/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150
+    ;;
 esac

@@ -104,7 +104,7 @@ def test_pick_follows_the_tuned_buckets(monkeypatch):
     assert ws.pick(_x(64, k, torch.float16), n, k, k) is None
     assert ws.pick(_x(64, 2 * k)[:, :k], n, k, k) is None  # rows not dense: TMA would need a copy
     assert ws.pick(_x(64, 512), 96, 512, 512) is None  # no tuned entry for this shape
-    assert ws.pick(_x(300, k), n, k, k) == ws.TUNED[(384, n, k)]  # a key between the buckets (run 26)
+    assert ws.pick(_x(300, k), n, k, k) == ws.TUNED[(512, n, k)]
     # A bucket where the search found the other path faster is declined, also for M that round up to it ...
     assert ws.TUNED[(1024, 5120, 5120)] is None
     assert ws.pick(_x(1024, 5120), 5120, 5120, 5120) is None and ws.pick(_x(769, 5120), 5120, 5120, 5120) is None
@@ -120,10 +120,10 @@ def test_keys_between_the_buckets_serve_the_m_down_to_the_next_key(monkeypatch):
     never be looked up), and the "rows" layout's lookup keeps to the powers of two (the keys between were measured on
     "pairs")."""
     monkeypatch.setattr(ws, "available", lambda device=None: True)
-    n, k = 37888, 3584  # 7B gate_up: forward keys at 384 / 640 / 768 / 896
-    served = {m: ws.pick(_x(m, k), n, k, k) for m in (257, 384, 385, 512, 513, 640, 641, 768, 769, 896, 897, 1024)}
-    for m, key in ((257, 384), (384, 384), (385, 512), (512, 512), (513, 640), (640, 640), (641, 768), (768, 768),
-                   (769, 896), (896, 896), (897, 1024), (1024, 1024)):
+    n, k = 37888, 3584  # 7B gate_up: forward keys at 640 / 768 / 896
+    served = {m: ws.pick(_x(m, k), n, k, k) for m in (257, 385, 512, 513, 640, 641, 768, 769, 896, 897, 1024)}
+    for m, key in ((257, 512), (385, 512), (512, 512), (513, 640), (640, 640), (641, 768), (768, 768), (769, 896),
+                   (896, 896), (897, 1024), (1024, 1024)):
         assert served[m] == ws.TUNED[(key, n, k)], m
     assert ws.TUNED[(640, n, k)] != ws.TUNED[(768, n, k)]  # so the checks above can tell the keys apart
     for table in (ws.TUNED, ws.TUNED_BWD, ws.TUNED_BWD_ROWS, ws.TUNED_WORDS):

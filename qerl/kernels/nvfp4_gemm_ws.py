@@ -279,9 +279,10 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
 # often fill the last wave of CTAs poorly. Taken where another table config was at least 3% faster than the default
 # dispatch (and more than twice the gap between two graphs of the same calls); where the slab path won,
 # ``nvfp4_gemm.SLAB_RANGES`` sends the M there instead. A key marked "kept" holds the config the default dispatch
-# already took there, so that a changed key above it does not take its M.
+# already took there, so that a changed key above it does not take its M. Left out after the check at M off the
+# measured grid (M = 320-1792): 7B gate_up's M = 384 key (1.07x at 384, 1.44x slower at 320) and 14B down's M = 1536
+# key (1.05x at 1536, 1.19x slower at 1152); the input gradient's 14B / 32B o M = 1536 key (1.06x slower at 1152).
 TUNED.update({
-    (384, 37888, 3584): WsConfig(128, 64, 3, 1, maxnreg=128),  # M = 128's, 1.07x
     (640, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),  # M = 512's, 1.10x
     (768, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False),  # kept (M = 1024's)
     (896, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),  # M = 512's, 1.05x
@@ -290,7 +291,6 @@ TUNED.update({
     (768, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # M = 512's, 2.0-2.1x (the tile loop's)
     (384, 5120, 13824): WsConfig(128, 128, 4, 3, 2, False),  # M = 128's, 1.28x
     (896, 5120, 13824): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # M = 512's, 1.05-1.07x at 640-896
-    (1536, 5120, 13824): WsConfig(256, 128, 2, 1, 2, False, stream_k=1, dp_waves=True),  # M = 1024's, 1.05x (slab)
     (384, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),  # M = 128's, 1.24x
     (384, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),  # M = 128's, 1.36x
     (640, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),  # kept (M = 1024's before run 26)
@@ -407,7 +407,6 @@ TUNED_BWD.update({
     (384, 5120, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # M = 256's, 1.44x
     (640, 5120, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # M = 256's, 1.69x (the tile loop's)
     (768, 5120, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # M = 512's, 1.07x (slab)
-    (1536, 5120, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # M = 512's, 1.04x (slab)
     (384, 7168, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # M = 256's, 1.30x
     (1536, 7168, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # M = 512's, 1.03x (slab)
     (384, 5120, 13824): WsBwdConfig(128, 4, 1, in_flight=True),  # M = 128's, 1.04x
