@@ -2493,13 +2493,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 450 python3 benchmarks/routes.py --verify --dirs fwd \
       --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json \
       --ms 320,384,576,640,704,768,832,896,960,1024,1152,1408,1536,1792,2048 --out "$out" 2>&1 | grep -v Warning \
-      > "$out/log.txt"; sed 's/.* bf16 / /; s/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150
+      > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150
     ;;
   60f)
     device_name
     timeout 560 python3 benchmarks/routes.py --verify --dirs bwd \
       --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json \
       --ms 320,384,576,640,704,768,832,896,960,1024,1152,1408,1536,1792,2048 --out "$out" 2>&1 | grep -v Warning \
-      > "$out/log.txt"; sed 's/.* bf16 / /; s/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150
+      > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150
     ;;
 esac
