@@ -2502,4 +2502,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --ms 320,384,576,640,704,768,832,896,960,1024,1152,1408,1536,1792,2048 --out "$out" 2>&1 | grep -v Warning \
       > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150
     ;;
+  60g)  # after 60f: 7B qkv's input-gradient M = 2048 key out, 7B gate_up's M = 1025-1536 to the slab path; GPU tests,
+        # then the input gradient of those two layers against run 25's tables at M = 1152-2048
+    device_name
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "keys_between or default_dispatch or module_backward" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    timeout 300 python3 benchmarks/routes.py --verify --dirs bwd --models 7b --layers qkv,gate_up \
+      --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json \
+      --ms 1152,1408,1536,1792,2048 --out "$out" 2>&1 | grep -v Warning \
+      > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150
+    ;;
 esac

@@ -1348,13 +1348,15 @@ SCRATCH_ELEMENTS = 64 * 2**20
 # M ranges (inclusive) in which the default dispatch on the "pairs" layout takes the slab path although the
 # warp-specialized kernel's table has an entry (or the rule below would take the tile loop): run 26's routes
 # (benchmarks/routes.py, H200), where the slab path ran 1.07-1.83x faster than the table's config at M = 640-1024
-# (the forward) and 1.12-1.13x at M = 640 (the input gradient). {(direction, N, K): ((first M, last M), ...)}
+# (the forward) and 1.12-1.13x at M = 640 (the input gradient), and below a key that lost off the measured grid.
+# {(direction, N, K): ((first M, last M), ...)}
 SLAB_RANGES: dict[tuple[str, int, int], tuple[tuple[int, int], ...]] = {
     ("fwd", 4608, 3584): ((769, 1024),),  # 7B qkv: 1.07x / 1.17x at 896 / 1024
     ("fwd", 3584, 3584): ((513, 768), (897, 1024)),  # 7B o: 1.30x / 1.18x at 640 / 768, 1.04x at 1024
     ("fwd", 7168, 5120): ((513, 896),),  # 14B / 32B qkv: 1.32x / 1.22x / 1.10x at 640 / 768 / 896
     ("fwd", 5120, 5120): ((769, 1024),),  # 14B / 32B o: 1.83x at 896 (the tile loop's)
-    ("bwd", 4608, 3584): ((513, 640), (1025, 1536)),  # 7B qkv: 1.12x at 640; at 1536 against TUNED_BWD's 2048 entry
+    ("bwd", 4608, 3584): ((513, 640),),  # 7B qkv: 1.12x at 640
+    ("bwd", 37888, 3584): ((1025, 1536),),  # 7B gate_up: TUNED_BWD's M = 2048 entry 1.09-1.10x slower at 1152 / 1408
     ("bwd", 3584, 3584): ((513, 640),),  # 7B o: 1.13x at 640
 }
 

@@ -281,7 +281,9 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
 # ``nvfp4_gemm.SLAB_RANGES`` sends the M there instead. A key marked "kept" holds the config the default dispatch
 # already took there, so that a changed key above it does not take its M. Left out after the check at M off the
 # measured grid (M = 320-1792): 7B gate_up's M = 384 key (1.07x at 384, 1.44x slower at 320) and 14B down's M = 1536
-# key (1.05x at 1536, 1.19x slower at 1152); the input gradient's 14B / 32B o M = 1536 key (1.06x slower at 1152).
+# key (1.05x at 1536, 1.19x slower at 1152); the input gradient's 14B / 32B o M = 1536 key (1.06x slower at 1152) and
+# 7B qkv's M = 2048 key (1.05x at 2048, 1.19x slower at 1792); 7B gate_up's M = 2048 key (1.05x at 2048, 1.09-1.10x
+# slower at 1152 / 1408) serves only M = 1537-2048.
 TUNED.update({
     (640, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),  # M = 512's, 1.10x
     (768, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False),  # kept (M = 1024's)
@@ -397,13 +399,12 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (2048, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 25: M = 1024's, 0.87x the slab path's time
     (4096, 55296, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True),  # run 25: M = 1024's, 0.91x the slab path's time
 }
-# Run 26: keys between the powers of two, as ``TUNED``'s (M = 384 / 640 / 768 / 1536 / 2048).
+# Run 26: keys between the powers of two, as ``TUNED``'s (M = 384 / 640 / 768 / 1536, and 2048).
 TUNED_BWD.update({
     (384, 37888, 3584): WsBwdConfig(128, 4, 8, maxnreg=128),  # M = 128's, 1.13x
     (768, 37888, 3584): WsBwdConfig(256, 4, 4, consumers=2),  # M = 512's, 1.15-1.16x at 640 / 768
-    (2048, 37888, 3584): WsBwdConfig(256, 4, 4, consumers=2),  # M = 512's, 1.04-1.05x (slab) at 1536 / 2048
+    (2048, 37888, 3584): WsBwdConfig(256, 4, 4, consumers=2),  # M = 512's, 1.05x (slab); M <= 1536 SLAB_RANGES
     (384, 3584, 18944): WsBwdConfig(128, 4, 1, maxnreg=128),  # M = 128's, 1.12x
-    (2048, 4608, 3584): WsBwdConfig(256, 4, 1, consumers=2),  # M = 1024's, 1.05x (slab; at 1536 SLAB_RANGES)
     (384, 5120, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # M = 256's, 1.44x
     (640, 5120, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # M = 256's, 1.69x (the tile loop's)
     (768, 5120, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # M = 512's, 1.07x (slab)
