@@ -2513,4 +2513,16 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --ms 1152,1408,1536,1792,2048 --out "$out" 2>&1 | grep -v Warning \
       > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150
     ;;
+  60h)  # the final tables against run 25's on an H100: GPU tests, the forward and the input gradient, M = 320-1792
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "keys_between or default_dispatch or module_backward" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    for d in fwd bwd; do
+      timeout 220 python3 benchmarks/routes.py --verify --dirs $d \
+        --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json \
+        --ms 320,384,576,704,832,960,1024,1152,1792 --out "$out/$d" 2>&1 | grep -v Warning > "$out/log_$d.txt"
+    done
+    cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-150 | tail -80
+    ;;
 esac
