@@ -2525,4 +2525,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     done
     cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-150 | tail -80
     ;;
+  60i)  # the final tables (7B o's forward at M = 897-1024 back on the kernel after 60h) against run 25's on an H200:
+        # the forward and the input gradient, M = 320-2048 on and off the grid
+    device_name
+    for d in fwd bwd; do
+      timeout 280 python3 benchmarks/routes.py --verify --dirs $d \
+        --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json \
+        --ms 320,384,576,640,704,768,832,896,960,1024,1152,1408,1536,1792,2048 --out "$out/$d" 2>&1 | grep -v Warning \
+        > "$out/log_$d.txt"
+    done
+    cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-150 | tail -40
+    ;;
 esac

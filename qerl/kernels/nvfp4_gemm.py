@@ -1352,7 +1352,7 @@ SCRATCH_ELEMENTS = 64 * 2**20
 # {(direction, N, K): ((first M, last M), ...)}
 SLAB_RANGES: dict[tuple[str, int, int], tuple[tuple[int, int], ...]] = {
     ("fwd", 4608, 3584): ((769, 1024),),  # 7B qkv: 1.07x / 1.17x at 896 / 1024
-    ("fwd", 3584, 3584): ((513, 768), (897, 1024)),  # 7B o: 1.30x / 1.18x at 640 / 768, 1.04x at 1024
+    ("fwd", 3584, 3584): ((513, 768),),  # 7B o: 1.30x / 1.18x at 640 / 768 (M = 897-1024: an H100 1.11x slower at 960)
     ("fwd", 7168, 5120): ((513, 896),),  # 14B / 32B qkv: 1.32x / 1.22x / 1.10x at 640 / 768 / 896
     ("fwd", 5120, 5120): ((769, 1024),),  # 14B / 32B o: 1.83x at 896 (the tile loop's)
     ("bwd", 4608, 3584): ((513, 640),),  # 7B qkv: 1.12x at 640
