@@ -343,8 +343,38 @@ def test_gpu_benchmarks_refuse_without_cuda_before_writing(tmp_path, capsys):
     """The GPU benchmarks' shared start (gemm_nvfp4.run_setup) stops with one message naming what is missing, before
     it creates the output folder."""
     for name, need in (("slab_plans", "needs a CUDA GPU"), ("host_overhead", "needs a CUDA GPU"),
-                       ("l2_reread", "needs a CUDA GPU (TMA loads)")):
+                       ("l2_reread", "needs a CUDA GPU (TMA loads)"), ("routes", "needs a CUDA GPU")):
         out = tmp_path / name
         with pytest.raises(SystemExit):
             _load(name).main(["--out", str(out)])
         assert need in capsys.readouterr().err and not out.exists()
+
+
+def test_routes_candidates_and_the_previous_tables(tmp_path, monkeypatch):
+    """benchmarks/routes.py: the table configs it times per cell are the distinct ones of the layer's buckets from
+    M / 4 to 4 M (declined buckets left out); the tables it dumps load back equal; and its "previous" dispatch runs on
+    those tables on the powers of two without ``SLAB_RANGES``, restoring the module's own afterwards."""
+    from qerl.kernels import nvfp4_gemm as kern
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    rt = _load("routes")
+    n, k = 37888, 3584
+    cands = rt.ws_candidates(ws.TUNED, 640, n, k)
+    assert set(cands.values()) == {cfg for (m, tn, tk), cfg in ws.TUNED.items()
+                                   if (tn, tk) == (n, k) and cfg is not None and 160 <= m <= 2560}
+    assert len(cands) == len(set(cands.values())) and all(int(label[3:]) >= 160 for label in cands)
+    assert rt.ws_candidates(ws.TUNED, 1024, 5120, 5120).get("ws@1024") is None  # declined there
+    path = tmp_path / "tables.json"
+    rt.dump_tables(str(path))
+    tables = rt.load_tables(str(path))
+    assert tables["TUNED"] == ws.TUNED and tables["TUNED_BWD"] == ws.TUNED_BWD
+    older = {"TUNED": {key: cfg for key, cfg in ws.TUNED.items() if key[0] not in kern.FINE_MS}, "TUNED_BWD": {}}
+    own = ws.TUNED, kern.SLAB_RANGES
+
+    def probe():
+        assert ws.TUNED is older["TUNED"] and kern.SLAB_RANGES == {} and not kern._slab_range("fwd", 700, 3584, 3584)
+        return kern._nearest_bucket(ws.TUNED, 640, lambda b: (b, n, k))
+
+    assert rt.previous_dispatch(kern, ws, older, probe) == ws.TUNED[(1024, n, k)] != ws.TUNED[(640, n, k)]
+    assert (ws.TUNED, kern.SLAB_RANGES) == own and kern._nearest_bucket(ws.TUNED, 640, lambda b: (b, n, k)) == \
+        ws.TUNED[(640, n, k)]
