@@ -12,6 +12,9 @@ per layer (Qwen2.5-7B / 14B / 32B shapes), direction and M, this times every rou
 - ``ws@B``: the warp-specialized kernel on the config its table holds for bucket B, every distinct config of the
   layer's buckets from M / 4 to 4 M.
 
+``--layout words`` does the same for the forward on the rollout's "words" layout (``TUNED_WORDS``; no tile loop: it
+decodes words in plain Triton only).
+
 ``--verify`` times only the default dispatch against ``buckets only``: the same dispatch with the tables' keys
 between the powers of two (``nvfp4_gemm.FINE_MS``) and ``nvfp4_gemm.SLAB_RANGES`` left out; with ``--previous-tables
 FILE`` also on the ``TUNED`` / ``TUNED_BWD`` tables of FILE (``previous``), as written by ``--dump-tables FILE``
@@ -73,30 +76,31 @@ def dump_tables(path: str) -> None:
     from qerl.kernels import nvfp4_gemm_ws as ws
 
     tables = {name: [[*key, None if cfg is None else cfg._asdict()] for key, cfg in getattr(ws, name).items()]
-              for name in ("TUNED", "TUNED_BWD")}
+              for name in ("TUNED", "TUNED_BWD", "TUNED_WORDS")}
     Path(path).write_text(json.dumps(tables))
 
 
 def load_tables(path: str) -> dict:
     from qerl.kernels import nvfp4_gemm_ws as ws
 
-    cls = {"TUNED": ws.WsConfig, "TUNED_BWD": ws.WsBwdConfig}
+    cls = {"TUNED": ws.WsConfig, "TUNED_BWD": ws.WsBwdConfig, "TUNED_WORDS": ws.WsConfig}
     return {name: {(m, n, k): None if cfg is None else cls[name](**cfg) for m, n, k, cfg in rows}
             for name, rows in json.loads(Path(path).read_text()).items()}
 
 
 def previous_dispatch(kern, ws, tables: dict, call):
     """``call()`` on ``tables`` (``load_tables``), on the powers of two only, without ``SLAB_RANGES``."""
-    saved = ws.TUNED, ws.TUNED_BWD
+    saved = ws.TUNED, ws.TUNED_BWD, ws.TUNED_WORDS
     ws.TUNED, ws.TUNED_BWD = tables["TUNED"], tables["TUNED_BWD"]
+    ws.TUNED_WORDS = tables.get("TUNED_WORDS", ws.TUNED_WORDS)
     try:
         return buckets_only(kern, call)
     finally:
-        ws.TUNED, ws.TUNED_BWD = saved
+        ws.TUNED, ws.TUNED_BWD, ws.TUNED_WORDS = saved
 
 
 def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, budget_s: float,
-            verify: bool = False, previous: dict | None = None) -> dict:
+            verify: bool = False, previous: dict | None = None, layout: str = "pairs") -> dict:
     from gemm_ws import _copies
     from slab_plans import interleaved_us
 
@@ -109,7 +113,8 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
     w_bf16 = ref_w.to(torch.bfloat16)
     wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
-    kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout="pairs"), l2_bytes)
+    kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2_bytes)
+    words = layout == "words"
     fwd = direction == "fwd"
     inp = torch.randn(m, k if fwd else n, device="cuda", dtype=torch.bfloat16)
     out_shape = (m, n if fwd else k)
@@ -120,14 +125,15 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
         tile_cfg = kern.fwd_config(m, n, kws[0].k_pad, inp.device)
         if (kws[0].k_pad // kern.CHUNK) % tile_cfg.ch:
             tile_cfg = tile_cfg._replace(ch=1)
-        cands = ws_candidates(ws.TUNED, m, n, kws[0].k_pad)
+        cands = ws_candidates(ws.TUNED_WORDS if words else ws.TUNED, m, n, kws[0].k_pad)
     else:
         shipped, slab, run_ws = kern.nvfp4_matmul_grad_input, kern._grad_input_large_m, ws.ws_matmul_grad_input
         tile_cfg = kern.bwd_config(m, n, kws[0].k_pad, inp.device)
         cands = ws_candidates(ws.TUNED_BWD, m, n, kws[0].k_pad)
     routes = {"shipped": lambda kw, o: shipped(inp, kw, out=o),
-              "slab": lambda kw, o: slab(inp, kw, o),
-              "tile": lambda kw, o: shipped(inp, kw, config=tile_cfg, out=o)}
+              "slab": lambda kw, o: slab(inp, kw, o)}
+    if not words:  # the tile loop decodes "words" in plain Triton only: not a route worth timing there
+        routes["tile"] = lambda kw, o: shipped(inp, kw, config=tile_cfg, out=o)
     if verify:
         routes = {"shipped": routes["shipped"],
                   "buckets only": lambda kw, o: buckets_only(kern, lambda: shipped(inp, kw, out=o))}
@@ -157,7 +163,7 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
     us = interleaved_us(variants, budget_s=budget_s)
     timed = {label: us[label] for label in routes}
     best = min(timed, key=timed.get)
-    return {"model": model, "layer": layer, "dir": direction, "m": m, "n": n, "k": k, "bf16_us": us["bf16"],
+    return {"model": model, "layer": layer, "dir": direction, "layout": layout, "m": m, "n": n, "k": k, "bf16_us": us["bf16"],
             "shipped_repeat_us": us["shipped (repeat)"], "routes": timed, "best": best,
             "configs": {label: str(cfg) for label, cfg in cands.items()} | {"tile": str(tile_cfg)},
             "rel_err": errors, "dropped": dropped}
@@ -182,10 +188,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ms", default="384,640,768,896,1024,1536,2048")
     p.add_argument("--budget", type=float, default=0.8, help="seconds of timed replays per cell (at least 9 rounds)")
     p.add_argument("--verify", action="store_true", help="the default dispatch against the one on the buckets only")
+    p.add_argument("--layout", default="pairs", choices=["pairs", "words"],
+                   help="the weights' code layout (words: the rollout forward's; forward only)")
     p.add_argument("--previous-tables", default=None, help="with --verify: also the dispatch on these tables (JSON)")
     p.add_argument("--dump-tables", default=None, help="write this tree's tables as JSON to this file and stop")
     p.add_argument("--out", default="benchmarks/out/routes")
     args = p.parse_args(argv)
+    if args.layout == "words" and args.dirs != "fwd":
+        p.error("the words layout serves the forward only: use --dirs fwd")
     if args.dump_tables:
         return dump_tables(args.dump_tables)
     previous = load_tables(args.previous_tables) if args.previous_tables else None
@@ -199,7 +209,8 @@ def main(argv: list[str] | None = None) -> None:
             done.add((layer, n, k))
             for direction in args.dirs.split(","):
                 for m in (int(v) for v in args.ms.split(",")):
-                    rows.append(measure(model, layer, n, k, direction, m, l2, args.budget, args.verify, previous))
+                    rows.append(measure(model, layer, n, k, direction, m, l2, args.budget, args.verify, previous,
+                                        args.layout))
                     print(line(rows[-1]), flush=True)
                     torch.cuda.empty_cache()
                     tmp = out / "routes.json.tmp"

@@ -2536,4 +2536,9 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     done
     cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-150 | tail -40
     ;;
+  60j)  # the routes of the forward on the "words" layout (the rollout's; TUNED_WORDS), as 60a
+    device_name
+    timeout 560 python3 benchmarks/routes.py --layout words --dirs fwd --ms 384,640,768,896,1024,1536,2048 \
+      --out "$out" 2>&1 | grep -v Warning > "$out/log.txt"; sed 's/ | .* | / /' "$out/log.txt" | cut -c1-200
+    ;;
 esac

@@ -367,7 +367,7 @@ def test_routes_candidates_and_the_previous_tables(tmp_path, monkeypatch):
     path = tmp_path / "tables.json"
     rt.dump_tables(str(path))
     tables = rt.load_tables(str(path))
-    assert tables["TUNED"] == ws.TUNED and tables["TUNED_BWD"] == ws.TUNED_BWD
+    assert (tables["TUNED"], tables["TUNED_BWD"], tables["TUNED_WORDS"]) == (ws.TUNED, ws.TUNED_BWD, ws.TUNED_WORDS)
     older = {"TUNED": {key: cfg for key, cfg in ws.TUNED.items() if key[0] not in kern.FINE_MS}, "TUNED_BWD": {}}
     own = ws.TUNED, kern.SLAB_RANGES
 

@@ -1345,7 +1345,8 @@ SLAB_MIN_FLOP = 4e10
 SCRATCH_ELEMENTS = 64 * 2**20
 
 
-# M ranges (inclusive) in which the default dispatch on the "pairs" layout takes the slab path although the
+# M ranges (inclusive) in which the default dispatch ("fwd" / "bwd" on the "pairs" layout, "words" the forward on
+# that layout) takes the slab path although the
 # warp-specialized kernel's table has an entry (or the rule below would take the tile loop): run 26's routes
 # (benchmarks/routes.py, H200), where the slab path ran 1.07-1.83x faster than the table's config at M = 640-1024
 # (the forward) and 1.12-1.13x at M = 640 (the input gradient), and below a key that lost off the measured grid.
@@ -1667,7 +1668,7 @@ def nvfp4_matmul(
     if m == 0:
         return y.reshape(*x.shape[:-1], w.n)
     kc = w.k_pad // CHUNK
-    if config is None and x2.is_cuda and not w.words and _slab_range("fwd", m, w.n, w.k):
+    if config is None and x2.is_cuda and _slab_range("words" if w.words else "fwd", m, w.n, w.k):
         y = add_bias_and_lora_(_matmul_large_m(x2, w, y), bias, lora)
         return y.reshape(*x.shape[:-1], w.n)
     if config is None and x2.is_cuda and (lora is None or m >= LORA_WS_MIN_M or w.words):

@@ -623,8 +623,7 @@ def pick(x2: torch.Tensor, n: int, k: int, k_pad: int, words: bool = False) -> W
         return None
     if words:
         key = lambda bucket: (min(bucket, WORDS_MAX_BUCKET), n, k_pad)  # noqa: E731
-        b = kern._m_bucket(m)
-        hit = [key(v) for v in (b, 2 * b, 4 * b) if key(v) in TUNED_WORDS]
+        hit = [key(v) for v in kern._bucket_keys(m, True) if key(v) in TUNED_WORDS]
         if hit:
             cfg = TUNED_WORDS[hit[0]]  # None: the slab path (``nvfp4_matmul``)
         else:
