@@ -2541,4 +2541,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 560 python3 benchmarks/routes.py --layout words --dirs fwd --ms 384,640,768,896,1024,1536,2048 \
       --out "$out" 2>&1 | grep -v Warning > "$out/log.txt"; sed 's/ | .* | / /' "$out/log.txt" | cut -c1-200
     ;;
+  60k)  # 60j's keys and slab ranges on "words": GPU tests, then the forward on "words" against run 25's tables
+        # (previous_tables.json with TUNED_WORDS) and on the buckets only, M = 320-2048 on and off the grid
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "keys_between or default_dispatch or words" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    timeout 400 python3 benchmarks/routes.py --verify --layout words --dirs fwd \
+      --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json \
+      --ms 320,384,576,640,704,768,832,896,960,1024,1152,1408,1536,1792,2048 --out "$out" 2>&1 | grep -v Warning \
+      > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150 | tail -50
+    ;;
 esac

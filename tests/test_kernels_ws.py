@@ -140,13 +140,27 @@ def test_slab_ranges_follow_the_keys_and_stay_off_the_other_layouts():
     names a (direction, N, K) of the measured layers."""
     keys = set(kern.FINE_MS) | {1 << i for i in range(14)}
     for (direction, n, k), ranges in kern.SLAB_RANGES.items():
-        assert direction in ("fwd", "bwd")
+        assert direction in ("fwd", "bwd", "words")
         for lo, hi in ranges:
             assert lo - 1 in keys and hi in keys and lo <= hi
         assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:]))
         assert kern._slab_range(direction, ranges[0][0], n, k) and not kern._slab_range(direction, ranges[0][0] - 1, n, k)
     assert kern._slab_range("fwd", 700, 3584, 3584) and not kern._slab_range("fwd", 800, 3584, 3584)
     assert not kern._slab_range("bwd", 700, 3584, 3584) and not kern._slab_range("fwd", 700, 3584, 18944)
+    assert kern._slab_range("words", 960, 4608, 3584) and not kern._slab_range("fwd", 960, 4608, 3584 + 128)
+
+
+def test_words_lookup_takes_the_keys_between_buckets(monkeypatch):
+    """The forward on "words" looks up ``TUNED_WORDS`` the same way: 7B qkv's M = 513-896 take its M = 896 key (before
+    run 26 they fell past the declined M = 1024 bucket to the tile loop), M = 897-1024 decline the kernel (the slab
+    path, ``SLAB_RANGES``)."""
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    n, k = 4608, 3584
+    assert ws.TUNED_WORDS[(1024, n, k)] is None
+    for m in (513, 700, 896):
+        assert ws.pick(_x(m, k), n, k, k, words=True) == ws.TUNED_WORDS[(896, n, k)] is not None
+    assert ws.pick(_x(897, k), n, k, k, words=True) is None and kern._slab_range("words", 897, n, k)
+    assert ws.pick(_x(400, k), n, k, k, words=True) == ws.TUNED_WORDS[(512, n, k)]
 
 
 def test_pick_below_min_m_takes_only_small_buckets(monkeypatch):

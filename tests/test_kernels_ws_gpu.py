@@ -229,6 +229,8 @@ def test_module_backward_takes_the_rows_copy_where_the_kernel_covers_it(m, monke
     ("fwd", 600, 3584, 3584, "slab"),  # 7B o
     ("bwd", 600, 3584, 3584, "slab"),
     ("bwd", 300, 37888, 3584, 384),  # 7B gate_up's input gradient on its M = 384 key
+    ("words", 700, 4608, 3584, 896),  # 7B qkv on "words": the M = 896 key (the tile loop's M before)
+    ("words", 960, 4608, 3584, "slab"),
 ])
 def test_default_dispatch_follows_the_keys_between_buckets(direction, m, n, k, route, monkeypatch):
     """Run 26's routes between the buckets: the default dispatch runs the config of the smallest key at or above M, or
@@ -243,15 +245,15 @@ def test_default_dispatch_follows_the_keys_between_buckets(direction, m, n, k, r
             a[2] if _name.startswith("ws") else "slab") or _real(*a, **kw))
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
-    w = prepare_weight(q.packed, q.scale, q.global_scale)
-    fwd = direction == "fwd"
+    w = prepare_weight(q.packed, q.scale, q.global_scale, layout="words" if direction == "words" else "pairs")
+    fwd = direction != "bwd"
     inp = torch.randn(m, k if fwd else n, device="cuda").to(torch.bfloat16)
     out = kern.nvfp4_matmul(inp, w) if fwd else kern.nvfp4_matmul_grad_input(inp, w)
     ref = _fp32_matmul(inp.float(), ref_w.T if fwd else ref_w)
-    table = ws.TUNED if fwd else ws.TUNED_BWD
+    table = {"fwd": ws.TUNED, "bwd": ws.TUNED_BWD, "words": ws.TUNED_WORDS}[direction]
     assert calls == ["slab" if route == "slab" else table[(route, n, w.k_pad)]]
     assert float((out.float() - ref).norm() / ref.norm()) < 4e-3
-    if not fwd:  # a layer with the "rows" copy hands the slab path its "pairs" weight
+    if direction == "bwd":  # a layer with the "rows" copy hands the slab path its "pairs" weight
         rows = prepare_weight(q.packed, q.scale, q.global_scale, layout="rows")
         assert (kern.grad_input_weight(inp, w, rows) is w) == (route == "slab")
 

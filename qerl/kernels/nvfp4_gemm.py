@@ -1356,6 +1356,9 @@ SLAB_RANGES: dict[tuple[str, int, int], tuple[tuple[int, int], ...]] = {
     ("fwd", 3584, 3584): ((513, 768),),  # 7B o: 1.30x / 1.18x at 640 / 768 (M = 897-1024: an H100 1.11x slower at 960)
     ("fwd", 7168, 5120): ((513, 896),),  # 14B / 32B qkv: 1.32x / 1.22x / 1.10x at 640 / 768 / 896
     ("fwd", 5120, 5120): ((769, 1024),),  # 14B / 32B o: 1.83x at 896 (the tile loop's)
+    ("words", 4608, 3584): ((897, 1024),),  # 7B qkv on "words": M = 1024's route (the tile loop's below it)
+    ("words", 3584, 3584): ((513, 768),),  # 7B o on "words": 1.19x / 1.08x at 640 / 768
+    ("words", 7168, 5120): ((513, 640),),  # 14B / 32B qkv on "words": 1.22x at 640
     ("bwd", 4608, 3584): ((513, 640),),  # 7B qkv: 1.12x at 640
     ("bwd", 37888, 3584): ((1025, 1536),),  # 7B gate_up: TUNED_BWD's M = 2048 entry 1.09-1.10x slower at 1152 / 1408
     ("bwd", 3584, 3584): ((513, 640),),  # 7B o: 1.13x at 640
