@@ -2552,4 +2552,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --ms 320,384,576,640,704,768,832,896,960,1024,1152,1408,1536,1792,2048 --out "$out" 2>&1 | grep -v Warning \
       > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150 | tail -50
     ;;
+  60l)  # after 60k: M = 1025-1280 on "words" keep their route before on M = 1280 keys; GPU tests, then the forward on
+        # "words" against run 25's tables at M = 1088-1792
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "keys_between or default_dispatch" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -2 \
+      | tee "$out/gpu_tests.txt"
+    timeout 400 python3 benchmarks/routes.py --verify --layout words --dirs fwd \
+      --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json \
+      --ms 1088,1152,1216,1280,1344,1408,1472,1536,1664,1792 --out "$out" 2>&1 | grep -v Warning \
+      > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150 | tail -3
+    ;;
 esac

@@ -1210,9 +1210,10 @@ def _m_bucket(m: int) -> int:
 
 
 # Keys between the powers of two that the warp-specialized kernels' tables may hold (run 26, benchmarks/routes.py):
-# multiples of 128, so that a 128- or 256-row tile of X comes in the same count at every M a key serves from the
-# next key below it (every M = 385-512 has four 128-row tiles), and an entry measured at the key holds for them.
-FINE_MS = (384, 640, 768, 896, 1536)
+# up to 1024 multiples of 128, so that a 128- or 256-row tile of X comes in the same count at every M a key serves
+# from the next key below it (every M = 385-512 has four 128-row tiles), and an entry measured at the key holds for
+# them; 1280 / 1536 each span two or more tile counts, so their entries were checked at M between the keys.
+FINE_MS = (384, 640, 768, 896, 1280, 1536)
 
 
 @functools.lru_cache(maxsize=4096)
