@@ -2563,14 +2563,4 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --ms 1088,1152,1216,1280,1344,1408,1472,1536,1664,1792 --out "$out" 2>&1 | grep -v Warning \
       > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150 | tail -3
     ;;
-  60m)  # the words tables of 60l on an H100: GPU tests, the forward on "words" against run 25's tables
-    device_name
-    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
-      -k "keys_between or default_dispatch" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -2 \
-      | tee "$out/gpu_tests.txt"
-    timeout 400 python3 benchmarks/routes.py --verify --layout words --dirs fwd \
-      --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json \
-      --ms 320,576,704,832,960,1152,1408,1792 --out "$out" 2>&1 | grep -v Warning \
-      > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150 | tail -3
-    ;;
 esac
