@@ -116,6 +116,14 @@ large_m_verify() {  # the dispatch's GPU tests (limit 240 s), then benchmarks/sl
   timeout 340 python3 benchmarks/slab_plans.py --verify --ms "$1" --out "$out" 2>&1 \
     | grep -v Warning | tee "$out/log.txt" | grep -v "^     " | cut -c1-60,150-260 | tail -96
 }
+words_verify() {  # the dispatch's GPU tests -k "$1" (limit 150 s), then the forward on "words" against run 25's
+                  # tables (benchmarks/routes.py --verify --previous-tables) at M = $2, log under $out
+  timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "$1" -rf --tb=short 2>&1 \
+    | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+  timeout 400 python3 benchmarks/routes.py --verify --layout words --dirs fwd \
+    --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json --ms "$2" --out "$out" 2>&1 \
+    | grep -v Warning > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150 | tail -50
+}
 dispatch_groups() {  # dispatch_alternating for each GROUP:MS:LIMIT after the models ($1) and a work name ($2): group
                      # bwd the input gradient, words / pairs the forward on that layout, at M = MS (comma-separated),
                      # LIMIT s a pass; each group's files in one tar under $out (a call returns at most 8 files)
@@ -2544,23 +2552,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   60k)  # 60j's keys and slab ranges on "words": GPU tests, then the forward on "words" against run 25's tables
         # (previous_tables.json with TUNED_WORDS) and on the buckets only, M = 320-2048 on and off the grid
     device_name
-    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
-      -k "keys_between or default_dispatch or words" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 \
-      | tee "$out/gpu_tests.txt"
-    timeout 400 python3 benchmarks/routes.py --verify --layout words --dirs fwd \
-      --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json \
-      --ms 320,384,576,640,704,768,832,896,960,1024,1152,1408,1536,1792,2048 --out "$out" 2>&1 | grep -v Warning \
-      > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150 | tail -50
+    words_verify "keys_between or default_dispatch or words" 320,384,576,640,704,768,832,896,960,1024,1152,1408,1536,1792,2048
     ;;
   60l)  # after 60k: M = 1025-1280 on "words" keep their route before on M = 1280 keys; GPU tests, then the forward on
         # "words" against run 25's tables at M = 1088-1792
     device_name
-    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
-      -k "keys_between or default_dispatch" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -2 \
-      | tee "$out/gpu_tests.txt"
-    timeout 400 python3 benchmarks/routes.py --verify --layout words --dirs fwd \
-      --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json \
-      --ms 1088,1152,1216,1280,1344,1408,1472,1536,1664,1792 --out "$out" 2>&1 | grep -v Warning \
-      > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150 | tail -3
+    words_verify "keys_between or default_dispatch" 1088,1152,1216,1280,1344,1408,1472,1536,1664,1792
+    ;;
+  60m)  # 60l's words tables on an H100: GPU tests, the forward on "words" against run 25's tables
+    device_name
+    words_verify "keys_between or default_dispatch" 320,576,704,832,960,1152,1408,1536,1792,2048
     ;;
 esac
