@@ -2563,4 +2563,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     device_name
     words_verify "keys_between or default_dispatch" 320,576,704,832,960,1152,1408,1536,1792,2048
     ;;
+  60n)  # the routes between the small buckets (decode batches): the forward on "words" and on "pairs", M = 24-192
+        # (measured only)
+    device_name
+    for lay in words pairs; do
+      timeout 250 python3 benchmarks/routes.py --layout $lay --dirs fwd --ms 24,48,96,192 --out "$out/$lay" 2>&1 \
+        | grep -v Warning > "$out/log_$lay.txt"
+    done
+    cat "$out"/log_*.txt | sed 's/ | .* | / /' | cut -c1-200
+    ;;
 esac
