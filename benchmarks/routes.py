@@ -15,6 +15,9 @@ per layer (Qwen2.5-7B / 14B / 32B shapes), direction and M, this times every rou
 ``--layout words`` does the same for the forward on the rollout's "words" layout (``TUNED_WORDS``; no tile loop: it
 decodes words in plain Triton only).
 
+``--propose routes.json`` (no GPU needed) prints the cells where another route won by the rule run 26 took its
+table keys by (``proposals``).
+
 ``--verify`` times only the default dispatch against ``buckets only``: the same dispatch with the tables' keys
 between the powers of two (``nvfp4_gemm.FINE_MS``) and ``nvfp4_gemm.SLAB_RANGES`` left out; with ``--previous-tables
 FILE`` also on the ``TUNED`` / ``TUNED_BWD`` tables of FILE (``previous``), as written by ``--dump-tables FILE``
@@ -169,6 +172,23 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
             "rel_err": errors, "dropped": dropped}
 
 
+def proposals(rows: list[dict], min_gain: float = 1.03) -> list[dict]:
+    """The cells of a routes.json where another route beat the default dispatch by at least ``min_gain`` and by more
+    than twice the gap between the two graphs of the dispatch's own calls (the rule run 26 took its table keys by),
+    each with the route, its config and the gain; candidates for table keys, to be checked at M off the grid."""
+    out = []
+    for r in rows:
+        t, best = r["routes"], r["best"]
+        gain = t["shipped"] / t[best]
+        noise = abs(t["shipped"] / r["shipped_repeat_us"] - 1)
+        if best in ("shipped", "buckets only", "previous") or gain < min_gain or gain - 1 <= 2 * noise:
+            continue
+        out.append({key: r[key] for key in ("model", "layer", "dir", "m", "n", "k")}
+                   | {"layout": r.get("layout", "pairs"), "route": best, "config": r["configs"].get(best, best),
+                      "gain": gain})
+    return out
+
+
 def line(row: dict) -> str:
     bf16, t = row["bf16_us"], row["routes"]
     noise = t["shipped"] / row["shipped_repeat_us"]
@@ -192,12 +212,19 @@ def main(argv: list[str] | None = None) -> None:
                    help="the weights' code layout (words: the rollout forward's; forward only)")
     p.add_argument("--previous-tables", default=None, help="with --verify: also the dispatch on these tables (JSON)")
     p.add_argument("--dump-tables", default=None, help="write this tree's tables as JSON to this file and stop")
+    p.add_argument("--propose", default=None,
+                   help="print the cells of this routes.json where another route won (see proposals) and stop")
     p.add_argument("--out", default="benchmarks/out/routes")
     args = p.parse_args(argv)
     if args.layout == "words" and args.dirs != "fwd":
         p.error("the words layout serves the forward only: use --dirs fwd")
     if args.dump_tables:
         return dump_tables(args.dump_tables)
+    if args.propose:
+        for c in proposals(json.loads(Path(args.propose).read_text())["rows"]):
+            print(f"{c['model']:4} {c['layer']:8} {c['dir']} {c['layout']:5} M={c['m']:5} N={c['n']} K={c['k']}: "
+                  f"{c['route']} {c['gain']:.3f}x  {c['config']}")
+        return None
     previous = load_tables(args.previous_tables) if args.previous_tables else None
     out, meta = run_setup(p, args.out)
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2**20)

@@ -5,6 +5,7 @@ kernel source (which must fail loudly, not silently time the unedited kernel, wh
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -378,3 +379,27 @@ def test_routes_candidates_and_the_previous_tables(tmp_path, monkeypatch):
     assert rt.previous_dispatch(kern, ws, older, probe) == ws.TUNED[(1024, n, k)] != ws.TUNED[(640, n, k)]
     assert (ws.TUNED, kern.SLAB_RANGES) == own and kern._nearest_bucket(ws.TUNED, 640, lambda b: (b, n, k)) == \
         ws.TUNED[(640, n, k)]
+
+
+def test_routes_proposals_take_only_wins_beyond_the_noise(capsys, tmp_path):
+    """routes.py's proposals: a route wins a cell only at least 3% faster than the default dispatch and by more than
+    twice the gap between the dispatch's two graphs; the winner's config is named, and --propose prints them."""
+    rt = _load("routes")
+
+    def row(m, shipped, repeat, **routes):
+        times = {"shipped": shipped, **routes}
+        return {"model": "7b", "layer": "o", "dir": "fwd", "m": m, "n": 3584, "k": 3584, "shipped_repeat_us": repeat,
+                "routes": times, "best": min(times, key=times.get), "configs": {"ws@512": "WsConfig(128, 128)"}}
+
+    rows = [row(640, 10.0, 10.0, slab=9.0), row(768, 10.0, 10.0, slab=9.8),  # 1.11x: taken; 1.02x: not
+            row(896, 10.0, 9.0, slab=9.0),  # 1.11x, but the dispatch's own graphs 11% apart: noise
+            row(1024, 10.0, 10.05, **{"ws@512": 8.0}), row(1536, 9.0, 9.0, slab=9.5)]
+    got = rt.proposals(rows)
+    assert [(c["m"], c["route"], c["config"]) for c in got] == [(640, "slab", "slab"), (1024, "ws@512",
+                                                                                          "WsConfig(128, 128)")]
+    assert got[0]["layout"] == "pairs" and abs(got[1]["gain"] - 1.25) < 1e-9
+    path = tmp_path / "routes.json"
+    path.write_text(json.dumps({"rows": rows}))
+    rt.main(["--propose", str(path)])
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 2 and "M=  640" in printed[0] and "ws@512 1.250x" in printed[1]
