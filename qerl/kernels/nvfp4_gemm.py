@@ -1347,11 +1347,10 @@ SCRATCH_ELEMENTS = 64 * 2**20
 
 
 # M ranges (inclusive) in which the default dispatch ("fwd" / "bwd" on the "pairs" layout, "words" the forward on
-# that layout) takes the slab path although the
-# warp-specialized kernel's table has an entry (or the rule below would take the tile loop): run 26's routes
-# (benchmarks/routes.py, H200), where the slab path ran 1.07-1.83x faster than the table's config at M = 640-1024
-# (the forward) and 1.12-1.13x at M = 640 (the input gradient), and below a key that lost off the measured grid.
-# {(direction, N, K): ((first M, last M), ...)}
+# that layout) takes the slab path although the warp-specialized kernel's table has an entry (or the rule below would
+# take the tile loop): run 26's routes (benchmarks/routes.py, H200), where the slab path ran 1.07-1.83x faster than the
+# table's config at M = 640-1024 (the forward) and 1.12-1.13x at M = 640 (the input gradient), and below a key that
+# lost off the measured grid. {(direction, N, K): ((first M, last M), ...)}
 SLAB_RANGES: dict[tuple[str, int, int], tuple[tuple[int, int], ...]] = {
     ("fwd", 4608, 3584): ((769, 1024),),  # 7B qkv: 1.07x / 1.17x at 896 / 1024
     ("fwd", 3584, 3584): ((513, 768),),  # 7B o: 1.30x / 1.18x at 640 / 768 (M = 897-1024: an H100 1.11x slower at 960)
