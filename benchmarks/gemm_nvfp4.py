@@ -85,6 +85,14 @@ def copy_bandwidth() -> float:
     return 2 * src.numel() * src.element_size() / t
 
 
+def add_layer_args(parser: argparse.ArgumentParser, ms: str) -> None:
+    """The layer grid the per-layer benchmarks take: --models, --layers (of ``SHAPES``), --dirs, --ms (default ``ms``)."""
+    parser.add_argument("--models", default="7b,14b,32b")
+    parser.add_argument("--layers", default="qkv,o,gate_up,down")
+    parser.add_argument("--dirs", default="fwd,bwd", help="fwd, bwd (input gradient) or both, comma-separated")
+    parser.add_argument("--ms", default=ms)
+
+
 def run_setup(parser: argparse.ArgumentParser, out: str, what: str = "a CUDA GPU") -> tuple[Path, dict]:
     """The GPU benchmarks' start: refuse without CUDA (``parser.error``, naming ``what`` is needed), create the output
     folder ``out``, and the run's record (device, date, torch / triton versions, the command line)."""

@@ -49,7 +49,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, checked, fp32_matmul, run_setup  # noqa: E402
+from gemm_nvfp4 import SHAPES, add_layer_args, checked, fp32_matmul, run_setup  # noqa: E402
 
 
 def ws_candidates(table: dict, m: int, n: int, k_pad: int) -> dict:
@@ -202,10 +202,7 @@ def line(row: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", default="7b,14b,32b")
-    p.add_argument("--layers", default="qkv,o,gate_up,down")
-    p.add_argument("--dirs", default="fwd,bwd")
-    p.add_argument("--ms", default="384,640,768,896,1024,1536,2048")
+    add_layer_args(p, "384,640,768,896,1024,1536,2048")
     p.add_argument("--budget", type=float, default=0.8, help="seconds of timed replays per cell (at least 9 rounds)")
     p.add_argument("--verify", action="store_true", help="the default dispatch against the one on the buckets only")
     p.add_argument("--layout", default="pairs", choices=["pairs", "words"],

@@ -37,7 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, captured_graph, checked, fp32_matmul, run_setup  # noqa: E402
+from gemm_nvfp4 import SHAPES, add_layer_args, captured_graph, checked, fp32_matmul, run_setup  # noqa: E402
 
 COUNTS = (1, 2, 3, 4, 6)
 
@@ -223,10 +223,7 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", default="7b,14b,32b")
-    p.add_argument("--layers", default="qkv,o,gate_up,down")
-    p.add_argument("--dirs", default="fwd,bwd")
-    p.add_argument("--ms", default="1024,4096")
+    add_layer_args(p, "1024,4096")
     p.add_argument("--out", default="benchmarks/out/slab_plans")
     p.add_argument("--verify", action="store_true",
                    help="the default dispatch against the plan it took before SLAB_PLANS (no other plans)")

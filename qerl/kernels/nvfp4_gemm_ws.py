@@ -518,7 +518,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (256, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.10-1.12x the previous entry
     (512, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.10x the previous entry
     (1024, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: stream-K, 1.04-1.07x the slab path
-    (2048, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False),
+    (2048, 5120, 5120): None,  # run 26: the slab path, 1.06x
     (4096, 5120, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (1, 5120, 13824): WsConfig(8, 128, 6, 6, 1, True, 128, True),  # run 16: 1.06x the previous entry
     (8, 5120, 13824): WsConfig(8, 128, 6, 6, 1, True, 128, True),  # run 16: 1.04x the previous entry
@@ -553,7 +553,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (256, 7168, 5120): WsConfig(128, 128, 4, 1, 2, False),
     (512, 7168, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (1024, 7168, 5120): WsConfig(128, 256, 3, 1, 2, False),
-    (2048, 7168, 5120): WsConfig(128, 128, 4, 1, 2, False),
+    (2048, 7168, 5120): None,  # run 26: the slab path, 1.12x / 1.08x at 1536 / 2048
     (4096, 7168, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (1, 27648, 5120): WsConfig(8, 128, 5, 1, 1, False, 80),
     (8, 27648, 5120): WsConfig(8, 128, 5, 1, 1, False, 80),
@@ -592,7 +592,8 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
 # Run 26: keys between the powers of two, as ``TUNED``'s (benchmarks/routes.py --layout words at M = 384-2048, H200;
 # the same rule). 7B qkv's M = 1024 bucket sends M = 1024 to the slab path but left M = 513-1023 to the tile loop,
 # which decodes words in plain Triton (0.33-0.38x of BF16 at M = 640-896): its M = 512 config takes them to M = 896,
-# ``nvfp4_gemm.SLAB_RANGES`` the rest. The M = 1536 keys lost at M = 1152 (1.13-1.27x slower) and won at 1408 / 1536
+# ``nvfp4_gemm.SLAB_RANGES`` the rest (the M = 2048 buckets of 14B / 32B qkv / o, now the slab path, are in the table
+# above). The M = 1536 keys lost at M = 1152 (1.13-1.27x slower) and won at 1408 / 1536
 # (0.72-0.92 of the time): M = 1025-1280 keep the route of before on "kept" M = 1280 keys.
 TUNED_WORDS.update({
     (896, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # M = 512's, 2.1-2.6x (the tile loop's)
@@ -605,10 +606,8 @@ TUNED_WORDS.update({
     (1536, 3584, 3584): None,  # the slab path, 1.34x
     (1280, 7168, 5120): WsConfig(128, 128, 4, 1, 2, False),  # kept (M = 2048's before run 26)
     (896, 7168, 5120): WsConfig(128, 128, 4, 1, 2, False),  # M = 256's, 1.19-1.20x at 768 / 896
-    (2048, 7168, 5120): None,  # the slab path, 1.12x / 1.08x at 1536 / 2048
     (1280, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False),  # kept (M = 2048's before run 26)
     (1536, 5120, 5120): WsConfig(128, 256, 3, 1, 2, False),  # M = 4096's, 1.10x
-    (2048, 5120, 5120): None,  # the slab path, 1.06x
     (640, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # M = 256's, 1.14x
     (768, 5120, 13824): WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True),  # kept (M = 1024's)
     (896, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # M = 256's, 1.09x
