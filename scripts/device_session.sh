@@ -2572,4 +2572,18 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     done
     cat "$out"/log_*.txt | sed 's/ | .* | / /' | cut -c1-200
     ;;
+  61a)  # Run 27: the forward's "fill" search at M = 192 on "words" (every tile unsplit and with splits of K that fill
+        # whole waves, benchmarks/gemm_ws.py mid_fill_candidates; the default dispatch on "words" as the shipped path),
+        # and on "pairs" for 14B / 32B qkv (one shape), each candidate checked against fp32 first
+    device_name
+    for part in 7b:qkv,o,gate_up,down:200 14b:qkv,o,gate_up,down:200 32b:gate_up,down:110; do
+      IFS=: read -r model layers limit <<< "$part"
+      timeout "$limit" python3 benchmarks/gemm_ws.py --dirs fwd --tile-set fill --ms 192 --layouts words \
+        --shipped-layout words --models "$model" --layers "$layers" --out "/tmp/q61a/$model" 2>&1 | grep -v Warning \
+        | tee "$out/log_words_$model.txt" | grep "M=  192"
+    done
+    timeout 60 python3 benchmarks/gemm_ws.py --dirs fwd --tile-set fill --ms 192 --models 14b --layers qkv \
+      --out /tmp/q61a/pairs 2>&1 | grep -v Warning | tee "$out/log_pairs.txt" | grep "M=  192"
+    for p in 7b 14b 32b pairs; do tar -rf "$out/search.tar" -C /tmp/q61a $p/gemm_ws.json $p/tuned_ws.json; done
+    ;;
 esac
