@@ -2586,4 +2586,19 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --out /tmp/q61a/pairs 2>&1 | grep -v Warning | tee "$out/log_pairs.txt" | grep "M=  192"
     for p in 7b 14b 32b pairs; do tar -rf "$out/search.tar" -C /tmp/q61a $p/gemm_ws.json $p/tuned_ws.json; done
     ;;
+  61b)  # after 61a (about 10 s a cell): the same "fill" search on "words" at M = 64 / 96 / 128, then at M = 32 / 256
+        # (TUNED_WORDS's entries there date from run 11's search, before the fill candidates), and on "pairs" at M = 192
+        # for the layers 61a left out
+    device_name
+    for part in words:64,96,128:7b,14b:210 words:64,96,128:32b:70 pairs:192:7b,14b:100 pairs:192:32b:30 \
+                words:32,256:7b,14b:120 words:32,256:32b:40; do
+      IFS=: read -r lay ms models limit <<< "$part"
+      layers=qkv,o,gate_up,down; [ "$models" = 32b ] && layers=gate_up,down
+      w="/tmp/q61b/${lay}_${ms//,/_}_${models//,/_}"
+      timeout "$limit" python3 benchmarks/gemm_ws.py --dirs fwd --tile-set fill --ms "$ms" --layouts "$lay" \
+        --shipped-layout "$lay" --models "$models" --layers "$layers" --out "$w" 2>&1 | grep -v Warning \
+        | tee -a "$out/log.txt" | grep " M=" | cut -c1-250
+      tar -rf "$out/search.tar" -C /tmp/q61b "$(basename "$w")"
+    done
+    ;;
 esac
