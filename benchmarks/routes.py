@@ -20,8 +20,9 @@ table keys by (``proposals``).
 
 ``--verify`` times only the default dispatch against ``buckets only``: the same dispatch with the tables' keys
 between the powers of two (``nvfp4_gemm.FINE_MS``) and ``nvfp4_gemm.SLAB_RANGES`` left out; with ``--previous-tables
-FILE`` also on the ``TUNED`` / ``TUNED_BWD`` tables of FILE (``previous``), as written by ``--dump-tables FILE``
-(no GPU needed) from another tree's copy of this script, e.g. the tree before run 26:
+FILE`` also on the tables of FILE (``previous``: ``TUNED`` / ``TUNED_BWD`` / ``TUNED_WORDS`` and, in dumps from run 27
+on, the keys between the buckets and ``SLAB_RANGES``), as written by ``--dump-tables FILE`` (no GPU needed) from
+another tree's copy of this script, e.g. the tree before run 26:
 
     git worktree add /tmp/old fcb8123 && cp benchmarks/routes.py /tmp/old/benchmarks/
     python /tmp/old/benchmarks/routes.py --dump-tables previous_tables.json
@@ -75,29 +76,48 @@ def buckets_only(kern, call):
 
 
 def dump_tables(path: str) -> None:
-    """The warp-specialized kernels' ``TUNED`` / ``TUNED_BWD`` tables of the ``qerl`` this script imports, as JSON."""
+    """The warp-specialized kernels' ``TUNED`` / ``TUNED_BWD`` / ``TUNED_WORDS`` tables of the ``qerl`` this script
+    imports, with the dispatch's ``FINE_MS`` and ``SLAB_RANGES``, as JSON."""
+    from qerl.kernels import nvfp4_gemm as kern
     from qerl.kernels import nvfp4_gemm_ws as ws
 
     tables = {name: [[*key, None if cfg is None else cfg._asdict()] for key, cfg in getattr(ws, name).items()]
               for name in ("TUNED", "TUNED_BWD", "TUNED_WORDS")}
+    tables["FINE_MS"] = list(getattr(kern, "FINE_MS", ()))
+    tables["SLAB_RANGES"] = [[*key, [list(r) for r in ranges]] for key, ranges in getattr(kern, "SLAB_RANGES", {}).items()]
     Path(path).write_text(json.dumps(tables))
 
 
 def load_tables(path: str) -> dict:
+    """``dump_tables``' file; "FINE_MS" / "SLAB_RANGES" only where it holds them (dumps before run 27 do not)."""
     from qerl.kernels import nvfp4_gemm_ws as ws
 
     cls = {"TUNED": ws.WsConfig, "TUNED_BWD": ws.WsBwdConfig, "TUNED_WORDS": ws.WsConfig}
-    return {name: {(m, n, k): None if cfg is None else cls[name](**cfg) for m, n, k, cfg in rows}
-            for name, rows in json.loads(Path(path).read_text()).items()}
+    raw = json.loads(Path(path).read_text())
+    tables = {name: {(m, n, k): None if cfg is None else cls[name](**cfg) for m, n, k, cfg in rows}
+              for name, rows in raw.items() if name in cls}
+    if "FINE_MS" in raw:
+        tables["FINE_MS"] = tuple(raw["FINE_MS"])
+        tables["SLAB_RANGES"] = {(d, n, k): tuple(tuple(r) for r in ranges) for d, n, k, ranges in raw["SLAB_RANGES"]}
+    return tables
 
 
 def previous_dispatch(kern, ws, tables: dict, call):
-    """``call()`` on ``tables`` (``load_tables``), on the powers of two only, without ``SLAB_RANGES``."""
+    """``call()`` on ``tables`` (``load_tables``): with their ``FINE_MS`` and ``SLAB_RANGES`` where the file holds
+    them, else on the powers of two only, without ``SLAB_RANGES``."""
     saved = ws.TUNED, ws.TUNED_BWD, ws.TUNED_WORDS
     ws.TUNED, ws.TUNED_BWD = tables["TUNED"], tables["TUNED_BWD"]
     ws.TUNED_WORDS = tables.get("TUNED_WORDS", ws.TUNED_WORDS)
     try:
-        return buckets_only(kern, call)
+        if "FINE_MS" not in tables:
+            return buckets_only(kern, call)
+        keys, ranges, fine_ms = kern._bucket_keys, kern.SLAB_RANGES, tables["FINE_MS"]
+        kern._bucket_keys, kern.SLAB_RANGES = (lambda m, fine: kern._keys_among(m, fine_ms if fine else ())), \
+            tables["SLAB_RANGES"]
+        try:
+            return call()
+        finally:
+            kern._bucket_keys, kern.SLAB_RANGES = keys, ranges
     finally:
         ws.TUNED, ws.TUNED_BWD, ws.TUNED_WORDS = saved
 

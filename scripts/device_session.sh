@@ -2601,4 +2601,19 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       tar -rf "$out/search.tar" -C /tmp/q61b "$(basename "$w")"
     done
     ;;
+  61c)  # the entries and M = 96 / 192 keys taken from 61a / 61b: GPU tests, then the default dispatch against the tables
+        # before (benchmarks/results/run27_2026-11-27/previous_tables.json: 3963b5c's, with its keys between the
+        # buckets) and on the buckets only, M = 20-256 on and off the grid: the forward on "words", then on "pairs"
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "keys_between or default_dispatch" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    prev=benchmarks/results/run27_2026-11-27/previous_tables.json
+    timeout 330 python3 benchmarks/routes.py --verify --layout words --dirs fwd --previous-tables $prev \
+      --ms 20,24,32,40,56,64,72,80,96,112,128,136,160,176,192,208,240,256 --out "$out/words" 2>&1 | grep -v Warning \
+      > "$out/log_words.txt"
+    timeout 100 python3 benchmarks/routes.py --verify --dirs fwd --previous-tables $prev --ms 136,160,176,192,208 \
+      --out "$out/pairs" 2>&1 | grep -v Warning > "$out/log_pairs.txt"
+    cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-150 | tail -60
+    ;;
 esac

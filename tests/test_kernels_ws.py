@@ -161,6 +161,10 @@ def test_words_lookup_takes_the_keys_between_buckets(monkeypatch):
         assert ws.pick(_x(m, k), n, k, k, words=True) == ws.TUNED_WORDS[(896, n, k)] is not None
     assert ws.pick(_x(897, k), n, k, k, words=True) is None and kern._slab_range("words", 897, n, k)
     assert ws.pick(_x(400, k), n, k, k, words=True) == ws.TUNED_WORDS[(512, n, k)]
+    # Run 27's keys at M = 96 / 192: M = 65-96 and 129-192 take them, M = 97-128 and 193-256 the buckets' entries.
+    for m, key in ((65, 96), (96, 96), (97, 128), (128, 128), (129, 192), (192, 192), (193, 256), (256, 256)):
+        assert ws.pick(_x(m, k), n, k, k, words=True) == ws.TUNED_WORDS[(key, n, k)], m
+    assert len({ws.TUNED_WORDS[(key, n, k)] for key in (96, 128, 192, 256)}) == 4  # so the checks can tell them apart
 
 
 def test_pick_below_min_m_takes_only_small_buckets(monkeypatch):

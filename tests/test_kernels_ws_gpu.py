@@ -231,9 +231,12 @@ def test_module_backward_takes_the_rows_copy_where_the_kernel_covers_it(m, monke
     ("bwd", 300, 37888, 3584, 384),  # 7B gate_up's input gradient on its M = 384 key
     ("words", 700, 4608, 3584, 896),  # 7B qkv on "words": the M = 896 key (the tile loop's M before)
     ("words", 960, 4608, 3584, "slab"),
+    ("words", 136, 4608, 3584, 192),  # run 27's keys: 7B qkv's M = 129-192 on its 64-row tiles (the 256 entry's before)
+    ("words", 72, 5120, 5120, 96),  # 14B / 32B o's M = 65-96
+    ("fwd", 160, 7168, 5120, 192),  # 14B / 32B qkv on "pairs"
 ])
 def test_default_dispatch_follows_the_keys_between_buckets(direction, m, n, k, route, monkeypatch):
-    """Run 26's routes between the buckets: the default dispatch runs the config of the smallest key at or above M, or
+    """Runs 26-27's routes between the buckets: the default dispatch runs the config of the smallest key at or above M, or
     the slab path in ``SLAB_RANGES`` (also for a layer with the "rows" copy), and its result matches fp32."""
     from qerl.kernels import nvfp4_gemm as kern
 

@@ -1209,17 +1209,25 @@ def _m_bucket(m: int) -> int:
     return 1 << max(0, (m - 1).bit_length())
 
 
-# Keys between the powers of two that the warp-specialized kernels' tables may hold (run 26, benchmarks/routes.py):
+# Keys between the powers of two that the warp-specialized kernels' tables may hold (runs 26-27, benchmarks/routes.py):
 # up to 1024 multiples of 128, so that a 128- or 256-row tile of X comes in the same count at every M a key serves
 # from the next key below it (every M = 385-512 has four 128-row tiles), and an entry measured at the key holds for
-# them; 1280 / 1536 each span two or more tile counts, so their entries were checked at M between the keys.
-FINE_MS = (384, 640, 768, 896, 1280, 1536)
+# them; 96 and 192 likewise for 32- / 64- / 128-row and 64- / 128-row tiles (M = 65-96: three 32-row tiles; M =
+# 129-192: three 64-row tiles); 1280 / 1536 each span two or more tile counts, so their entries were checked at M
+# between the keys.
+FINE_MS = (96, 192, 384, 640, 768, 896, 1280, 1536)
 
 
 @functools.lru_cache(maxsize=4096)
-def _bucket_keys(m: int, fine: bool) -> tuple[int, ...]:
+def _keys_among(m: int, fine_ms: tuple[int, ...]) -> tuple[int, ...]:
+    """The table keys an M may take, in order: its bucket (the next power of two), 2x and 4x that, and the keys of
+    ``fine_ms`` between M and 4x its bucket."""
     b = _m_bucket(m)
-    return tuple(sorted({b, 2 * b, 4 * b, *(v for v in (FINE_MS if fine else ()) if m <= v <= 4 * b)}))
+    return tuple(sorted({b, 2 * b, 4 * b, *(v for v in fine_ms if m <= v <= 4 * b)}))
+
+
+def _bucket_keys(m: int, fine: bool) -> tuple[int, ...]:
+    return _keys_among(m, FINE_MS if fine else ())
 
 
 def _nearest_bucket(table: dict, m: int, key, fine: bool = True):

@@ -299,6 +299,16 @@ TUNED.update({
     (768, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False),  # M = 512's, 1.07x
     (896, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),  # kept (M = 1024's before run 26)
 })
+# Run 27 (benchmarks/gemm_ws.py --tile-set fill at M = 192, then routes.py --verify at M = 136-192 off the grid):
+# the M = 256 entries' 128-row tiles and stream-K left M = 129-192 at 0.46-0.76x of BF16 on some layers.
+TUNED.update({
+    (192, 4608, 3584): WsConfig(64, 64, 5, 1, 1, True, 128),  # 1.25x the previous route (7B qkv)
+    (192, 3584, 3584): WsConfig(64, 128, 4, 3, 1, False, 128),  # 1.10x (7B o)
+    (192, 37888, 3584): WsConfig(64, 128, 4, 1, 1, False, 128),  # 1.07x (7B gate_up)
+    (192, 7168, 5120): WsConfig(128, 128, 4, 1, 2, False),  # 1.60x (14B / 32B qkv)
+    (192, 5120, 5120): WsConfig(64, 64, 4, 1, 1, True, 128),  # 1.19x (14B / 32B o)
+    (192, 5120, 27648): WsConfig(128, 256, 3, 3, 2, False),  # 1.15x (32B down)
+})
 TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.05x the entry without
     (8, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.11x the Triton kernels
@@ -490,7 +500,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (1, 3584, 18944): WsConfig(8, 64, 6, 7, 1, True, 80, True),  # run 16: 7 splits, 1.09x the previous entry
     (8, 3584, 18944): WsConfig(8, 64, 6, 7, 1, True, 80, True),  # run 16: 7 splits, 1.06x the previous entry
     (16, 3584, 18944): WsConfig(16, 64, 6, 7, 1, True, 80, True),  # run 16: 7 splits (run 23: unfused 0.97x)
-    (32, 3584, 18944): WsConfig(32, 64, 4, 4, 1, False, 64),
+    (32, 3584, 18944): WsConfig(32, 128, 4, 9, 1, True, 128),  # run 27: TUNED's, 1.11x the previous entry
     (64, 3584, 18944): WsConfig(64, 64, 5, 4, 1, True, 128),
     (128, 3584, 18944): WsConfig(128, 128, 4, 4, 2, False),
     (256, 3584, 18944): WsConfig(128, 256, 3, 4, 2, False),
@@ -513,8 +523,8 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (8, 5120, 5120): WsConfig(8, 64, 6, 4, 1, True, 80, True),
     (16, 5120, 5120): WsConfig(16, 64, 6, 4, 1, True, 80),  # run 23: the second kernel's sum, 1.03x / 1.04x
     (32, 5120, 5120): WsConfig(32, 64, 4, 4, 1, True, 80),
-    (64, 5120, 5120): WsConfig(64, 64, 5, 1, 1, True, 128),
-    (128, 5120, 5120): WsConfig(128, 64),
+    (64, 5120, 5120): WsConfig(64, 64, 5, 3, 1, True, 128),  # run 27: TUNED's, 1.14x the previous entry
+    (128, 5120, 5120): WsConfig(128, 64, 3, 3, 1, False, 128),  # run 27: 1.12x the previous entry
     (256, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.10-1.12x the previous entry
     (512, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.10x the previous entry
     (1024, 5120, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: stream-K, 1.04-1.07x the slab path
@@ -523,10 +533,10 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (1, 5120, 13824): WsConfig(8, 128, 6, 6, 1, True, 128, True),  # run 16: 1.06x the previous entry
     (8, 5120, 13824): WsConfig(8, 128, 6, 6, 1, True, 128, True),  # run 16: 1.04x the previous entry
     (16, 5120, 13824): WsConfig(16, 128, 6, 6, 1, True, 128),  # run 16; run 23: the second kernel's sum, 1.07x
-    (32, 5120, 13824): WsConfig(32, 64, 4, 3, 1, True, 80),
+    (32, 5120, 13824): WsConfig(32, 128, 4, 6, 1, True, 128),  # run 27: TUNED's, 1.10x the previous entry
     (64, 5120, 13824): WsConfig(64, 64, 5, 3, 1, True, 128),
     (128, 5120, 13824): WsConfig(128, 128, 4, 3, 2, False),
-    (256, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.19x the previous entry
+    (256, 5120, 13824): WsConfig(128, 256, 3, 3, 2, False),  # run 27: TUNED's, 1.04x the previous entry
     (512, 5120, 13824): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.23x the previous entry
     # run 14: dp_waves, 1.05x the previous entry
     (1024, 5120, 13824): WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True),
@@ -535,10 +545,10 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (1, 5120, 27648): WsConfig(8, 128, 6, 6, 1, True, 128, True),  # run 16: 1.10x the previous entry
     (8, 5120, 27648): WsConfig(8, 128, 5, 1, 1, False, 80, stream_k=2, dp_waves=True),  # run 15: 1.13x
     (16, 5120, 27648): WsConfig(16, 128, 5, 1, 1, False, 80, stream_k=2, dp_waves=True),  # run 15: 1.09x
-    (32, 5120, 27648): WsConfig(32, 64, 4, 3, 1, True, 80),
-    (64, 5120, 27648): WsConfig(64, 64, 4, 3, 1, True, 128),
+    (32, 5120, 27648): WsConfig(32, 128, 4, 6, 1, True, 128),  # run 27: TUNED's, 1.12x the previous entry
+    (64, 5120, 27648): WsConfig(64, 128, 4, 6, 1, False, 128),  # run 27: 1.05x the previous entry
     (128, 5120, 27648): WsConfig(128, 128, 4, 3, 2, False),
-    (256, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.31x the previous entry
+    (256, 5120, 27648): WsConfig(128, 256, 3, 3, 2, False),  # run 27: 1.13x the previous entry
     (512, 5120, 27648): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14: 1.06x the previous entry
     # run 14: dp_waves, 1.04x the previous entry
     (1024, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True),
@@ -561,7 +571,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (32, 27648, 5120): WsConfig(32, 128, 4, 1, 1, True, 128),
     (64, 27648, 5120): WsConfig(64, 128, 4, 1, 1, False, 128),
     (128, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),
-    (256, 27648, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.07x the previous entry
+    (256, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),  # run 27: 1.08x the previous entry
     (512, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (1024, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (2048, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),
@@ -618,6 +628,21 @@ TUNED_WORDS.update({
     (640, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # M = 256's, 1.09x
     (1280, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False),  # kept (M = 2048's)
     (1536, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False),  # M = 4096's, 1.08x
+})
+# Run 27: the fill search on "words" at M = 32-256 (the entries above marked run 27) and keys at M = 96 / 192.
+TUNED_WORDS.update({
+    (96, 4608, 3584): WsConfig(32, 128, 4, 1, 1, True, 128),  # 1.11x the previous route (7B qkv)
+    (96, 7168, 5120): WsConfig(64, 128, 4, 1, 2, False),  # 1.05x (14B / 32B qkv)
+    (96, 5120, 5120): WsConfig(64, 128, 4, 3, 1, False, 128),  # 1.17x (14B / 32B o)
+    (192, 4608, 3584): WsConfig(64, 64, 4, 1, 1, True, 128),  # 2.12x (7B qkv)
+    (192, 3584, 3584): WsConfig(64, 128, 4, 3, 1, False, 128),  # 1.25x (7B o)
+    (192, 37888, 3584): WsConfig(64, 64, 3, 1, 1, False, 80),  # 1.18x (7B gate_up)
+    (192, 3584, 18944): WsConfig(64, 128, 4, 3, 1, False, 128),  # 1.29x (7B down)
+    (192, 5120, 5120): WsConfig(64, 64, 4, 1, 1, True, 128),  # 1.52x (14B / 32B o)
+    (192, 27648, 5120): WsConfig(64, 64, 4, 1, 1, True, 128),  # 1.07x (14B gate_up)
+    (192, 5120, 13824): WsConfig(64, 128, 4, 2, 1, False, 128),  # 1.17x (14B down)
+    (192, 55296, 5120): WsConfig(64, 128, 4, 1, 1, False, 128),  # 1.26x (32B gate_up)
+    (192, 5120, 27648): WsConfig(128, 256, 3, 3, 2, False),  # 1.17x (32B down)
 })
 WORDS_MAX_BUCKET = 4096
 
