@@ -2616,4 +2616,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --out "$out/pairs" 2>&1 | grep -v Warning > "$out/log_pairs.txt"
     cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-150 | tail -60
     ;;
+  61d)  # after 61c (the same config slower at M = 136 than at 192 on some layers): benchmarks/partial_tiles.py, the
+        # dispatch's config on X of M rows against X zero-padded to whole tiles, "words" then "pairs"
+    device_name
+    timeout 200 python3 benchmarks/partial_tiles.py --layout words --dirs fwd --models 7b,14b,32b \
+      --layers qkv,o,gate_up --ms 66,72,80,96,129,136,144,152,160,176,184,192 --out "$out/words" 2>&1 \
+      | grep -v Warning | tee "$out/log_words.txt" | cut -c1-150
+    timeout 90 python3 benchmarks/partial_tiles.py --layout pairs --dirs fwd --models 7b,14b --layers qkv,o,gate_up \
+      --ms 136,160,192 --out "$out/pairs" 2>&1 | grep -v Warning | tee "$out/log_pairs.txt" | cut -c1-150
+    ;;
 esac

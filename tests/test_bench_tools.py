@@ -344,7 +344,8 @@ def test_gpu_benchmarks_refuse_without_cuda_before_writing(tmp_path, capsys):
     """The GPU benchmarks' shared start (gemm_nvfp4.run_setup) stops with one message naming what is missing, before
     it creates the output folder."""
     for name, need in (("slab_plans", "needs a CUDA GPU"), ("host_overhead", "needs a CUDA GPU"),
-                       ("l2_reread", "needs a CUDA GPU (TMA loads)"), ("routes", "needs a CUDA GPU")):
+                       ("l2_reread", "needs a CUDA GPU (TMA loads)"), ("routes", "needs a CUDA GPU"),
+                       ("partial_tiles", "needs a CUDA GPU")):
         out = tmp_path / name
         with pytest.raises(SystemExit):
             _load(name).main(["--out", str(out)])
