@@ -2625,4 +2625,16 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 90 python3 benchmarks/partial_tiles.py --layout pairs --dirs fwd --models 7b,14b --layers qkv,o,gate_up \
       --ms 136,160,192 --out "$out/pairs" 2>&1 | grep -v Warning | tee "$out/log_pairs.txt" | cut -c1-150
     ;;
+  61e)  # the forward's last M tile shifted to end at row M (nvfp4_gemm_ws._tile_m0, after 61d): GPU tests, then
+        # benchmarks/partial_tiles.py on "words" (shifted, unshifted, padded), and the input gradient's partial tiles
+    device_name
+    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "last_tile or (matches_fp32_reference and not input_gradient) or keys_between or default_dispatch or swiglu" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    timeout 150 python3 benchmarks/partial_tiles.py --layout words --dirs fwd --models 7b,14b,32b \
+      --layers qkv,o,gate_up --ms 66,72,80,129,136,144,160,176,192 --out "$out/words" 2>&1 \
+      | grep -v Warning | tee "$out/log_words.txt" | cut -c1-180
+    timeout 100 python3 benchmarks/partial_tiles.py --layout pairs --dirs bwd --models 7b \
+      --ms 129,136,160,192,264,520 --out "$out/bwd" 2>&1 | grep -v Warning | tee "$out/log_bwd.txt" | cut -c1-180
+    ;;
 esac

@@ -81,6 +81,23 @@ def test_shipped_input_gradient_configs_compile_for_hopper_without_serialized_wg
 
 
 @needs_ptxas
+def test_last_tile_shift_stays_out_of_the_chunk_loop():
+    """Run 27's shifted last M tile (``_tile_m0``) moves only the tile's first row: the chunk loop keeps its wgmmas,
+    decode and barriers with and without it (at most two integer instructions of scheduling apart on stream-K), on
+    the one-tile-per-CTA kernel and on stream-K, and nothing spills."""
+    for cfg in (ws.WsConfig(64, 64, 3, 1, 1, False, 80), ws.WsConfig(64, 128, 4, 3, 1, False, 128),
+                ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1)):
+        shifted, plain = (aot.ws_report(cfg, words=True, out_f32=cfg.split_k > 1, shift_last=v) for v in (True, False))
+        loop, ref = shifted["chunk_loop_opcodes"], plain["chunk_loop_opcodes"]
+        for op in ("HGMMA", "LDS", "LDSM", "PRMT", "HMUL2", "HFMA2", "SYNCS"):
+            assert loop.get(op) == ref.get(op), (cfg, op, loop, ref)
+        assert sum(loop.values()) <= sum(ref.values()) + 2, (cfg, loop, ref)
+        assert shifted["spill_bytes"] == 0 and not shifted["wgmma_serialized"], (cfg, shifted)
+        if cfg.maxnreg is not None:
+            assert shifted["registers"] <= cfg.maxnreg
+
+
+@needs_ptxas
 def test_serialization_check_sees_register_pressure():
     # One consumer of 128 rows with 128 columns of X keeps two chunks' operands and a 128 x 128 accumulator: more
     # than a thread's 255 registers allow, so ptxas serializes the wgmmas (the check above must be able to fail).

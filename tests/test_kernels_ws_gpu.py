@@ -94,6 +94,26 @@ def test_words_layout_gives_the_same_bits_as_pairs(cfg, m, n, k):
 
 
 @hopper
+@pytest.mark.parametrize("cfg", [ws.WsConfig(64, 64, 3, 1, 1, False, 80), ws.WsConfig(64, 128, 4, 3, 1, False, 128),
+                                 ws.WsConfig(64, 64, 5, 3, 1, True, 128, True), ws.WsConfig(128, 256, 3, 3, 2, False),
+                                 ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
+                                 ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2)], ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("m", [129, 200, 136])
+@pytest.mark.parametrize("layout", ["pairs", "words"])
+def test_last_tile_shift_matches_the_tile_past_m(cfg, m, layout, monkeypatch):
+    """Run 27's last M tile ending at row M (``SHIFT_LAST_TILE``; it repeats rows of the tile before it, both store
+    them): every output written (NaN-poisoned before), the fp32 reference, and the kernel whose last tile reads past M
+    within a bf16 rounding (splits summed in the kernel and by the second kernel, stream-K's parts)."""
+    x, w, ref = _case(m, 4608, 1424, layout)
+    out = torch.full((m, 4608), float("nan"), device="cuda", dtype=torch.bfloat16)
+    y = ws.ws_matmul(x, w, cfg, out=out)
+    assert torch.isfinite(y).all() and float((y.float() - ref).norm() / ref.norm()) < 4e-3
+    monkeypatch.setattr(ws, "SHIFT_LAST_TILE", False)
+    past = ws.ws_matmul(x, w, cfg)
+    assert torch.allclose(y.float(), past.float(), rtol=2**-7, atol=1e-6)
+
+
+@hopper
 def test_rejects_unsupported_shapes():
     x, w, _ = _case(64, 100, 512)  # N not a multiple of 32
     assert not ws.supports(64, 100, 512)

@@ -651,6 +651,10 @@ WORDS_MAX_BUCKET = 4096
 # kernels' time at M = 16 (geomean of the 12 layers, run 9).
 MIN_M = 17
 
+# The forward's last M tile ends at row M, repeating rows of the tile before it, instead of reading rows past M
+# (``_tile_m0``; run 27). A switch for benchmarks/partial_tiles.py, which times both.
+SHIFT_LAST_TILE = True
+
 
 def _lookup(table: dict, m: int, n: int, k_pad: int, max_bucket: int | None = None, fine: bool = True):
     """The entry of the nearest measured M bucket at or above M's own (the next power of two), up to 4x larger (a
@@ -846,6 +850,17 @@ if gluon is not None:
             mbarrier.init(empty.index(s), count=CONSUMERS)
             mbarrier.init(s_ready.index(s), count=1)
         return dy_smem, w_smem, s_raw, s_t, ready, empty, s_ready
+
+    @gluon.jit
+    def _tile_m0(tile_m, M, BM: gl.constexpr, SHIFT_LAST: gl.constexpr):
+        """The first row of X of M tile ``tile_m``; with ``SHIFT_LAST`` the last tile ends at row M (when M >= BM), so
+        that no tile reads rows past M: it repeats rows of the tile before it, which both store alike. Run 27: TMA
+        boxes of X reaching past M cost the forward up to 1.75x its time on whole tiles (7B gate_up at M = 129 on
+        64-row tiles), more the fewer rows of the last tile are real (``benchmarks/partial_tiles.py``)."""
+        m0 = tile_m * BM
+        if SHIFT_LAST:
+            m0 = gl.maximum(gl.minimum(m0, M - BM), 0)
+        return m0
 
     @gluon.jit
     def _load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0, n_chunks,
@@ -1156,12 +1171,12 @@ if gluon is not None:
                        CONSUMER_REGS: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr,
                        WORDS: gl.constexpr, GLU: gl.constexpr = False, ROW_NORM: gl.constexpr = False,
                        NORM_NT: gl.constexpr = 1, ADD_NORM: gl.constexpr = False, ROPE: gl.constexpr = False,
-                       ROPE_BIAS: gl.constexpr = False):
+                       ROPE_BIAS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False):
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
         num_m = gl.cdiv(M, BM)
-        off_m = (pid % num_m) * BM
+        off_m = _tile_m0(pid % num_m, M, BM, SHIFT_LAST)
         off_n = (pid // num_m) * BN
         # Split pid_k's run of the K chunks: as even as the count allows (runs differ by one chunk at most), so a
         # split need not divide the chunk count (e.g. 7 splits of 7B down's 148 chunks fill three CTAs per SM).
@@ -1206,14 +1221,15 @@ if gluon is not None:
     # ------------------------------------------------------------------------------------------ stream-K forward
     @gluon.jit
     def _sk_load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end, n_chunks,
-                        num_m, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr):
+                        num_m, M, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
+                        SHIFT_LAST: gl.constexpr):
         """``_load_worker`` over this CTA's run of steps: chunks ``it_begin`` .. ``it_end`` of the tile-major sequence
         (tile t = step // n_chunks, M tiles of one N tile next to each other), one ring of stages throughout, so the
         next tile's first chunks load while the consumers write the previous tile."""
         nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
         i = 0
         for t in range(it_begin // n_chunks, (it_end - 1) // n_chunks + 1):
-            off_m = (t % num_m) * BM
+            off_m = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
             off_n = (t // num_m) * BN
             for c in range(gl.maximum(it_begin - t * n_chunks, 0), gl.minimum(it_end - t * n_chunks, n_chunks)):
                 s = i % STAGES
@@ -1231,7 +1247,7 @@ if gluon is not None:
                           it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles, norm_k, eps,
                           BM: gl.constexpr, BN: gl.constexpr, ROW0: gl.constexpr, RB: gl.constexpr,
                           STAGES: gl.constexpr, CONSUMERS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr,
-                          NORM_NT: gl.constexpr):
+                          NORM_NT: gl.constexpr, SHIFT_LAST: gl.constexpr):
         """A consumer warpgroup over this CTA's run of steps (``_sk_load_worker``), rows ROW0 .. ROW0 + RB of each
         tile. A tile the run covers whole is written as bf16; a part of one goes to ``_sk_merge_part``, and the
         consumer that completes the tile writes its sum. ``ROW_NORM``: rows of X scaled as ``_store_tile``'s."""
@@ -1240,7 +1256,7 @@ if gluon is not None:
         ME: gl.constexpr = ROW0 // RB
         # The RMSNorm scale of the first tile's rows of X, loaded before the chunks on the decode tiles (as
         # ``_epilogue_operands``); tiles of other rows of X (M > BM), and wider tiles, load theirs at the store.
-        m_first = (t0 % num_m) * BM
+        m_first = _tile_m0(t0 % num_m, M, BM, SHIFT_LAST)
         r_first = 1.0
         if ROW_NORM and BM <= 32:
             r_first = _norm_scale(norm_ptr, m_first, M, norm_tiles, norm_k, eps, NORM_NT, BM, gl.SliceLayout(0, mma))
@@ -1252,33 +1268,33 @@ if gluon is not None:
             for _c in range(c_lo, c_hi):
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
                 i += 1
+            m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
             if c_hi - c_lo == n_chunks:
                 if ROW_NORM:
                     if BM <= 32:
                         r = r_first
-                        if (t % num_m) * BM != m_first:
-                            r = _norm_scale(norm_ptr, (t % num_m) * BM, M, norm_tiles, norm_k, eps, NORM_NT, BM,
+                        if m0 != m_first:
+                            r = _norm_scale(norm_ptr, m0, M, norm_tiles, norm_k, eps, NORM_NT, BM,
                                             gl.SliceLayout(0, mma))
                     else:
-                        r = _norm_scale(norm_ptr, (t % num_m) * BM, M, norm_tiles, norm_k, eps, NORM_NT, BM,
-                                        gl.SliceLayout(0, mma))
+                        r = _norm_scale(norm_ptr, m0, M, norm_tiles, norm_k, eps, NORM_NT, BM, gl.SliceLayout(0, mma))
                     acc = acc * gl.expand_dims(r, 0)
-                _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB)
+                _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, m0, M, N, stride_ym, BM, BN, ROW0, RB)
             else:
                 if _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, c_hi - c_lo, n_chunks, CONSUMERS, ME):
-                    _sk_sum_parts(part_ptr, y_ptr, gs_ptr, t, iters, n_chunks, (t % num_m) * BM,
+                    _sk_sum_parts(part_ptr, y_ptr, gs_ptr, t, iters, n_chunks, m0,
                                   (t // num_m) * BN + ROW0, M, N, stride_ym, norm_ptr, norm_tiles, norm_k, eps, RB,
                                   BM, CONSUMERS, ME, ROW_NORM, NORM_NT, r_first, m_first)
 
     @gluon.jit
-    def _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM: gl.constexpr, BN: gl.constexpr,
+    def _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, m0, M, N, stride_ym, BM: gl.constexpr, BN: gl.constexpr,
                        ROW0: gl.constexpr, RB: gl.constexpr):
-        """Tile t's rows ROW0 .. ROW0 + RB of Y^T (``acc``) into Y as bf16. Called at each store, so that the
+        """Tile t's rows ROW0 .. ROW0 + RB of Y^T (``acc``; rows m0 .. of X) into Y as bf16. Called at each store, so that the
         pointers are made where they are used (made once for two stores they are held with the accumulator:
         spills)."""
         mma: gl.constexpr = acc.type.layout
         offs_n = (t // num_m) * BN + ROW0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
-        offs_m = (t % num_m) * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        offs_m = m0 + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
         ptrs = y_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None]
         mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
         # The dequantized tiles carry 2**-14 and no 1 / global_scale.
@@ -1377,7 +1393,7 @@ if gluon is not None:
                           sk_total, s_rows_per_chunk, norm_ptr, norm_tiles, norm_k, eps, BM: gl.constexpr,
                           BN: gl.constexpr, CONSUMERS: gl.constexpr, STAGES: gl.constexpr,
                           CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr = False,
-                          NORM_NT: gl.constexpr = 1):
+                          NORM_NT: gl.constexpr = 1, SHIFT_LAST: gl.constexpr = False):
         """The forward as stream-K: CTA g takes steps g * iters .. of the first ``sk_total`` (tile, chunk) steps (so
         every SM gets the same work whatever the tile count: no last wave of idle SMs), and stays resident across
         tiles; CTAs after those take one whole tile each (``_sk_run``)."""
@@ -1389,21 +1405,24 @@ if gluon is not None:
             gl.warp_specialize([
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
-                                     norm_k, eps, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT)),
+                                     norm_k, eps, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT,
+                                     SHIFT_LAST)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
-                                   n_chunks, num_m, s_rows_per_chunk, BM, BN, STAGES)),
+                                   n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST)),
             ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
             gl.warp_specialize([
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
-                                     norm_k, eps, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT)),
+                                     norm_k, eps, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT,
+                                     SHIFT_LAST)),
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
-                                     norm_k, eps, BM, BN, RB, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT)),
+                                     norm_k, eps, BM, BN, RB, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT,
+                                     SHIFT_LAST)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
-                                   n_chunks, num_m, s_rows_per_chunk, BM, BN, STAGES)),
+                                   n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST)),
             ], [4, 1], [CONSUMER_REGS, 40])
 
     # ------------------------------------------------------------------------------------------ input gradient
@@ -1981,6 +2000,8 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, GLU=glu,
                          ROW_NORM=row_norm is not None, NORM_NT=norm["nt"], ADD_NORM=add_norm is not None,
                          ROPE=rope is not None, ROPE_BIAS=rope is not None and rope.bias is not None,
+                         # Not under the residual epilogue, which may write Y in place of the residual it reads.
+                         SHIFT_LAST=SHIFT_LAST_TILE and add_norm is None and rope is None,
                          num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
@@ -2086,7 +2107,7 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc, iters,
                                sk_total, scale_pitch(w), *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
                                STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words,
-                               ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], num_warps=4,
+                               ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=SHIFT_LAST_TILE, num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
