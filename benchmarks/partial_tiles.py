@@ -4,9 +4,9 @@ Run 27's check of its M = 192 keys found the same config slower at M = 136 than 
 gate_up on "words": 173 against 107 us), with the same count of tiles. Per layer, direction and M this times the
 default dispatch's config (``nvfp4_gemm_ws.pick`` / ``pick_grad_input``), interleaved:
 
-- ``plain``: on X (dY for the input gradient) of M rows, as the dispatch runs it (forward: the last M tile shifted to
-  end at row M, ``nvfp4_gemm_ws.SHIFT_LAST_TILE``);
-- ``unshifted`` (forward): the same with ``SHIFT_LAST_TILE`` off, the last tile reading rows past M;
+- ``plain``: on X (dY for the input gradient) of M rows, as the dispatch runs it (the last M tile shifted to end at
+  row M, ``nvfp4_gemm_ws.SHIFT_LAST_TILE``);
+- ``unshifted``: the same with ``SHIFT_LAST_TILE`` off, the last tile reading rows past M;
 - ``padded``: X copied into a zeroed buffer of whole BM-row tiles, the product on it (the output's first M rows are
   the answer), copy included;
 - ``padded only``: the same product without the copy (the kernel alone on whole tiles).
@@ -38,7 +38,7 @@ def padded_rows(m: int, bm: int) -> int:
 
 
 def unshifted(ws, call):
-    """``call()`` with the forward's last tile reading past M (``SHIFT_LAST_TILE`` off; read while a graph is
+    """``call()`` with the last tile reading past M (``SHIFT_LAST_TILE`` off; read while a graph is
     captured: the replays keep the kernel chosen then)."""
     ws.SHIFT_LAST_TILE = False
     try:
@@ -83,10 +83,9 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, layo
         return None if o is None else o.copy_(out_pad[:m])  # the copy for the check only
 
     variants = {"plain": lambda kw, o: run(x, kw, cfg, out=o), "padded": padded,
-                "padded only": lambda kw, o: run(x_pad, kw, cfg, out=out_pad)}
-    if fwd:
-        variants["unshifted"] = lambda kw, o: unshifted(ws, lambda: run(x, kw, cfg, out=o))
-    for label in ("plain", "padded") + (("unshifted",) if fwd else ()):
+                "padded only": lambda kw, o: run(x_pad, kw, cfg, out=out_pad),
+                "unshifted": lambda kw, o: unshifted(ws, lambda: run(x, kw, cfg, out=o))}
+    for label in ("plain", "padded", "unshifted"):
         err, finite = checked(lambda o, label=label: variants[label](kws[0], o), (m, out_width), ref)
         if not finite or err > 1e-2:
             raise RuntimeError(f"{model} {layer} {direction} M={m} {label}: wrong ({err:.3g}, finite {finite})")
@@ -105,7 +104,7 @@ def line(r: dict) -> str:
     us = r["us"]
     cells = " ".join(f"{label} {t:7.1f}" for label, t in us.items() if label != "plain (repeat)")
     return (f"{head} {cells} (to {r['padded_m']}) plain / padded {us['plain'] / us['padded']:.3f}"
-            + (f", plain / unshifted {us['plain'] / us['unshifted']:.3f}" if "unshifted" in us else "")
+            + f", plain / unshifted {us['plain'] / us['unshifted']:.3f}"
             + f" (repeat {us['plain'] / us['plain (repeat)']:.3f})  {r['config']}")
 
 

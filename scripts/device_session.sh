@@ -2637,4 +2637,27 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 100 python3 benchmarks/partial_tiles.py --layout pairs --dirs bwd --models 7b \
       --ms 129,136,160,192,264,520 --out "$out/bwd" 2>&1 | grep -v Warning | tee "$out/log_bwd.txt" | cut -c1-180
     ;;
+  61f)  # the input gradient's last M tile shifted too (after 61e): GPU tests, benchmarks/partial_tiles.py on the input
+        # gradient, then the forward on "words" against the tables before (3963b5c's) and on the buckets only
+    device_name
+    timeout 270 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "last_tile or input_gradient_matches_fp32 or swiglu_dispatch or keys_between or default_dispatch" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    timeout 100 python3 benchmarks/partial_tiles.py --layout pairs --dirs bwd --ms 136,264,520,700 \
+      --out "$out/bwd" 2>&1 | grep -v Warning | tee "$out/log_bwd.txt" | cut -c1-150
+    timeout 200 python3 benchmarks/routes.py --verify --layout words --dirs fwd \
+      --previous-tables benchmarks/results/run27_2026-11-27/previous_tables.json \
+      --ms 20,24,32,40,56,64,72,80,96,112,128,136,160,176,192,208,240,256 --out "$out/words" 2>&1 | grep -v Warning \
+      > "$out/log_words.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log_words.txt" | cut -c1-150 | tail -30
+    ;;
+  61g)  # the training's products on "pairs" against the tables before (3963b5c's), M on and off the tiles: the forward
+        # and the input gradient
+    device_name
+    for d in fwd bwd; do
+      timeout 270 python3 benchmarks/routes.py --verify --dirs $d \
+        --previous-tables benchmarks/results/run27_2026-11-27/previous_tables.json \
+        --ms 136,160,192,264,520,700,1100 --out "$out/$d" 2>&1 | grep -v Warning > "$out/log_$d.txt"
+    done
+    cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-150 | tail -60
+    ;;
 esac

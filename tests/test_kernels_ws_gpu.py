@@ -114,6 +114,28 @@ def test_last_tile_shift_matches_the_tile_past_m(cfg, m, layout, monkeypatch):
 
 
 @hopper
+@pytest.mark.parametrize("cfg", [ws.WsBwdConfig(128, 4, 2, in_flight=True), ws.WsBwdConfig(256, 4, 1, consumers=2),
+                                 ws.WsBwdConfig(128, 4, 8, 128), ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),
+                                 ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True)],
+                         ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("m", [264, 520])
+def test_input_gradient_last_tile_shift_matches_the_tile_past_m(cfg, m, monkeypatch):
+    """The input gradient's last M tile ending at row M: every output written (NaN-poisoned before), the fp32
+    reference, and the kernel whose last tile reads past M within a bf16 rounding."""
+    q = nvfp4.quantize(torch.randn(1024, 1424, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    w = prepare_weight(q.packed, q.scale, q.global_scale)
+    dy = torch.randn(m, 1024, device="cuda").to(torch.bfloat16)
+    out = torch.full((m, 1424), float("nan"), device="cuda", dtype=torch.bfloat16)
+    dx = ws.ws_matmul_grad_input(dy, w, cfg, out=out)
+    ref = _fp32_matmul(dy.float(), ref_w)
+    assert torch.isfinite(dx).all() and float((dx.float() - ref).norm() / ref.norm()) < 4e-3
+    monkeypatch.setattr(ws, "SHIFT_LAST_TILE", False)
+    past = ws.ws_matmul_grad_input(dy, w, cfg)
+    assert torch.allclose(dx.float(), past.float(), rtol=2**-7, atol=1e-6)
+
+
+@hopper
 def test_rejects_unsupported_shapes():
     x, w, _ = _case(64, 100, 512)  # N not a multiple of 32
     assert not ws.supports(64, 100, 512)
@@ -520,8 +542,10 @@ def test_swiglu_epilogue_matches_fp32_reference(cfg, m, inter, k, layout):
 def test_swiglu_dispatch_fuses_where_the_table_allows_and_falls_back_elsewhere():
     from qerl.kernels.nvfp4_gemm import nvfp4_matmul, nvfp4_matmul_swiglu, swiglu_interleaved
 
-    # 7B gate_up: the unsplit decode tile at M = 8, a stream-K entry at M = 128, two consumers at M = 300 (bucket 512).
-    for m, want_fused in ((8, True), (128, False), (300, True)):
+    # 7B gate_up: the unsplit decode tile at M = 8, a stream-K entry at M = 128 (and at M = 257-384, run 26's key),
+    # run 27's M = 192 key (unsplit 64-row tiles, the last one shifted to end at row M) at M = 160, two consumers at
+    # M = 400 (bucket 512).
+    for m, want_fused in ((8, True), (128, False), (160, True), (300, False), (400, True)):
         x, w, ref = _glu_case(m, 18944, 3584, "words")
         assert (ws.epilogue_config(x, w, reshape=False) is not None) == want_fused
         y = nvfp4_matmul_swiglu(x, w)

@@ -230,7 +230,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     serialized the wgmmas, the wgmma waits in the SASS (``WARPGROUP.DEPBAR.LE gsb0, n``: n = 2 keeps a chunk's
     two wgmma groups in flight), the global atomics (the fused split sum's tile counter) and the barriers scoped to
     one warpgroup's 128 threads (a warp-specialized partition's). ``shift_last``: the forward's last M tile ending at
-    row M (``_tile_m0``); None: as ``ws_matmul`` sets it."""
+    row M (``_tile_m0``; also the input gradient's); None: as ``ws_matmul`` / ``ws_matmul_grad_input`` set it."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -243,6 +243,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
                  {"BM": cfg.bm, "STAGES": cfg.stages, "OUT_F32": out_f32, "FUSED": out_f32 and cfg.fused,
                   "CONSUMERS": cfg.consumers, "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight,
                   "ROWS": rows})
+        const["SHIFT_LAST"] = ws.SHIFT_LAST_TILE if shift_last is None else shift_last
         x_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
         _, w_l, s_l = ws.shared_layouts(64, 64)
         descs = {"dy_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[64, 64],{w_l!r}>",

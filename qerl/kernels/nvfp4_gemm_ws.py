@@ -651,8 +651,8 @@ WORDS_MAX_BUCKET = 4096
 # kernels' time at M = 16 (geomean of the 12 layers, run 9).
 MIN_M = 17
 
-# The forward's last M tile ends at row M, repeating rows of the tile before it, instead of reading rows past M
-# (``_tile_m0``; run 27). A switch for benchmarks/partial_tiles.py, which times both.
+# The last M tile of the forward and of the input gradient ends at row M, repeating rows of the tile before it,
+# instead of reading rows past M (``_tile_m0``; run 27). A switch for benchmarks/partial_tiles.py, which times both.
 SHIFT_LAST_TILE = True
 
 
@@ -853,10 +853,11 @@ if gluon is not None:
 
     @gluon.jit
     def _tile_m0(tile_m, M, BM: gl.constexpr, SHIFT_LAST: gl.constexpr):
-        """The first row of X of M tile ``tile_m``; with ``SHIFT_LAST`` the last tile ends at row M (when M >= BM), so
-        that no tile reads rows past M: it repeats rows of the tile before it, which both store alike. Run 27: TMA
-        boxes of X reaching past M cost the forward up to 1.75x its time on whole tiles (7B gate_up at M = 129 on
-        64-row tiles), more the fewer rows of the last tile are real (``benchmarks/partial_tiles.py``)."""
+        """The first row of X (dY in the input gradient) of M tile ``tile_m``; with ``SHIFT_LAST`` the last tile ends
+        at row M (when M >= BM), so that no tile reads rows past M: it repeats rows of the tile before it, which both
+        store alike. Run 27: TMA boxes of X reaching past M cost the forward up to 1.75x its time on whole tiles (7B
+        gate_up at M = 129 on 64-row tiles), more the fewer rows of the last tile are real, and the input gradient up
+        to 1.45x (``benchmarks/partial_tiles.py``)."""
         m0 = tile_m * BM
         if SHIFT_LAST:
             m0 = gl.maximum(gl.minimum(m0, M - BM), 0)
@@ -1687,11 +1688,12 @@ if gluon is not None:
     def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
                        total_steps, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
                        OUT_F32: gl.constexpr, FUSED: gl.constexpr, CONSUMERS: gl.constexpr = 1,
-                       CONSUMER_REGS: gl.constexpr = 232, IN_FLIGHT: gl.constexpr = False, ROWS: gl.constexpr = False):
+                       CONSUMER_REGS: gl.constexpr = 232, IN_FLIGHT: gl.constexpr = False, ROWS: gl.constexpr = False,
+                       SHIFT_LAST: gl.constexpr = False):
         pid = gl.program_id(0)
         pid_s = gl.program_id(1)
         num_m = gl.cdiv(M, BM)
-        off_m = (pid % num_m) * BM
+        off_m = _tile_m0(pid % num_m, M, BM, SHIFT_LAST)
         c = pid // num_m  # the chunk of K (128 columns of dX) this program writes
         # Split pid_s's run of the steps over N: as even as the count allows (runs differ by one step at most), so a
         # split need not divide the step count (as the forward's split-K).
@@ -1726,12 +1728,13 @@ if gluon is not None:
     # ------------------------------------------------------------------------------ stream-K input gradient
     @gluon.jit
     def _sk_bwd_load_worker(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, it_begin, it_end,
-                            n_steps, num_m, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr):
+                            n_steps, num_m, M, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
+                            SHIFT_LAST: gl.constexpr):
         """``_bwd_load_worker`` over this CTA's run of (tile, step) pairs: tile t = (M tile t % num_m, chunk t //
         num_m), step = 64 rows of W; one ring of stages throughout."""
         i = 0
         for t in range(it_begin // n_steps, (it_end - 1) // n_steps + 1):
-            off_m = (t % num_m) * BM
+            off_m = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
             c = t // num_m
             for j in range(gl.maximum(it_begin - t * n_steps, 0), gl.minimum(it_end - t * n_steps, n_steps)):
                 _bwd_copy_step(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, i, off_m,
@@ -1739,12 +1742,13 @@ if gluon is not None:
                 i += 1
 
     @gluon.jit
-    def _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, half: gl.constexpr, num_m, M, K, stride_xm, BM: gl.constexpr):
-        """One half (the code bytes' low or high nibbles: 64 columns of K) of tile t's dX^T into dX as bf16, the
-        pointers made at the store (as ``_sk_store_tile``)."""
+    def _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, half: gl.constexpr, num_m, m0, M, K, stride_xm,
+                           BM: gl.constexpr):
+        """One half (the code bytes' low or high nibbles: 64 columns of K) of tile t's dX^T (rows m0 .. of dX) into dX
+        as bf16, the pointers made at the store (as ``_sk_store_tile``)."""
         out: gl.constexpr = _bwd_out_layout(BM)
         kk = (t // num_m) * 128 + 64 * half + gl.arange(0, 64, layout=gl.SliceLayout(1, out))
-        offs_m = (t % num_m) * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, out))
+        offs_m = m0 + gl.arange(0, BM, layout=gl.SliceLayout(0, out))
         mask = (offs_m < M)[None, :] & (kk < K)[:, None]
         ptrs = dx_ptr + offs_m[None, :].to(gl.int64) * stride_xm + kk[:, None]
         gl.store(ptrs, (_bwd_k_order(acc) * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16), mask=mask)
@@ -1752,7 +1756,8 @@ if gluon is not None:
     @gluon.jit
     def _sk_bwd_half_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
                                stride_xm, it_begin, it_end, iters, n_steps, num_m, BM: gl.constexpr,
-                               STAGES: gl.constexpr, HALF: gl.constexpr, ROWS: gl.constexpr = False):
+                               STAGES: gl.constexpr, HALF: gl.constexpr, ROWS: gl.constexpr = False,
+                               SHIFT_LAST: gl.constexpr = False):
         """A consumer of the stream-K input gradient: half HALF of each chunk (``_bwd_half_step``) over this CTA's run
         of (tile, step) pairs (``_sk_bwd_load_worker``); a whole tile is written as bf16, a part goes to
         ``_sk_merge_part`` (as consumer HALF of two), and the consumer that completes the tile writes its sum."""
@@ -1766,18 +1771,20 @@ if gluon is not None:
             for _j in range(j_lo, j_hi):
                 acc = _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES, HALF, ROWS)
                 i += 1
+            m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
             if j_hi - j_lo == n_steps:
-                _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, M, K, stride_xm, BM)
+                _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, m0, M, K, stride_xm, BM)
             else:
                 if _sk_merge_part(part_ptr, cnt_ptr, _bwd_k_order(acc), t, t0, j_hi - j_lo, n_steps, 2, HALF):
-                    _sk_sum_parts(part_ptr, dx_ptr, gs_ptr, t, iters, n_steps, (t % num_m) * BM,
+                    _sk_sum_parts(part_ptr, dx_ptr, gs_ptr, t, iters, n_steps, m0,
                                   (t // num_m) * 128 + 64 * HALF, M, K, stride_xm, gs_ptr, 0, 1, 0.0, 64, BM, 2, HALF,
                                   False, 1, 1.0, 0)
 
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
     def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, n_steps, iters,
                           sk_total, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
-                          CONSUMER_REGS: gl.constexpr = 232, ROWS: gl.constexpr = False):
+                          CONSUMER_REGS: gl.constexpr = 232, ROWS: gl.constexpr = False,
+                          SHIFT_LAST: gl.constexpr = False):
         """The input gradient as stream-K, two consumers (one per half of the chunk): CTA g takes (tile, step) pairs
         g * iters .. of the first ``sk_total``, later CTAs one whole tile each (``_sk_run``). (One consumer with both
         halves was measured slower in run 12 and not kept.)"""
@@ -1786,11 +1793,13 @@ if gluon is not None:
         dy_smem, w_smem, s_raw, s_t, ready, empty, s_ready = _bwd_stages(dy_desc, w_desc, s_desc, BM, STAGES, 2)
         gl.warp_specialize([
             (_sk_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
-                                      stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 0, ROWS)),
+                                      stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 0, ROWS,
+                                      SHIFT_LAST)),
             (_sk_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
-                                      stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 1, ROWS)),
+                                      stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 1, ROWS,
+                                      SHIFT_LAST)),
             (_sk_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, it_begin,
-                                   it_end, n_steps, num_m, s_rows_per_chunk, BM, STAGES)),
+                                   it_end, n_steps, num_m, M, s_rows_per_chunk, BM, STAGES, SHIFT_LAST)),
             (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, it_end - it_begin, STAGES)),
         ], [4, 1, 1], [CONSUMER_REGS, 40, 40])
 
@@ -2128,7 +2137,7 @@ def _stream_k_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     _ensure_cuda_context(dy2.device)
     _ws_bwd_sk_kernel[(ctas,)](dy_desc, w_desc, s_desc, dx, parts, counters, w.global_scale, m, w.k, w.k, steps,
                                iters, sk_total, scale_pitch(w), BM=cfg.bm, STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS,
-                               ROWS=w.rows, num_warps=4,
+                               ROWS=w.rows, SHIFT_LAST=SHIFT_LAST_TILE, num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
@@ -2161,7 +2170,8 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     _ws_bwd_kernel[grid](dy_desc, w_desc, s_desc, target, dx, target if counters is None else counters,
                          w.global_scale, m, w.k, w.k, stride_split, steps, scale_pitch(w), BM=cfg.bm,
                          STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None, CONSUMERS=cfg.consumers,
-                         CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight, ROWS=w.rows, num_warps=4,
+                         CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight, ROWS=w.rows,
+                         SHIFT_LAST=SHIFT_LAST_TILE, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, dx, split)
