@@ -21,8 +21,9 @@ table keys by (``proposals``).
 ``--verify`` times only the default dispatch against ``buckets only``: the same dispatch with the tables' keys
 between the powers of two (``nvfp4_gemm.FINE_MS``) and ``nvfp4_gemm.SLAB_RANGES`` left out; with ``--previous-tables
 FILE`` also on the tables of FILE (``previous``: ``TUNED`` / ``TUNED_BWD`` / ``TUNED_WORDS`` and, in dumps from run 27
-on, the keys between the buckets and ``SLAB_RANGES``), as written by ``--dump-tables FILE`` (no GPU needed) from
-another tree's copy of this script, e.g. the tree before run 26:
+on, the keys between the buckets, ``SLAB_RANGES`` and whether the last M tile is shifted, off where the dump does not
+say; ``previous, shifted``: the same tables with this tree's shift, where it differs), as written by ``--dump-tables
+FILE`` (no GPU needed) from another tree's copy of this script, e.g. the tree before run 26:
 
     git worktree add /tmp/old fcb8123 && cp benchmarks/routes.py /tmp/old/benchmarks/
     python /tmp/old/benchmarks/routes.py --dump-tables previous_tables.json
@@ -85,11 +86,13 @@ def dump_tables(path: str) -> None:
               for name in ("TUNED", "TUNED_BWD", "TUNED_WORDS")}
     tables["FINE_MS"] = list(getattr(kern, "FINE_MS", ()))
     tables["SLAB_RANGES"] = [[*key, [list(r) for r in ranges]] for key, ranges in getattr(kern, "SLAB_RANGES", {}).items()]
+    tables["SHIFT_LAST_TILE"] = getattr(ws, "SHIFT_LAST_TILE", False)
     Path(path).write_text(json.dumps(tables))
 
 
 def load_tables(path: str) -> dict:
-    """``dump_tables``' file; "FINE_MS" / "SLAB_RANGES" only where it holds them (dumps before run 27 do not)."""
+    """``dump_tables``' file; "FINE_MS" / "SLAB_RANGES" only where it holds them (dumps before run 27 do not);
+    "SHIFT_LAST_TILE" False where it is missing (the trees before the shifted last tile)."""
     from qerl.kernels import nvfp4_gemm_ws as ws
 
     cls = {"TUNED": ws.WsConfig, "TUNED_BWD": ws.WsBwdConfig, "TUNED_WORDS": ws.WsConfig}
@@ -99,15 +102,18 @@ def load_tables(path: str) -> dict:
     if "FINE_MS" in raw:
         tables["FINE_MS"] = tuple(raw["FINE_MS"])
         tables["SLAB_RANGES"] = {(d, n, k): tuple(tuple(r) for r in ranges) for d, n, k, ranges in raw["SLAB_RANGES"]}
+    tables["SHIFT_LAST_TILE"] = bool(raw.get("SHIFT_LAST_TILE", False))
     return tables
 
 
-def previous_dispatch(kern, ws, tables: dict, call):
+def previous_dispatch(kern, ws, tables: dict, call, shift: bool | None = None):
     """``call()`` on ``tables`` (``load_tables``): with their ``FINE_MS`` and ``SLAB_RANGES`` where the file holds
-    them, else on the powers of two only, without ``SLAB_RANGES``."""
-    saved = ws.TUNED, ws.TUNED_BWD, ws.TUNED_WORDS
+    them, else on the powers of two only, without ``SLAB_RANGES``; the last tile shifted as the tables' tree did
+    (``SHIFT_LAST_TILE``; off where the file does not say), or as ``shift`` says."""
+    saved = ws.TUNED, ws.TUNED_BWD, ws.TUNED_WORDS, ws.SHIFT_LAST_TILE
     ws.TUNED, ws.TUNED_BWD = tables["TUNED"], tables["TUNED_BWD"]
     ws.TUNED_WORDS = tables.get("TUNED_WORDS", ws.TUNED_WORDS)
+    ws.SHIFT_LAST_TILE = tables.get("SHIFT_LAST_TILE", False) if shift is None else shift
     try:
         if "FINE_MS" not in tables:
             return buckets_only(kern, call)
@@ -119,7 +125,7 @@ def previous_dispatch(kern, ws, tables: dict, call):
         finally:
             kern._bucket_keys, kern.SLAB_RANGES = keys, ranges
     finally:
-        ws.TUNED, ws.TUNED_BWD, ws.TUNED_WORDS = saved
+        ws.TUNED, ws.TUNED_BWD, ws.TUNED_WORDS, ws.SHIFT_LAST_TILE = saved
 
 
 def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, budget_s: float,
@@ -162,6 +168,9 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
                   "buckets only": lambda kw, o: buckets_only(kern, lambda: shipped(inp, kw, out=o))}
         if previous is not None:
             routes["previous"] = lambda kw, o: previous_dispatch(kern, ws, previous, lambda: shipped(inp, kw, out=o))
+            if previous.get("SHIFT_LAST_TILE", False) != ws.SHIFT_LAST_TILE:  # the tables alone, on this tree's tiles
+                routes["previous, shifted"] = lambda kw, o: previous_dispatch(
+                    kern, ws, previous, lambda: shipped(inp, kw, out=o), shift=ws.SHIFT_LAST_TILE)
         cands = {}
     for label, cfg in cands.items():
         routes[label] = lambda kw, o, cfg=cfg: run_ws(inp, kw, cfg, out=o)
@@ -201,7 +210,8 @@ def proposals(rows: list[dict], min_gain: float = 1.03) -> list[dict]:
         t, best = r["routes"], r["best"]
         gain = t["shipped"] / t[best]
         noise = abs(t["shipped"] / r["shipped_repeat_us"] - 1)
-        if best in ("shipped", "buckets only", "previous") or gain < min_gain or gain - 1 <= 2 * noise:
+        if best in ("shipped", "buckets only", "previous", "previous, shifted") or gain < min_gain or \
+                gain - 1 <= 2 * noise:
             continue
         out.append({key: r[key] for key in ("model", "layer", "dir", "m", "n", "k")}
                    | {"layout": r.get("layout", "pairs"), "route": best, "config": r["configs"].get(best, best),
@@ -217,7 +227,8 @@ def line(row: dict) -> str:
             f"{row['best']} {bf16 / t[row['best']]:.3f}x, shipped {bf16 / t['shipped']:.3f}x, shipped / best "
             f"{t['shipped'] / t[row['best']]:.3f} (repeat {noise:.3f})"
             + (f", new / buckets only {t['shipped'] / t['buckets only']:.3f}" if "buckets only" in t else "")
-            + (f", new / previous {t['shipped'] / t['previous']:.3f}" if "previous" in t else ""))
+            + (f", new / previous {t['shipped'] / t['previous']:.3f}" if "previous" in t else "")
+            + (f", new / previous shifted {t['shipped'] / t['previous, shifted']:.3f}" if "previous, shifted" in t else ""))
 
 
 def main(argv: list[str] | None = None) -> None:

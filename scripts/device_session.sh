@@ -2650,14 +2650,25 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --ms 20,24,32,40,56,64,72,80,96,112,128,136,160,176,192,208,240,256 --out "$out/words" 2>&1 | grep -v Warning \
       > "$out/log_words.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log_words.txt" | cut -c1-150 | tail -30
     ;;
-  61g)  # the training's products on "pairs" against the tables before (3963b5c's), M on and off the tiles: the forward
-        # and the input gradient
+  61g)  # the shift only where the last tile holds <= 32 rows (shift_last_tile) and three M = 192 "words" keys out
+        # (after 61f): GPU tests, then the training's products on "pairs" against the tables before (3963b5c's, no shift:
+        # "previous"; with this tree's shift: "previous, shifted"), M on and off the tiles, forward and input gradient
     device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "last_tile or swiglu_dispatch or keys_between or default_dispatch" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
     for d in fwd bwd; do
-      timeout 270 python3 benchmarks/routes.py --verify --dirs $d \
+      timeout 200 python3 benchmarks/routes.py --verify --dirs $d \
         --previous-tables benchmarks/results/run27_2026-11-27/previous_tables.json \
         --ms 136,160,192,264,520,700,1100 --out "$out/$d" 2>&1 | grep -v Warning > "$out/log_$d.txt"
     done
-    cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-150 | tail -60
+    cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-170 | tail -40
+    ;;
+  61h)  # 61g's tree: the forward on "words" against the tables before, M = 20-256 (as 61c / 61f)
+    device_name
+    timeout 250 python3 benchmarks/routes.py --verify --layout words --dirs fwd \
+      --previous-tables benchmarks/results/run27_2026-11-27/previous_tables.json \
+      --ms 20,24,32,40,56,64,72,80,96,112,128,136,160,176,192,208,240,256 --out "$out/words" 2>&1 | grep -v Warning \
+      > "$out/log_words.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log_words.txt" | cut -c1-170 | tail -30
     ;;
 esac

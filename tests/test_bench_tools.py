@@ -355,9 +355,9 @@ def test_gpu_benchmarks_refuse_without_cuda_before_writing(tmp_path, capsys):
 def test_routes_candidates_and_the_previous_tables(tmp_path, monkeypatch):
     """benchmarks/routes.py: the table configs it times per cell are the distinct ones of the layer's buckets from
     M / 4 to 4 M (declined buckets left out); the tables it dumps (with ``FINE_MS`` and ``SLAB_RANGES``) load back
-    equal; its "previous" dispatch runs on a dump's tables with the dump's keys between the buckets and slab ranges,
-    or, for a dump without them (before run 27), on the powers of two without ``SLAB_RANGES``, restoring the
-    module's own afterwards."""
+    equal; its "previous" dispatch runs on a dump's tables with the dump's keys between the buckets, slab ranges and
+    last-tile shift (off where the dump does not say, or as asked), or, for a dump without keys (before run 27), on
+    the powers of two without ``SLAB_RANGES``, restoring the module's own afterwards."""
     import json
 
     from qerl.kernels import nvfp4_gemm as kern
@@ -375,26 +375,30 @@ def test_routes_candidates_and_the_previous_tables(tmp_path, monkeypatch):
     tables = rt.load_tables(str(path))
     assert (tables["TUNED"], tables["TUNED_BWD"], tables["TUNED_WORDS"]) == (ws.TUNED, ws.TUNED_BWD, ws.TUNED_WORDS)
     assert (tables["FINE_MS"], tables["SLAB_RANGES"]) == (kern.FINE_MS, kern.SLAB_RANGES)
-    own = ws.TUNED, kern.SLAB_RANGES, kern._bucket_keys
+    assert tables["SHIFT_LAST_TILE"] is ws.SHIFT_LAST_TILE is True
+    own = ws.TUNED, kern.SLAB_RANGES, kern._bucket_keys, ws.SHIFT_LAST_TILE
 
     def lookup():
         return kern._nearest_bucket(ws.TUNED, 640, lambda b: (b, n, k))
 
     # A dump with its own keys between the buckets: 640 is not among them, 768 is, and 7B o's forward at M = 700
-    # is in no slab range of that dump.
+    # is in no slab range of that dump; it does not say whether the last tile is shifted (a tree before run 27's).
     raw = json.loads(path.read_text())
     raw["FINE_MS"] = [768]
     raw["SLAB_RANGES"] = [["fwd", 3584, 3584, [[769, 896]]]]
+    del raw["SHIFT_LAST_TILE"]
     path.write_text(json.dumps(raw))
     other = rt.load_tables(str(path))
+    assert other["SHIFT_LAST_TILE"] is False
 
-    def probe_other():
+    def probe_other(shift=False):
         assert ws.TUNED == other["TUNED"] and not kern._slab_range("fwd", 700, 3584, 3584)
-        assert kern._slab_range("fwd", 800, 3584, 3584)
+        assert kern._slab_range("fwd", 800, 3584, 3584) and ws.SHIFT_LAST_TILE is shift
         return lookup()
 
     assert rt.previous_dispatch(kern, ws, other, probe_other) == ws.TUNED[(768, n, k)] != ws.TUNED[(640, n, k)]
-    assert (ws.TUNED, kern.SLAB_RANGES, kern._bucket_keys) == own
+    assert (ws.TUNED, kern.SLAB_RANGES, kern._bucket_keys, ws.SHIFT_LAST_TILE) == own
+    assert rt.previous_dispatch(kern, ws, other, lambda: probe_other(True), shift=True) == ws.TUNED[(768, n, k)]
 
     # A dump before run 27: the powers of two only, no slab ranges.
     older = {"TUNED": {key: cfg for key, cfg in ws.TUNED.items() if key[0] not in kern.FINE_MS}, "TUNED_BWD": {}}
@@ -404,7 +408,8 @@ def test_routes_candidates_and_the_previous_tables(tmp_path, monkeypatch):
         return lookup()
 
     assert rt.previous_dispatch(kern, ws, older, probe) == ws.TUNED[(1024, n, k)] != ws.TUNED[(640, n, k)]
-    assert (ws.TUNED, kern.SLAB_RANGES, kern._bucket_keys) == own and lookup() == ws.TUNED[(640, n, k)]
+    assert (ws.TUNED, kern.SLAB_RANGES, kern._bucket_keys, ws.SHIFT_LAST_TILE) == own
+    assert lookup() == ws.TUNED[(640, n, k)]
 
 
 def test_routes_proposals_take_only_wins_beyond_the_noise(capsys, tmp_path):

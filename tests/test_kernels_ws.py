@@ -158,6 +158,17 @@ def test_keys_between_the_buckets_serve_the_m_down_to_the_next_key(monkeypatch):
     assert ws.pick_grad_input(dy, n, k, k, rows=True) == rows != ws.TUNED_BWD[(384, n, k)]
 
 
+def test_last_tile_shifts_only_when_short(monkeypatch):
+    """Run 27: the kernels shift the last M tile to end at row M only where M spans several tiles and the last one
+    holds at most ``SHIFT_MAX_ROWS`` real rows (where reading past M was measured slow); never when switched off."""
+    assert ws.SHIFT_MAX_ROWS == 32
+    for m, bm, want in ((129, 64, True), (160, 64, True), (161, 64, False), (192, 64, False), (520, 256, True),
+                        (700, 256, False), (136, 256, False), (64, 64, False), (33, 32, True), (8, 8, False)):
+        assert ws.shift_last_tile(m, bm) is want, (m, bm)
+    monkeypatch.setattr(ws, "SHIFT_LAST_TILE", False)
+    assert not ws.shift_last_tile(129, 64)
+
+
 def test_slab_ranges_follow_the_keys_and_stay_off_the_other_layouts():
     """``SLAB_RANGES`` covers whole intervals between keys (each one measured at its upper end), never overlaps, and
     names a (direction, N, K) of the measured layers."""

@@ -223,14 +223,15 @@ _WGMMA_SERIALIZED = re.compile(r"\(C751\d\)[^\n]*wgmma[^\n]*serialized")
 
 def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = False, glu: bool = False,
               row_norm: bool = False, add_norm: bool = False, norm_nt: int = 64, rope: bool = False,
-              rows: bool = False, shift_last: bool | None = None) -> dict:
+              rows: bool = False, shift_last: bool = False) -> dict:
     """The warp-specialized kernel (``nvfp4_gemm_ws``) compiled for ``cfg`` as ``ws_matmul`` (a ``WsConfig``) or
     ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, threads per CTA, shared-memory
     bytes, spill bytes, whether ptxas
     serialized the wgmmas, the wgmma waits in the SASS (``WARPGROUP.DEPBAR.LE gsb0, n``: n = 2 keeps a chunk's
     two wgmma groups in flight), the global atomics (the fused split sum's tile counter) and the barriers scoped to
     one warpgroup's 128 threads (a warp-specialized partition's). ``shift_last``: the forward's last M tile ending at
-    row M (``_tile_m0``; also the input gradient's); None: as ``ws_matmul`` / ``ws_matmul_grad_input`` set it."""
+    row M (``_tile_m0``; also the input gradient's), as ``ws_matmul`` / ``ws_matmul_grad_input`` launch it where the
+    last tile is short (``nvfp4_gemm_ws.shift_last_tile``)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -243,7 +244,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
                  {"BM": cfg.bm, "STAGES": cfg.stages, "OUT_F32": out_f32, "FUSED": out_f32 and cfg.fused,
                   "CONSUMERS": cfg.consumers, "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight,
                   "ROWS": rows})
-        const["SHIFT_LAST"] = ws.SHIFT_LAST_TILE if shift_last is None else shift_last
+        const["SHIFT_LAST"] = bool(shift_last)
         x_l = gl.NVMMASharedLayout.get_default_for([cfg.bm, 64], gl.bfloat16)
         _, w_l, s_l = ws.shared_layouts(64, 64)
         descs = {"dy_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[64, 64],{w_l!r}>",
@@ -256,7 +257,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
         fn = ws._ws_fwd_sk_kernel
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages,
                  "CONSUMER_REGS": ws.CONSUMER_REGS, "WORDS": words, "ROW_NORM": row_norm, "NORM_NT": norm_nt,
-                 "SHIFT_LAST": ws.SHIFT_LAST_TILE if shift_last is None else shift_last}
+                 "SHIFT_LAST": bool(shift_last)}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>"}
@@ -268,7 +269,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
                  "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight, "FUSED": out_f32 and cfg.fused,
                  "WORDS": words, "GLU": glu, "ROW_NORM": row_norm, "NORM_NT": norm_nt, "ADD_NORM": add_norm,
                  "ROPE": rope, "ROPE_BIAS": rope,
-                 "SHIFT_LAST": (ws.SHIFT_LAST_TILE and not add_norm and not rope) if shift_last is None else shift_last}
+                 "SHIFT_LAST": bool(shift_last) and not add_norm and not rope}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>"}

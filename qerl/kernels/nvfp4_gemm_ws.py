@@ -629,20 +629,19 @@ TUNED_WORDS.update({
     (1280, 5120, 27648): WsConfig(128, 128, 4, 1, 2, False),  # kept (M = 2048's)
     (1536, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False),  # M = 4096's, 1.08x
 })
-# Run 27: the fill search on "words" at M = 32-256 (the entries above marked run 27) and keys at M = 96 / 192.
+# Run 27: the fill search on "words" at M = 32-256 (the entries above marked run 27) and keys at M = 96 / 192, the
+# gain over the previous route in the search; with the last tile shifted (``_tile_m0``) 7B o's, 7B gate_up's and 32B
+# down's M = 192 keys no longer beat the M = 256 entries at M = 136-192 (0.98-1.04x) and were left out.
 TUNED_WORDS.update({
     (96, 4608, 3584): WsConfig(32, 128, 4, 1, 1, True, 128),  # 1.11x the previous route (7B qkv)
     (96, 7168, 5120): WsConfig(64, 128, 4, 1, 2, False),  # 1.05x (14B / 32B qkv)
     (96, 5120, 5120): WsConfig(64, 128, 4, 3, 1, False, 128),  # 1.17x (14B / 32B o)
     (192, 4608, 3584): WsConfig(64, 64, 4, 1, 1, True, 128),  # 2.12x (7B qkv)
-    (192, 3584, 3584): WsConfig(64, 128, 4, 3, 1, False, 128),  # 1.25x (7B o)
-    (192, 37888, 3584): WsConfig(64, 64, 3, 1, 1, False, 80),  # 1.18x (7B gate_up)
     (192, 3584, 18944): WsConfig(64, 128, 4, 3, 1, False, 128),  # 1.29x (7B down)
     (192, 5120, 5120): WsConfig(64, 64, 4, 1, 1, True, 128),  # 1.52x (14B / 32B o)
     (192, 27648, 5120): WsConfig(64, 64, 4, 1, 1, True, 128),  # 1.07x (14B gate_up)
     (192, 5120, 13824): WsConfig(64, 128, 4, 2, 1, False, 128),  # 1.17x (14B down)
     (192, 55296, 5120): WsConfig(64, 128, 4, 1, 1, False, 128),  # 1.26x (32B gate_up)
-    (192, 5120, 27648): WsConfig(128, 256, 3, 3, 2, False),  # 1.17x (32B down)
 })
 WORDS_MAX_BUCKET = 4096
 
@@ -652,8 +651,18 @@ WORDS_MAX_BUCKET = 4096
 MIN_M = 17
 
 # The last M tile of the forward and of the input gradient ends at row M, repeating rows of the tile before it,
-# instead of reading rows past M (``_tile_m0``; run 27). A switch for benchmarks/partial_tiles.py, which times both.
+# instead of reading rows past M (``_tile_m0``; run 27), where it holds at most ``SHIFT_MAX_ROWS`` rows of X: with
+# up to 32 real rows such a tile cost up to 1.75x (forward) / 1.45x (input gradient) the time of whole tiles, with
+# 48 or more nothing, and shifting a fuller tile (188 of 256 rows at M = 700) cost 2-4% (its extra stores).
+# ``SHIFT_LAST_TILE`` is a switch for benchmarks/partial_tiles.py, which times both.
 SHIFT_LAST_TILE = True
+SHIFT_MAX_ROWS = 32
+
+
+def shift_last_tile(m: int, bm: int) -> bool:
+    """Whether the kernels run M rows in tiles of ``bm`` with the last tile shifted to end at row M: M spans more
+    than one tile and the last one holds 1 to ``SHIFT_MAX_ROWS`` of them."""
+    return SHIFT_LAST_TILE and m > bm and 0 < m % bm <= SHIFT_MAX_ROWS
 
 
 def _lookup(table: dict, m: int, n: int, k_pad: int, max_bucket: int | None = None, fine: bool = True):
@@ -2010,7 +2019,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          ROW_NORM=row_norm is not None, NORM_NT=norm["nt"], ADD_NORM=add_norm is not None,
                          ROPE=rope is not None, ROPE_BIAS=rope is not None and rope.bias is not None,
                          # Not under the residual epilogue, which may write Y in place of the residual it reads.
-                         SHIFT_LAST=SHIFT_LAST_TILE and add_norm is None and rope is None,
+                         SHIFT_LAST=shift_last_tile(m, cfg.bm) and add_norm is None and rope is None,
                          num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
@@ -2116,7 +2125,8 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc, iters,
                                sk_total, scale_pitch(w), *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
                                STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words,
-                               ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=SHIFT_LAST_TILE, num_warps=4,
+                               ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=shift_last_tile(m, cfg.bm),
+                               num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
@@ -2137,7 +2147,7 @@ def _stream_k_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     _ensure_cuda_context(dy2.device)
     _ws_bwd_sk_kernel[(ctas,)](dy_desc, w_desc, s_desc, dx, parts, counters, w.global_scale, m, w.k, w.k, steps,
                                iters, sk_total, scale_pitch(w), BM=cfg.bm, STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS,
-                               ROWS=w.rows, SHIFT_LAST=SHIFT_LAST_TILE, num_warps=4,
+                               ROWS=w.rows, SHIFT_LAST=shift_last_tile(m, cfg.bm), num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
@@ -2171,7 +2181,7 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
                          w.global_scale, m, w.k, w.k, stride_split, steps, scale_pitch(w), BM=cfg.bm,
                          STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None, CONSUMERS=cfg.consumers,
                          CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight, ROWS=w.rows,
-                         SHIFT_LAST=SHIFT_LAST_TILE, num_warps=4,
+                         SHIFT_LAST=shift_last_tile(m, cfg.bm), num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, dx, split)
