@@ -2671,4 +2671,17 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --ms 20,24,32,40,56,64,72,80,96,112,128,136,160,176,192,208,240,256 --out "$out/words" 2>&1 | grep -v Warning \
       > "$out/log_words.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log_words.txt" | cut -c1-170 | tail -30
     ;;
+  61i)  # a shifted last tile stores only its own rows (nvfp4_gemm_ws._own_rows; 61g: storing them all cost 2-4% at
+        # 256-row tiles and splits), 32B down's M = 192 "pairs" key out: GPU tests, then 61g's comparison
+    device_name
+    timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "last_tile or matches_fp32_reference or swiglu or row_norm or keys_between or default_dispatch" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    for d in fwd bwd; do
+      timeout 160 python3 benchmarks/routes.py --verify --dirs $d \
+        --previous-tables benchmarks/results/run27_2026-11-27/previous_tables.json \
+        --ms 136,160,192,264,520,700,1100 --out "$out/$d" 2>&1 | grep -v Warning > "$out/log_$d.txt"
+    done
+    cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-170 | tail -12
+    ;;
 esac

@@ -300,14 +300,14 @@ TUNED.update({
     (896, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),  # kept (M = 1024's before run 26)
 })
 # Run 27 (benchmarks/gemm_ws.py --tile-set fill at M = 192, then routes.py --verify at M = 136-192 off the grid):
-# the M = 256 entries' 128-row tiles and stream-K left M = 129-192 at 0.46-0.76x of BF16 on some layers.
+# the M = 256 entries' 128-row tiles and stream-K left M = 129-192 at 0.46-0.76x of BF16 on some layers (gains: the
+# search's). 32B down's M = 192 key (1.15x in the search) was left out: 1.06x slower at 192 in the check.
 TUNED.update({
     (192, 4608, 3584): WsConfig(64, 64, 5, 1, 1, True, 128),  # 1.25x the previous route (7B qkv)
     (192, 3584, 3584): WsConfig(64, 128, 4, 3, 1, False, 128),  # 1.10x (7B o)
     (192, 37888, 3584): WsConfig(64, 128, 4, 1, 1, False, 128),  # 1.07x (7B gate_up)
     (192, 7168, 5120): WsConfig(128, 128, 4, 1, 2, False),  # 1.60x (14B / 32B qkv)
     (192, 5120, 5120): WsConfig(64, 64, 4, 1, 1, True, 128),  # 1.19x (14B / 32B o)
-    (192, 5120, 27648): WsConfig(128, 256, 3, 3, 2, False),  # 1.15x (32B down)
 })
 TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.05x the entry without
@@ -873,6 +873,16 @@ if gluon is not None:
         return m0
 
     @gluon.jit
+    def _own_rows(offs_m, m0, M, BM: gl.constexpr, SHIFT_LAST: gl.constexpr):
+        """The rows ``offs_m`` (of a tile starting at row m0) this tile stores: those below M and, in a shifted last
+        tile, none the tile before it stores (the rows from the last multiple of BM on), so that no row is written
+        twice (a shifted tile writing them all cost 2-4% at 256-row tiles and splits, run 27)."""
+        rows = offs_m < M
+        if SHIFT_LAST:
+            rows = rows & (offs_m >= gl.cdiv(m0, BM) * BM)
+        return rows
+
+    @gluon.jit
     def _load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0, n_chunks,
                      s_rows_per_chunk, STAGES: gl.constexpr):
         """The producer warp: TMA copies of each chunk's two X boxes, code bytes and scale bytes into stage
@@ -956,7 +966,7 @@ if gluon is not None:
                        BN: gl.constexpr, ROW0: gl.constexpr, RB: gl.constexpr, STAGES: gl.constexpr,
                        OUT_F32: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr, WORDS: gl.constexpr,
                        GLU: gl.constexpr, ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, ADD_NORM: gl.constexpr,
-                       ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr):
+                       ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr, SHIFT_LAST: gl.constexpr = False):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
         registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
         previous stage's and then releases that stage (each consumer arrives once; the loader waits for all).
@@ -1002,24 +1012,24 @@ if gluon is not None:
             offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
             ptrs = (y_ptr + pid_k.to(gl.int64) * stride_ysplit + offs_m[None, :].to(gl.int64) * stride_ym
                     + offs_n[:, None])
-            mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
+            mask = _own_rows(offs_m, off_m, M, BM, SHIFT_LAST)[None, :] & (offs_n < N)[:, None]
             gl.store(ptrs, out, mask=mask)
             # Each consumer counts its own rows' splits (a counter per CTA tile and consumer).
             if FUSED and _last_split(cnt_ptr, gl.program_id(0) * (BN // RB) + ROW0 // RB):
                 total = _sum_splits(ptrs - pid_k.to(gl.int64) * stride_ysplit, stride_ysplit, mask, acc)
                 _store_tile(out_ptr, total, off_m, off_n + ROW0, M, N, stride_om, r, res, gw, u_ptr, ssq_ptr, rbias,
                             cos, sin, pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU,
-                            ROW_NORM, ADD_NORM, ROPE, ROPE_BIAS)
+                            ROW_NORM, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST)
         else:
             _store_tile(y_ptr, out, off_m, off_n + ROW0, M, N, stride_om, r, res, gw, u_ptr, ssq_ptr, rbias, cos, sin,
                         pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU, ROW_NORM,
-                        ADD_NORM, ROPE, ROPE_BIAS)
+                        ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST)
 
     @gluon.jit
     def _store_tile(y_ptr, out, off_m, n0, M, N, stride_ym, r, res, gw, u_ptr, ssq_ptr, rbias, cos, sin, pos, k_ptr,
                     v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB: gl.constexpr, BM: gl.constexpr,
                     GLU: gl.constexpr, ROW_NORM: gl.constexpr, ADD_NORM: gl.constexpr, ROPE: gl.constexpr,
-                    ROPE_BIAS: gl.constexpr):
+                    ROPE_BIAS: gl.constexpr, SHIFT_LAST: gl.constexpr = False):
         """A whole fp32 tile ``out`` (rows n0 .. n0 + RB of Y^T, columns off_m ..) into Y: scaled per row of X by
         the RMSNorm factor ``r`` (``ROW_NORM``), then stored as bf16, or as SiLU(gate) * up (``GLU``), or added to
         the residual with the next RMSNorm's input and statistics (``ADD_NORM``, ``_add_norm_store``), or as one
@@ -1030,14 +1040,14 @@ if gluon is not None:
         if ROW_NORM:
             out = out * gl.expand_dims(r, 0)
         if GLU:
-            _glu_store(y_ptr, out, off_m, n0, M, N, stride_ym, RB, BM)
+            _glu_store(y_ptr, out, off_m, n0, M, N, stride_ym, RB, BM, SHIFT_LAST)
         elif ADD_NORM:
             _add_norm_store(y_ptr, res, u_ptr, gw, ssq_ptr, out, offs_n, offs_m, M, N, stride_ym, n0 // RB)
         elif ROPE:
             _rope_store(y_ptr, out, offs_m, n0, M, stride_ym, rbias, cos, sin, pos, k_ptr, v_ptr, stride_kb, stride_kh,
                         stride_kl, heads, kv_heads, ROPE_BIAS)
         else:
-            mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
+            mask = _own_rows(offs_m, off_m, M, BM, SHIFT_LAST)[None, :] & (offs_n < N)[:, None]
             gl.store(y_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None], out.to(gl.bfloat16),
                      mask=mask)
 
@@ -1156,7 +1166,8 @@ if gluon is not None:
         return gl.split(gl.permute(gl.reshape(v, [RB // 16, 2, 8, BM]), (0, 2, 3, 1)))
 
     @gluon.jit
-    def _glu_store(y_ptr, out, off_m, n0, M, N, stride_ym, RB: gl.constexpr, BM: gl.constexpr):
+    def _glu_store(y_ptr, out, off_m, n0, M, N, stride_ym, RB: gl.constexpr, BM: gl.constexpr,
+                   SHIFT_LAST: gl.constexpr = False):
         """SiLU(gate) * up into Y [M, N / 2] (bf16) from ``out``, the tile's rows n0 .. n0 + RB of a weight whose rows
         alternate 8 gate rows and the 8 up rows of the same outputs (``nvfp4_gemm.interleave_gate_up``): rows 16g + r
         and 16g + 8 + r give output column n0 / 2 + 8g + r."""
@@ -1169,7 +1180,8 @@ if gluon is not None:
         col, _c = _row_pairs(col, RB, BM)
         row, _r = _row_pairs(row, RB, BM)
         y = gate / (1.0 + gl.exp(-gate)) * up
-        gl.store(y_ptr + row.to(gl.int64) * stride_ym + col, y.to(gl.bfloat16), mask=(row < M) & (col < N // 2))
+        gl.store(y_ptr + row.to(gl.int64) * stride_ym + col, y.to(gl.bfloat16),
+                 mask=_own_rows(row, off_m, M, BM, SHIFT_LAST) & (col < N // 2))
 
     @gluon.jit(do_not_specialize=["M", "n_chunks"])
     def _ws_fwd_kernel(x_desc, w_desc, s_desc, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, stride_om,
@@ -1205,7 +1217,7 @@ if gluon is not None:
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS)),
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [1], [40])
@@ -1217,13 +1229,13 @@ if gluon is not None:
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS)),
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST)),
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, RB, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS)),
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES)),
             ], [4, 1], [CONSUMER_REGS, 40])
@@ -1278,35 +1290,37 @@ if gluon is not None:
             for _c in range(c_lo, c_hi):
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
                 i += 1
-            m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
+            # (The tile's first row made where each use needs it: kept live from here, ptxas spilled more, run 27.)
             if c_hi - c_lo == n_chunks:
                 if ROW_NORM:
                     if BM <= 32:
                         r = r_first
-                        if m0 != m_first:
-                            r = _norm_scale(norm_ptr, m0, M, norm_tiles, norm_k, eps, NORM_NT, BM,
-                                            gl.SliceLayout(0, mma))
+                        if _tile_m0(t % num_m, M, BM, SHIFT_LAST) != m_first:
+                            r = _norm_scale(norm_ptr, _tile_m0(t % num_m, M, BM, SHIFT_LAST), M, norm_tiles, norm_k,
+                                            eps, NORM_NT, BM, gl.SliceLayout(0, mma))
                     else:
-                        r = _norm_scale(norm_ptr, m0, M, norm_tiles, norm_k, eps, NORM_NT, BM, gl.SliceLayout(0, mma))
+                        r = _norm_scale(norm_ptr, _tile_m0(t % num_m, M, BM, SHIFT_LAST), M, norm_tiles, norm_k, eps,
+                                        NORM_NT, BM, gl.SliceLayout(0, mma))
                     acc = acc * gl.expand_dims(r, 0)
-                _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, m0, M, N, stride_ym, BM, BN, ROW0, RB)
+                _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB, SHIFT_LAST)
             else:
                 if _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, c_hi - c_lo, n_chunks, CONSUMERS, ME):
-                    _sk_sum_parts(part_ptr, y_ptr, gs_ptr, t, iters, n_chunks, m0,
+                    _sk_sum_parts(part_ptr, y_ptr, gs_ptr, t, iters, n_chunks, _tile_m0(t % num_m, M, BM, SHIFT_LAST),
                                   (t // num_m) * BN + ROW0, M, N, stride_ym, norm_ptr, norm_tiles, norm_k, eps, RB,
-                                  BM, CONSUMERS, ME, ROW_NORM, NORM_NT, r_first, m_first)
+                                  BM, CONSUMERS, ME, ROW_NORM, NORM_NT, r_first, m_first, SHIFT_LAST)
 
     @gluon.jit
-    def _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, m0, M, N, stride_ym, BM: gl.constexpr, BN: gl.constexpr,
-                       ROW0: gl.constexpr, RB: gl.constexpr):
-        """Tile t's rows ROW0 .. ROW0 + RB of Y^T (``acc``; rows m0 .. of X) into Y as bf16. Called at each store, so that the
+    def _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM: gl.constexpr, BN: gl.constexpr,
+                       ROW0: gl.constexpr, RB: gl.constexpr, SHIFT_LAST: gl.constexpr = False):
+        """Tile t's rows ROW0 .. ROW0 + RB of Y^T (``acc``) into Y as bf16. Called at each store, so that the
         pointers are made where they are used (made once for two stores they are held with the accumulator:
         spills)."""
         mma: gl.constexpr = acc.type.layout
         offs_n = (t // num_m) * BN + ROW0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
+        m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
         offs_m = m0 + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
         ptrs = y_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None]
-        mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
+        mask = _own_rows(offs_m, m0, M, BM, SHIFT_LAST)[None, :] & (offs_n < N)[:, None]
         # The dequantized tiles carry 2**-14 and no 1 / global_scale.
         gl.store(ptrs, (acc * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16), mask=mask)
 
@@ -1347,7 +1361,7 @@ if gluon is not None:
     @gluon.jit
     def _sk_sum_parts(part_ptr, out_ptr, gs_ptr, t, iters, n_steps, m0, col0, M, N, stride_om, norm_ptr, norm_tiles,
                       norm_k, eps, RB: gl.constexpr, BM: gl.constexpr, CONSUMERS: gl.constexpr, ME: gl.constexpr,
-                      ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, r_first, m_first):
+                      ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, r_first, m_first, SHIFT_LAST: gl.constexpr = False):
         """Tile t's sum over every CTA's part (``_sk_merge_part``), in CTA order (the same bits whichever CTA
         finishes last), into ``out[m0 + m, col0 + r]`` as bf16. Read in slices of the [BM, RB] parts in a layout of
         whole 16-byte runs along the output's columns, the first four parts' loads of a slice issued together: the
@@ -1371,7 +1385,7 @@ if gluon is not None:
             for h in range(h0 + 4, h1):
                 total += _sk_part_slice(part_ptr, h, h1, t, iters, n_steps, offs, RB * BM, CONSUMERS, ME)
             ptrs = out_ptr + (m0 + mm)[None, :].to(gl.int64) * stride_om + (col0 + r)[:, None]
-            mask = (m0 + mm < M)[None, :] & (col0 + r < N)[:, None]
+            mask = _own_rows(m0 + mm, m0, M, BM, SHIFT_LAST)[None, :] & (col0 + r < N)[:, None]
             if ROW_NORM:  # rows of X scaled as ``_store_tile``'s (the partition's prefetched scale if it is theirs)
                 if SM == BM and BM <= 32:
                     rs = gl.convert_layout(r_first, gl.SliceLayout(0, lay))
@@ -1594,7 +1608,7 @@ if gluon is not None:
     def _bwd_mma_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm,
                            stride_xsplit, pid_s, off_m, c, n_steps, BM: gl.constexpr, STAGES: gl.constexpr,
                            OUT_F32: gl.constexpr, FUSED: gl.constexpr, IN_FLIGHT: gl.constexpr = False,
-                           ROWS: gl.constexpr = False):
+                           ROWS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False):
         """The consumer warpgroup of the input gradient: dX^T for the chunk's 128 columns of K (two accumulators,
         the code bytes' low and high nibbles) = W^T [128, N] @ dY^T, W^T dequantized into wgmma's register operand
         with pairs along N, dY^T from shared memory. Split-N partials go to split ``pid_s`` of ``dx_ptr``; with
@@ -1624,7 +1638,7 @@ if gluon is not None:
         offs_k = c * 128 + gl.arange(0, 64, layout=gl.SliceLayout(1, out))
         offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, out))
         base = dx_ptr + pid_s.to(gl.int64) * stride_xsplit + offs_m[None, :].to(gl.int64) * stride_xm
-        mask_m = (offs_m < M)[None, :]
+        mask_m = _own_rows(offs_m, off_m, M, BM, SHIFT_LAST)[None, :]
         for half in gl.static_range(2):
             acc = _bwd_k_order(acc_lo if half == 0 else acc_hi)
             kk = offs_k + 64 * half
@@ -1673,7 +1687,7 @@ if gluon is not None:
     @gluon.jit
     def _bwd_half_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
                             pid_s, off_m, c, n_steps, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
-                            HALF: gl.constexpr, ROWS: gl.constexpr = False):
+                            HALF: gl.constexpr, ROWS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False):
         """A consumer of the two-consumer input gradient (``WsBwdConfig.consumers``): the chunk's half HALF (0: the
         code bytes' low nibbles, columns c * 128 .. + 64 of dX; 1: the high ones) over every step, dequantizing only
         that nibble (``nvfp4_gemm._dequant_rows_ptx``) into one accumulator [64, BM]."""
@@ -1686,7 +1700,7 @@ if gluon is not None:
         offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, out))
         ptrs = (dx_ptr + pid_s.to(gl.int64) * stride_xsplit + offs_m[None, :].to(gl.int64) * stride_xm
                 + kk[:, None])
-        mask = (offs_m < M)[None, :] & (kk < K)[:, None]
+        mask = _own_rows(offs_m, off_m, M, BM, SHIFT_LAST)[None, :] & (kk < K)[:, None]
         val = _bwd_k_order(acc) * (16384.0 / gl.load(gs_ptr))
         if OUT_F32:
             gl.store(ptrs, val, mask=mask)
@@ -1715,7 +1729,7 @@ if gluon is not None:
             gl.warp_specialize([
                 (_bwd_mma_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K,
                                       stride_xm, stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32,
-                                      FUSED, IN_FLIGHT, ROWS)),
+                                      FUSED, IN_FLIGHT, ROWS, SHIFT_LAST)),
                 (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, off_m, c,
                                     n_begin, n_steps, s_rows_per_chunk, STAGES)),
                 (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, n_steps, STAGES)),
@@ -1725,9 +1739,11 @@ if gluon is not None:
                              "two consumers: one per half of the chunk, no fused sum, wgmmas retired per step")
             gl.warp_specialize([
                 (_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
-                                       stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 0, ROWS)),
+                                       stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 0, ROWS,
+                                       SHIFT_LAST)),
                 (_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
-                                       stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 1, ROWS)),
+                                       stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 1, ROWS,
+                                       SHIFT_LAST)),
                 (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, off_m, c,
                                     n_begin, n_steps, s_rows_per_chunk, STAGES)),
                 (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, n_steps, STAGES)),
@@ -1751,14 +1767,15 @@ if gluon is not None:
                 i += 1
 
     @gluon.jit
-    def _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, half: gl.constexpr, num_m, m0, M, K, stride_xm,
-                           BM: gl.constexpr):
-        """One half (the code bytes' low or high nibbles: 64 columns of K) of tile t's dX^T (rows m0 .. of dX) into dX
-        as bf16, the pointers made at the store (as ``_sk_store_tile``)."""
+    def _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, half: gl.constexpr, num_m, M, K, stride_xm, BM: gl.constexpr,
+                           SHIFT_LAST: gl.constexpr = False):
+        """One half (the code bytes' low or high nibbles: 64 columns of K) of tile t's dX^T into dX as bf16, the
+        pointers made at the store (as ``_sk_store_tile``)."""
         out: gl.constexpr = _bwd_out_layout(BM)
         kk = (t // num_m) * 128 + 64 * half + gl.arange(0, 64, layout=gl.SliceLayout(1, out))
+        m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
         offs_m = m0 + gl.arange(0, BM, layout=gl.SliceLayout(0, out))
-        mask = (offs_m < M)[None, :] & (kk < K)[:, None]
+        mask = _own_rows(offs_m, m0, M, BM, SHIFT_LAST)[None, :] & (kk < K)[:, None]
         ptrs = dx_ptr + offs_m[None, :].to(gl.int64) * stride_xm + kk[:, None]
         gl.store(ptrs, (_bwd_k_order(acc) * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16), mask=mask)
 
@@ -1780,14 +1797,13 @@ if gluon is not None:
             for _j in range(j_lo, j_hi):
                 acc = _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES, HALF, ROWS)
                 i += 1
-            m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
             if j_hi - j_lo == n_steps:
-                _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, m0, M, K, stride_xm, BM)
+                _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, M, K, stride_xm, BM, SHIFT_LAST)
             else:
                 if _sk_merge_part(part_ptr, cnt_ptr, _bwd_k_order(acc), t, t0, j_hi - j_lo, n_steps, 2, HALF):
-                    _sk_sum_parts(part_ptr, dx_ptr, gs_ptr, t, iters, n_steps, m0,
+                    _sk_sum_parts(part_ptr, dx_ptr, gs_ptr, t, iters, n_steps, _tile_m0(t % num_m, M, BM, SHIFT_LAST),
                                   (t // num_m) * 128 + 64 * HALF, M, K, stride_xm, gs_ptr, 0, 1, 0.0, 64, BM, 2, HALF,
-                                  False, 1, 1.0, 0)
+                                  False, 1, 1.0, 0, SHIFT_LAST)
 
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
     def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, n_steps, iters,
