@@ -2684,4 +2684,19 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     done
     cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-170 | tail -12
     ;;
+  61j)  # the final tables (7B o's M = 192 "pairs" key out) and shift rule (not on 256-row tiles of W, after 61i): the
+        # kernels' GPU tests, then the forward on "words" and on "pairs" and the input gradient against the tables before
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "last_tile or swiglu or keys_between or default_dispatch or (matches_fp32_reference and 129)" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+    prev=benchmarks/results/run27_2026-11-27/previous_tables.json
+    timeout 150 python3 benchmarks/routes.py --verify --layout words --dirs fwd --previous-tables $prev \
+      --ms 24,40,72,80,96,136,160,176,192,264,520 --out "$out/words" 2>&1 | grep -v Warning > "$out/log_words.txt"
+    for d in fwd bwd; do
+      timeout 110 python3 benchmarks/routes.py --verify --dirs $d --previous-tables $prev \
+        --ms 136,160,192,264,520 --out "$out/$d" 2>&1 | grep -v Warning > "$out/log_$d.txt"
+    done
+    cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-170 | tail -8
+    ;;
 esac

@@ -160,11 +160,13 @@ def test_keys_between_the_buckets_serve_the_m_down_to_the_next_key(monkeypatch):
 
 def test_last_tile_shifts_only_when_short(monkeypatch):
     """Run 27: the kernels shift the last M tile to end at row M only where M spans several tiles and the last one
-    holds at most ``SHIFT_MAX_ROWS`` real rows (where reading past M was measured slow); never when switched off."""
+    holds at most ``SHIFT_MAX_ROWS`` real rows (where reading past M was measured slow), not on the forward's 256-row
+    tiles of W; never when switched off."""
     assert ws.SHIFT_MAX_ROWS == 32
     for m, bm, want in ((129, 64, True), (160, 64, True), (161, 64, False), (192, 64, False), (520, 256, True),
                         (700, 256, False), (136, 256, False), (64, 64, False), (33, 32, True), (8, 8, False)):
         assert ws.shift_last_tile(m, bm) is want, (m, bm)
+    assert not ws.shift_last_tile(264, 128, 256) and ws.shift_last_tile(264, 256, 128)
     monkeypatch.setattr(ws, "SHIFT_LAST_TILE", False)
     assert not ws.shift_last_tile(129, 64)
 

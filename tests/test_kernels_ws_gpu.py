@@ -95,7 +95,7 @@ def test_words_layout_gives_the_same_bits_as_pairs(cfg, m, n, k):
 
 @hopper
 @pytest.mark.parametrize("cfg", [ws.WsConfig(64, 64, 3, 1, 1, False, 80), ws.WsConfig(64, 128, 4, 3, 1, False, 128),
-                                 ws.WsConfig(64, 64, 5, 3, 1, True, 128, True), ws.WsConfig(128, 256, 3, 3, 2, False),
+                                 ws.WsConfig(64, 64, 5, 3, 1, True, 128, True), ws.WsConfig(128, 128, 4, 3, 2, False),
                                  ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
                                  ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2)], ids=lambda c: "x".join(map(str, c)))
 @pytest.mark.parametrize("m", [129, 200, 136])

@@ -301,10 +301,10 @@ TUNED.update({
 })
 # Run 27 (benchmarks/gemm_ws.py --tile-set fill at M = 192, then routes.py --verify at M = 136-192 off the grid):
 # the M = 256 entries' 128-row tiles and stream-K left M = 129-192 at 0.46-0.76x of BF16 on some layers (gains: the
-# search's). 32B down's M = 192 key (1.15x in the search) was left out: 1.06x slower at 192 in the check.
+# search's). Left out after the check: 32B down's M = 192 key (1.15x in the search, 1.06x slower at 192), and 7B o's
+# (1.08-1.10x slower at M = 136-160 than the M = 256 entry with the last tile shifted).
 TUNED.update({
     (192, 4608, 3584): WsConfig(64, 64, 5, 1, 1, True, 128),  # 1.25x the previous route (7B qkv)
-    (192, 3584, 3584): WsConfig(64, 128, 4, 3, 1, False, 128),  # 1.10x (7B o)
     (192, 37888, 3584): WsConfig(64, 128, 4, 1, 1, False, 128),  # 1.07x (7B gate_up)
     (192, 7168, 5120): WsConfig(128, 128, 4, 1, 2, False),  # 1.60x (14B / 32B qkv)
     (192, 5120, 5120): WsConfig(64, 64, 4, 1, 1, True, 128),  # 1.19x (14B / 32B o)
@@ -653,16 +653,18 @@ MIN_M = 17
 # The last M tile of the forward and of the input gradient ends at row M, repeating rows of the tile before it,
 # instead of reading rows past M (``_tile_m0``; run 27), where it holds at most ``SHIFT_MAX_ROWS`` rows of X: with
 # up to 32 real rows such a tile cost up to 1.75x (forward) / 1.45x (input gradient) the time of whole tiles, with
-# 48 or more nothing, and shifting a fuller tile (188 of 256 rows at M = 700) cost 2-4% (its extra stores).
+# 48 or more nothing, and shifting a fuller tile (188 of 256 rows at M = 700) cost 2-4%. Not on the forward's
+# 256-row tiles of W (BN = 256), where the tile past M cost nothing and the shift 2-2.5% (M = 264 / 520).
 # ``SHIFT_LAST_TILE`` is a switch for benchmarks/partial_tiles.py, which times both.
 SHIFT_LAST_TILE = True
 SHIFT_MAX_ROWS = 32
 
 
-def shift_last_tile(m: int, bm: int) -> bool:
+def shift_last_tile(m: int, bm: int, bn: int = 128) -> bool:
     """Whether the kernels run M rows in tiles of ``bm`` with the last tile shifted to end at row M: M spans more
-    than one tile and the last one holds 1 to ``SHIFT_MAX_ROWS`` of them."""
-    return SHIFT_LAST_TILE and m > bm and 0 < m % bm <= SHIFT_MAX_ROWS
+    than one tile, the last one holds 1 to ``SHIFT_MAX_ROWS`` of them, and the tiles of W (forward) are narrower
+    than 256 rows."""
+    return SHIFT_LAST_TILE and m > bm and 0 < m % bm <= SHIFT_MAX_ROWS and bn < 256
 
 
 def _lookup(table: dict, m: int, n: int, k_pad: int, max_bucket: int | None = None, fine: bool = True):
@@ -2035,7 +2037,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          ROW_NORM=row_norm is not None, NORM_NT=norm["nt"], ADD_NORM=add_norm is not None,
                          ROPE=rope is not None, ROPE_BIAS=rope is not None and rope.bias is not None,
                          # Not under the residual epilogue, which may write Y in place of the residual it reads.
-                         SHIFT_LAST=shift_last_tile(m, cfg.bm) and add_norm is None and rope is None,
+                         SHIFT_LAST=shift_last_tile(m, cfg.bm, cfg.bn) and add_norm is None and rope is None,
                          num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
@@ -2141,7 +2143,7 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc, iters,
                                sk_total, scale_pitch(w), *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
                                STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words,
-                               ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=shift_last_tile(m, cfg.bm),
+                               ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=shift_last_tile(m, cfg.bm, cfg.bn),
                                num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
