@@ -2664,13 +2664,6 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     done
     cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-170 | tail -40
     ;;
-  61h)  # 61g's tree: the forward on "words" against the tables before, M = 20-256 (as 61c / 61f)
-    device_name
-    timeout 250 python3 benchmarks/routes.py --verify --layout words --dirs fwd \
-      --previous-tables benchmarks/results/run27_2026-11-27/previous_tables.json \
-      --ms 20,24,32,40,56,64,72,80,96,112,128,136,160,176,192,208,240,256 --out "$out/words" 2>&1 | grep -v Warning \
-      > "$out/log_words.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log_words.txt" | cut -c1-170 | tail -30
-    ;;
   61i)  # a shifted last tile stores only its own rows (nvfp4_gemm_ws._own_rows; 61g: storing them all cost 2-4% at
         # 256-row tiles and splits), 32B down's M = 192 "pairs" key out: GPU tests, then 61g's comparison
     device_name
