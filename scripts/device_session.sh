@@ -2692,4 +2692,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     done
     cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-170 | tail -8
     ;;
+  61k)  # the final tree's other GPU tests: the input gradient (fp32, "rows", the shifted tile), the RMSNorm epilogues,
+        # "words" = "pairs" bit for bit, then the Triton kernels' and the codec's
+    device_name
+    timeout 330 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "input_gradient or rows or row_norm or words_layout_gives" -rf --tb=short 2>&1 | grep -v "^  \|Warning" \
+      | tail -3 | tee "$out/gpu_tests_ws.txt"
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py tests/test_nvfp4.py \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+    ;;
 esac
