@@ -111,7 +111,7 @@ def line(r: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_layer_args(p, "129,136,144,160,176,192")
-    p.add_argument("--layout", default="words", choices=["pairs", "words", "rows"],
+    p.add_argument("--layout", default="pairs", choices=["pairs", "words", "rows"],
                    help="the weights' code layout (words: forward only; rows: input gradient only)")
     p.add_argument("--budget", type=float, default=0.6, help="seconds of timed replays per cell (at least 9 rounds)")
     p.add_argument("--out", default="benchmarks/out/partial_tiles")
