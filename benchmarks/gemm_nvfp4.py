@@ -93,6 +93,20 @@ def add_layer_args(parser: argparse.ArgumentParser, ms: str) -> None:
     parser.add_argument("--ms", default=ms)
 
 
+def layer_cells(args: argparse.Namespace):
+    """(model, layer, N, K, direction, M) over ``add_layer_args``' grid, each layer shape once (14B and 32B share qkv
+    and o)."""
+    layers, done = args.layers.split(","), set()
+    for model in args.models.split(","):
+        for layer, n, k in SHAPES[model]:
+            if layer not in layers or (layer, n, k) in done:
+                continue
+            done.add((layer, n, k))
+            for direction in args.dirs.split(","):
+                for m in (int(v) for v in args.ms.split(",")):
+                    yield model, layer, n, k, direction, m
+
+
 def run_setup(parser: argparse.ArgumentParser, out: str, what: str = "a CUDA GPU") -> tuple[Path, dict]:
     """The GPU benchmarks' start: refuse without CUDA (``parser.error``, naming ``what`` is needed), create the output
     folder ``out``, and the run's record (device, date, torch / triton versions, the command line)."""

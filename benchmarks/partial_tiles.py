@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, add_layer_args, checked, fp32_matmul, run_setup  # noqa: E402
+from gemm_nvfp4 import add_layer_args, checked, fp32_matmul, layer_cells, run_setup  # noqa: E402
 
 
 def padded_rows(m: int, bm: int) -> int:
@@ -121,17 +121,11 @@ def main(argv: list[str] | None = None) -> None:
         p.error("the words layout serves the forward only (--dirs fwd), rows the input gradient only (--dirs bwd)")
     out, meta = run_setup(p, args.out)
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2**20)
-    rows, layers, done = [], args.layers.split(","), set()
-    for model in args.models.split(","):
-        for layer, n, k in SHAPES[model]:
-            if layer not in layers or (layer, n, k) in done:  # 14B and 32B share qkv / o: once
-                continue
-            done.add((layer, n, k))
-            for direction in dirs:
-                for m in (int(v) for v in args.ms.split(",")):
-                    rows.append(measure(model, layer, n, k, direction, m, args.layout, l2, args.budget))
-                    print(line(rows[-1]), flush=True)
-                    torch.cuda.empty_cache()
+    rows = []
+    for model, layer, n, k, direction, m in layer_cells(args):
+        rows.append(measure(model, layer, n, k, direction, m, args.layout, l2, args.budget))
+        print(line(rows[-1]), flush=True)
+        torch.cuda.empty_cache()
     (out / "partial_tiles.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
 
 

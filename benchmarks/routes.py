@@ -51,7 +51,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, add_layer_args, checked, fp32_matmul, run_setup  # noqa: E402
+from gemm_nvfp4 import add_layer_args, checked, fp32_matmul, layer_cells, run_setup  # noqa: E402
 
 
 def ws_candidates(table: dict, m: int, n: int, k_pad: int) -> dict:
@@ -256,21 +256,14 @@ def main(argv: list[str] | None = None) -> None:
     previous = load_tables(args.previous_tables) if args.previous_tables else None
     out, meta = run_setup(p, args.out)
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2**20)
-    rows, layers, done = [], args.layers.split(","), set()
-    for model in args.models.split(","):
-        for layer, n, k in SHAPES[model]:
-            if layer not in layers or (layer, n, k) in done:  # 14B and 32B share qkv / o: once
-                continue
-            done.add((layer, n, k))
-            for direction in args.dirs.split(","):
-                for m in (int(v) for v in args.ms.split(",")):
-                    rows.append(measure(model, layer, n, k, direction, m, l2, args.budget, args.verify, previous,
-                                        args.layout))
-                    print(line(rows[-1]), flush=True)
-                    torch.cuda.empty_cache()
-                    tmp = out / "routes.json.tmp"
-                    tmp.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-                    tmp.replace(out / "routes.json")
+    rows = []
+    for model, layer, n, k, direction, m in layer_cells(args):
+        rows.append(measure(model, layer, n, k, direction, m, l2, args.budget, args.verify, previous, args.layout))
+        print(line(rows[-1]), flush=True)
+        torch.cuda.empty_cache()
+        tmp = out / "routes.json.tmp"
+        tmp.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        tmp.replace(out / "routes.json")
 
 
 if __name__ == "__main__":

@@ -124,6 +124,15 @@ words_verify() {  # the dispatch's GPU tests -k "$1" (limit 150 s), then the for
     --previous-tables benchmarks/results/run26_2026-11-27/previous_tables.json --ms "$2" --out "$out" 2>&1 \
     | grep -v Warning > "$out/log.txt"; sed 's/ | .* | / /; s/best.*repeat/repeat/' "$out/log.txt" | cut -c1-150 | tail -50
 }
+pairs_verify() {  # the forward and the input gradient on "pairs" against run 27's tables before (routes.py --verify
+                  # --previous-tables), limit $1 s each, at M = $2; logs under $out, their last $3 lines shown
+  for d in fwd bwd; do
+    timeout "$1" python3 benchmarks/routes.py --verify --dirs $d \
+      --previous-tables benchmarks/results/run27_2026-11-27/previous_tables.json --ms "$2" --out "$out/$d" 2>&1 \
+      | grep -v Warning > "$out/log_$d.txt"
+  done
+  cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-170 | tail -"$3"
+}
 dispatch_groups() {  # dispatch_alternating for each GROUP:MS:LIMIT after the models ($1) and a work name ($2): group
                      # bwd the input gradient, words / pairs the forward on that layout, at M = MS (comma-separated),
                      # LIMIT s a pass; each group's files in one tar under $out (a call returns at most 8 files)
@@ -2657,12 +2666,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
       -k "last_tile or swiglu_dispatch or keys_between or default_dispatch" \
       -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
-    for d in fwd bwd; do
-      timeout 200 python3 benchmarks/routes.py --verify --dirs $d \
-        --previous-tables benchmarks/results/run27_2026-11-27/previous_tables.json \
-        --ms 136,160,192,264,520,700,1100 --out "$out/$d" 2>&1 | grep -v Warning > "$out/log_$d.txt"
-    done
-    cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-170 | tail -40
+    pairs_verify 200 136,160,192,264,520,700,1100 40
     ;;
   61i)  # a shifted last tile stores only its own rows (nvfp4_gemm_ws._own_rows; 61g: storing them all cost 2-4% at
         # 256-row tiles and splits), 32B down's M = 192 "pairs" key out: GPU tests, then 61g's comparison
@@ -2670,12 +2674,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
       -k "last_tile or matches_fp32_reference or swiglu or row_norm or keys_between or default_dispatch" \
       -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
-    for d in fwd bwd; do
-      timeout 160 python3 benchmarks/routes.py --verify --dirs $d \
-        --previous-tables benchmarks/results/run27_2026-11-27/previous_tables.json \
-        --ms 136,160,192,264,520,700,1100 --out "$out/$d" 2>&1 | grep -v Warning > "$out/log_$d.txt"
-    done
-    cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-170 | tail -12
+    pairs_verify 160 136,160,192,264,520,700,1100 12
     ;;
   61j)  # the final tables (7B o's M = 192 "pairs" key out) and shift rule (not on 256-row tiles of W, after 61i): the
         # kernels' GPU tests, then the forward on "words" and on "pairs" and the input gradient against the tables before
@@ -2686,11 +2685,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     prev=benchmarks/results/run27_2026-11-27/previous_tables.json
     timeout 150 python3 benchmarks/routes.py --verify --layout words --dirs fwd --previous-tables $prev \
       --ms 24,40,72,80,96,136,160,176,192,264,520 --out "$out/words" 2>&1 | grep -v Warning > "$out/log_words.txt"
-    for d in fwd bwd; do
-      timeout 110 python3 benchmarks/routes.py --verify --dirs $d --previous-tables $prev \
-        --ms 136,160,192,264,520 --out "$out/$d" 2>&1 | grep -v Warning > "$out/log_$d.txt"
-    done
-    cat "$out"/log_*.txt | sed 's/ | .* | / /; s/best.*repeat/repeat/' | cut -c1-170 | tail -8
+    pairs_verify 110 136,160,192,264,520 8
     ;;
   61k)  # the final tree's other GPU tests: the input gradient (fp32, "rows", the shifted tile), the RMSNorm epilogues,
         # "words" = "pairs" bit for bit, then the Triton kernels' and the codec's

@@ -339,6 +339,22 @@ def test_slab_plans_are_distinct_and_overlap_on_two_slabs_at_least(monkeypatch):
     assert {"along": "n", "slabs": 2, "overlap": True, "min_count": 1} in whole
 
 
+def test_layer_cells_take_each_layer_shape_once():
+    """gemm_nvfp4.layer_cells, the grid routes.py and partial_tiles.py walk: every (direction, M) of each asked layer,
+    14B / 32B qkv and o (the same shapes) once."""
+    import argparse
+
+    gn = _load("gemm_nvfp4")
+    p = argparse.ArgumentParser()
+    gn.add_layer_args(p, "136,264")
+    cells = list(gn.layer_cells(p.parse_args(["--layers", "qkv,down", "--dirs", "fwd,bwd"])))
+    shapes = {(layer, n, k) for model in ("7b", "14b", "32b") for layer, n, k in gn.SHAPES[model]
+              if layer in ("qkv", "down")}
+    assert len(cells) == len(shapes) * 2 * 2 == len(set(cells))
+    assert {(c[1], c[2], c[3]) for c in cells} == shapes and {c[4] for c in cells} == {"fwd", "bwd"}
+    assert [c[0] for c in cells if c[1] == "qkv"].count("32b") == 0  # 32B qkv is 14B's shape
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
 def test_gpu_benchmarks_refuse_without_cuda_before_writing(tmp_path, capsys):
     """The GPU benchmarks' shared start (gemm_nvfp4.run_setup) stops with one message naming what is missing, before
