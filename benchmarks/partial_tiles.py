@@ -9,9 +9,12 @@ default dispatch's config (``nvfp4_gemm_ws.pick`` / ``pick_grad_input``), interl
 - ``unshifted``: the same with ``SHIFT_LAST_TILE`` off, the last tile reading rows past M;
 - ``padded``: X copied into a zeroed buffer of whole BM-row tiles, the product on it (the output's first M rows are
   the answer), copy included;
-- ``padded only``: the same product without the copy (the kernel alone on whole tiles).
+- ``padded only``: the same product without the copy (the kernel alone on whole tiles);
+- ``spare``: X of M rows as a row slice of a buffer of whole tiles (rows past M poisoned with NaN in the check), which
+  the dispatch's descriptor reads past M (``nvfp4_gemm_ws.tma_rows``): whole tiles without a copy.
 
     python benchmarks/partial_tiles.py --layout words --dirs fwd --ms 129,136,144,160,176,192 --out $OUT
+    python benchmarks/partial_tiles.py --dirs bwd --ms 1,4,12 --variants plain,spare,padded --out $OUT
 
 Every variant is first checked on a NaN-poisoned output against dequantize-then-matmul in fp32. Writes
 partial_tiles.json and prints one line per cell.
@@ -31,6 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm_nvfp4 import add_layer_args, checked, fp32_matmul, layer_cells, run_setup  # noqa: E402
 
+VARIANTS = ("plain", "padded", "padded only", "unshifted", "spare")
+
 
 def padded_rows(m: int, bm: int) -> int:
     """M rounded up to whole tiles of ``bm`` rows."""
@@ -48,7 +53,7 @@ def unshifted(ws, call):
 
 
 def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, layout: str, l2_bytes: int,
-            budget_s: float) -> dict:
+            budget_s: float, chosen: tuple[str, ...] = VARIANTS) -> dict:
     from gemm_ws import _copies
     from slab_plans import interleaved_us
 
@@ -82,16 +87,24 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, layo
         run(x_pad, kw, cfg, out=out_pad)
         return None if o is None else o.copy_(out_pad[:m])  # the copy for the check only
 
+    x_spare = torch.full((mp, width), float("nan"), device="cuda", dtype=torch.bfloat16)
+    x_spare[:m].copy_(x)
+    x_spare = x_spare[:m]
     variants = {"plain": lambda kw, o: run(x, kw, cfg, out=o), "padded": padded,
                 "padded only": lambda kw, o: run(x_pad, kw, cfg, out=out_pad),
-                "unshifted": lambda kw, o: unshifted(ws, lambda: run(x, kw, cfg, out=o))}
-    for label in ("plain", "padded", "unshifted"):
+                "unshifted": lambda kw, o: unshifted(ws, lambda: run(x, kw, cfg, out=o)),
+                "spare": lambda kw, o: run(x_spare, kw, cfg, out=o)}
+    variants = {label: f for label, f in variants.items() if label in chosen}
+    for label in variants:
+        if label == "padded only":
+            continue  # its output is the whole tiles' (checked as "padded")
         err, finite = checked(lambda o, label=label: variants[label](kws[0], o), (m, out_width), ref)
         if not finite or err > 1e-2:
             raise RuntimeError(f"{model} {layer} {direction} M={m} {label}: wrong ({err:.3g}, finite {finite})")
     out = torch.empty(m, out_width, device="cuda", dtype=torch.bfloat16)
     timed = {label: [lambda kw=kw, f=f: f(kw, out) for kw in kws] for label, f in variants.items()}
-    timed["padded"] = [lambda kw=kw: padded(kw) for kw in kws]
+    if "padded" in timed:
+        timed["padded"] = [lambda kw=kw: padded(kw) for kw in kws]
     timed["plain (repeat)"] = list(timed["plain"])
     us = interleaved_us(timed, budget_s=budget_s)
     return row | {"config": str(cfg), "padded_m": mp, "us": us}
@@ -103,9 +116,10 @@ def line(r: dict) -> str:
         return head + " the slab path (no config)"
     us = r["us"]
     cells = " ".join(f"{label} {t:7.1f}" for label, t in us.items() if label != "plain (repeat)")
-    return (f"{head} {cells} (to {r['padded_m']}) plain / padded {us['plain'] / us['padded']:.3f}"
-            + f", plain / unshifted {us['plain'] / us['unshifted']:.3f}"
-            + f" (repeat {us['plain'] / us['plain (repeat)']:.3f})  {r['config']}")
+    ratios = "".join(f", plain / {label} {us['plain'] / us[label]:.3f}" for label in ("padded", "unshifted", "spare")
+                     if label in us)
+    return (f"{head} {cells} (to {r['padded_m']}){ratios} (repeat {us['plain'] / us['plain (repeat)']:.3f})"
+            f"  {r['config']}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -114,16 +128,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--layout", default="pairs", choices=["pairs", "words", "rows"],
                    help="the weights' code layout (words: forward only; rows: input gradient only)")
     p.add_argument("--budget", type=float, default=0.6, help="seconds of timed replays per cell (at least 9 rounds)")
+    p.add_argument("--variants", default=",".join(VARIANTS),
+                   help="comma-separated, among " + ", ".join(VARIANTS) + " (plain is always timed)")
     p.add_argument("--out", default="benchmarks/out/partial_tiles")
     args = p.parse_args(argv)
     dirs = args.dirs.split(",")
+    chosen = tuple(dict.fromkeys(["plain", *args.variants.split(",")]))
+    if not set(chosen) <= set(VARIANTS):
+        p.error(f"--variants: unknown {sorted(set(chosen) - set(VARIANTS))}; choose among {', '.join(VARIANTS)}")
     if (args.layout == "words" and dirs != ["fwd"]) or (args.layout == "rows" and dirs != ["bwd"]):
         p.error("the words layout serves the forward only (--dirs fwd), rows the input gradient only (--dirs bwd)")
     out, meta = run_setup(p, args.out)
     l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 * 2**20)
     rows = []
     for model, layer, n, k, direction, m in layer_cells(args):
-        rows.append(measure(model, layer, n, k, direction, m, args.layout, l2, args.budget))
+        rows.append(measure(model, layer, n, k, direction, m, args.layout, l2, args.budget, chosen))
         print(line(rows[-1]), flush=True)
         torch.cuda.empty_cache()
     (out / "partial_tiles.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))

@@ -2696,4 +2696,20 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_gpu.py tests/test_nvfp4.py \
       -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
     ;;
+  62a)  # rows of X past M that X's storage holds (nvfp4_gemm_ws.tma_rows): their GPU tests, then
+        # benchmarks/partial_tiles.py where a tile reaches past M: the plain X, X with spare rows, X copied into whole
+        # tiles, at M below the only tile's rows (decode batches, 1-100) and at M = 129-200 on 256-row tiles
+    device_name
+    timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "rows_past_m" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+    pt() {  # NAME LIMIT ARGS: partial_tiles.py on plain / spare / padded X
+      local name=$1 limit=$2; shift 2
+      timeout "$limit" python3 benchmarks/partial_tiles.py --variants plain,spare,padded --budget 0.25 "$@" \
+        --out "$out/$name" 2>&1 | grep -v Warning > "$out/log_$name.txt"; tail -2 "$out/log_$name.txt" | cut -c1-160
+    }
+    pt words 140 --layout words --dirs fwd --ms 1,4,12,24,40,56,66,100
+    pt bwd 130 --layout pairs --dirs bwd --ms 1,4,12,24,40,56,100,136
+    pt fwd 80 --layout pairs --dirs fwd --ms 24,40,100,136,200
+    pt rows 50 --layout rows --dirs bwd --ms 1,40,136
+    ;;
 esac

@@ -171,6 +171,42 @@ def test_last_tile_shifts_only_when_short(monkeypatch):
     assert not ws.shift_last_tile(129, 64)
 
 
+def test_tma_rows_declares_only_rows_the_storage_holds(monkeypatch):
+    """X's descriptor declares rows past M only where X's storage holds them (a row slice of a larger buffer), up to
+    whole tiles; a tensor of its own, a switched-off ``SPARE_ROWS`` or a too-short buffer get M (or what fits), and
+    the last tile is then shifted only where the descriptor stops short of whole tiles."""
+    fresh = torch.empty(129, 64, dtype=torch.bfloat16)
+    assert ws.tma_rows(fresh, 64) == 129 and ws.shift_last_tile(129, 64, rows=129)
+    buf = torch.empty(300, 64, dtype=torch.bfloat16)
+    assert ws.tma_rows(buf[:129], 64) == 192 and not ws.shift_last_tile(129, 64, rows=192)
+    assert ws.tma_rows(buf[:129], 256) == 256 and ws.tma_rows(buf[:1], 8) == 8
+    assert ws.tma_rows(buf[200:280], 64) == 100  # rows 200-299 held: 100 of the 128 whole tiles' rows
+    assert ws.shift_last_tile(129, 64, rows=150)  # still short of 192
+    # A last row needs only its own columns: rows of a wider pitch whose storage ends after row 5's 64 elements.
+    wide = torch.empty(6 * 128, dtype=torch.bfloat16)[: 5 * 128 + 64].as_strided((2, 64), (128, 1))
+    assert ws.tma_rows(wide, 8) == 6
+    monkeypatch.setattr(ws, "SPARE_ROWS", False)
+    assert ws.tma_rows(buf[:129], 64) == 129
+
+
+def test_padded_empty_holds_whole_tiles_of_every_config_the_dispatch_picks(monkeypatch):
+    """``padded_empty``'s rows cover whole tiles of the BM the dispatch runs M on, for every table's layer at M =
+    1-300 and a grid above (forward on both layouts, input gradient on both), so a product that reads it as X needs
+    no tile past its storage."""
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    monkeypatch.setattr(kern, "_sms", lambda device=None: 132)
+    shapes = {(n, k) for table in (ws.TUNED, ws.TUNED_WORDS, ws.TUNED_BWD, ws.TUNED_BWD_ROWS) for _, n, k in table}
+    for m in [*range(1, 301), 383, 520, 700, 1025, 2100, 4095]:
+        for n, k in shapes:
+            for cfg in (ws.pick(_x(m, k), n, k, k), ws.pick(_x(m, k), n, k, k, words=True),
+                        ws.pick_grad_input(_x(m, n), n, k, k), ws.pick_grad_input(_x(m, n), n, k, k, rows=True)):
+                if cfg is not None:
+                    assert ws.padded_rows(m) >= -(-m // cfg.bm) * cfg.bm, (m, n, k, cfg)
+    t = ws.padded_empty(5, 96, torch.empty(0))
+    assert t.shape == (5, 96) and t.is_contiguous() and ws.tma_rows(t, 8) == 8
+    assert ws.padded_rows(257) == 512 and ws.padded_rows(4097) == 4352
+
+
 def test_slab_ranges_follow_the_keys_and_stay_off_the_other_layouts():
     """``SLAB_RANGES`` covers whole intervals between keys (each one measured at its upper end), never overlaps, and
     names a (direction, N, K) of the measured layers."""

@@ -135,6 +135,60 @@ def test_input_gradient_last_tile_shift_matches_the_tile_past_m(cfg, m, monkeypa
     assert torch.allclose(dx.float(), past.float(), rtol=2**-7, atol=1e-6)
 
 
+def _spare(x: torch.Tensor, bm: int) -> torch.Tensor:
+    """``x`` copied into the first rows of a buffer of whole ``bm``-row tiles whose rows past M hold NaN."""
+    buf = torch.full((-(-x.shape[0] // bm) * bm, x.shape[1]), float("nan"), device="cuda", dtype=torch.bfloat16)
+    buf[: x.shape[0]].copy_(x)
+    return buf[: x.shape[0]]
+
+
+@hopper
+@pytest.mark.parametrize("cfg", [ws.WsConfig(64, 64, 3, 1, 1, False, 80), ws.WsConfig(64, 128, 4, 3, 1, False, 128),
+                                 ws.WsConfig(64, 64, 5, 3, 1, True, 128, True), ws.WsConfig(128, 128, 4, 3, 2, False),
+                                 ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), ws.WsConfig(8, 64, 6, 4, 1, True, 80),
+                                 ws.WsConfig(16, 64, 6, 4, 1, True, 80, True), ws.WsConfig(128, 256, 3, 1, 2, False),
+                                 ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2)], ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("m", [3, 40, 129])
+@pytest.mark.parametrize("layout", ["pairs", "words"])
+def test_rows_past_m_in_the_storage_reach_no_output(cfg, m, layout):
+    """X a row slice of a buffer of whole tiles whose rows past M hold NaN (``tma_rows`` declares them): every output
+    written (NaN-poisoned before) and finite, the fp32 reference, and the same kernel on X of its own (the last tile
+    past the descriptor's end, or shifted) within a bf16 rounding; also with the SiLU x up epilogue where the config
+    allows it."""
+    x, w, ref = _case(m, 4608, 1424, layout)
+    spare = _spare(x, cfg.bm)
+    assert ws.tma_rows(spare, cfg.bm) == -(-m // cfg.bm) * cfg.bm
+    out = torch.full((m, 4608), float("nan"), device="cuda", dtype=torch.bfloat16)
+    y = ws.ws_matmul(spare, w, cfg, out=out)
+    assert torch.isfinite(y).all() and float((y.float() - ref).norm() / ref.norm()) < 4e-3
+    assert torch.allclose(y.float(), ws.ws_matmul(x, w, cfg).float(), rtol=2**-7, atol=1e-6)
+    if ws.tile_epilogue(cfg, w):
+        g = torch.full((m, 2304), float("nan"), device="cuda", dtype=torch.bfloat16)
+        assert torch.isfinite(ws.ws_matmul(spare, w, cfg, out=g, glu=True)).all()
+
+
+@hopper
+@pytest.mark.parametrize("cfg", [ws.WsBwdConfig(128, 4, 2, in_flight=True), ws.WsBwdConfig(256, 4, 1, consumers=2),
+                                 ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2), ws.WsBwdConfig(8, 6, 8, 64),
+                                 ws.WsBwdConfig(16, 4, 3, 80, True), ws.WsBwdConfig(64, 4, 5, 128, in_flight=True),
+                                 ws.WsBwdConfig(8, 6, 1, stream_k=2, consumers=2)], ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("m", [3, 40, 136])
+@pytest.mark.parametrize("layout", ["pairs", "rows"])
+def test_input_gradient_rows_past_m_in_the_storage_reach_no_output(cfg, m, layout):
+    """The input gradient on dY a row slice of a NaN-filled buffer of whole tiles, as the forward's test above."""
+    q = nvfp4.quantize(torch.randn(1024, 1424, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    w = prepare_weight(q.packed, q.scale, q.global_scale, **({} if layout == "pairs" else {"layout": layout}))
+    dy = torch.randn(m, 1024, device="cuda").to(torch.bfloat16)
+    spare = _spare(dy, cfg.bm)
+    assert ws.tma_rows(spare, cfg.bm) == -(-m // cfg.bm) * cfg.bm
+    out = torch.full((m, 1424), float("nan"), device="cuda", dtype=torch.bfloat16)
+    dx = ws.ws_matmul_grad_input(spare, w, cfg, out=out)
+    ref = _fp32_matmul(dy.float(), ref_w)
+    assert torch.isfinite(dx).all() and float((dx.float() - ref).norm() / ref.norm()) < 4e-3
+    assert torch.allclose(dx.float(), ws.ws_matmul_grad_input(dy, w, cfg).float(), rtol=2**-7, atol=1e-6)
+
+
 @hopper
 def test_rejects_unsupported_shapes():
     x, w, _ = _case(64, 100, 512)  # N not a multiple of 32

@@ -660,11 +660,45 @@ SHIFT_LAST_TILE = True
 SHIFT_MAX_ROWS = 32
 
 
-def shift_last_tile(m: int, bm: int, bn: int = 128) -> bool:
+def shift_last_tile(m: int, bm: int, bn: int = 128, rows: int | None = None) -> bool:
     """Whether the kernels run M rows in tiles of ``bm`` with the last tile shifted to end at row M: M spans more
-    than one tile, the last one holds 1 to ``SHIFT_MAX_ROWS`` of them, and the tiles of W (forward) are narrower
-    than 256 rows."""
-    return SHIFT_LAST_TILE and m > bm and 0 < m % bm <= SHIFT_MAX_ROWS and bn < 256
+    than one tile, the last one holds 1 to ``SHIFT_MAX_ROWS`` of them, the tiles of W (forward) are narrower
+    than 256 rows, and the TMA descriptor of X declares fewer than whole tiles (``rows``: ``tma_rows``'s count)."""
+    whole = rows is not None and rows >= -(-m // bm) * bm
+    return SHIFT_LAST_TILE and m > bm and 0 < m % bm <= SHIFT_MAX_ROWS and bn < 256 and not whole
+
+
+# ``tma_rows`` declares rows past M that X's storage holds: a switch for benchmarks/partial_tiles.py.
+SPARE_ROWS = True
+
+
+def tma_rows(t: torch.Tensor, bm: int) -> int:
+    """The rows the TMA descriptor of ``t`` [M, C] (rows ``t.stride(0)`` elements apart) declares: M, or more, up
+    to M rounded up to whole ``bm``-row tiles, where ``t``'s storage holds them (``t`` a row slice of a larger
+    buffer, as ``padded_empty`` makes). The last tile then reads memory past row M instead of a box past the
+    descriptor's end, which cost up to 1.8x the time of whole tiles (run 27, ``benchmarks/partial_tiles.py``).
+    Rows past M reach only the output rows past M, which no kernel stores (each output row is its own row of X
+    times W), so what they hold does not matter."""
+    m = t.shape[0]
+    if not SPARE_ROWS or m == 0:
+        return m
+    pitch = t.stride(0)
+    held = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()  # elements from t's first on
+    fit = (held - t.shape[1]) // pitch + 1 if pitch > 0 else m  # the last row needs only its own C elements
+    return max(m, min(fit, -(-m // bm) * bm))
+
+
+def padded_rows(m: int) -> int:
+    """Rows ``padded_empty`` allocates for M: whole tiles of any BM the dispatch runs M on (8 rows at least, at most
+    the next power of two up to M = 256, at most 256 above)."""
+    return max(8, _pow2(m)) if m <= 256 else -(-m // 256) * 256
+
+
+def padded_empty(m: int, n: int, like: torch.Tensor) -> torch.Tensor:
+    """An uninitialised bf16 [M, N] tensor on ``like``'s device whose storage holds ``padded_rows(M)`` rows, so
+    that a product reading it as X (``tma_rows``) runs whole tiles: the outputs of one kernel that another's TMA
+    reads (SiLU x up into the down projection, the decode step's RMSNorm into q/k/v and gate/up)."""
+    return torch.empty((padded_rows(m), n), dtype=torch.bfloat16, device=like.device)[:m]
 
 
 def _lookup(table: dict, m: int, n: int, k_pad: int, max_bucket: int | None = None, fine: bool = True):
@@ -2018,7 +2052,8 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
         return y
     split = max(1, min(cfg.split_k, kc))  # runs of the chunks as even as the count allows (_ws_fwd_kernel)
     x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
-    x_desc = TensorDescriptor(x2, [m, k], [k, 1], [cfg.bm, 64], x_l)
+    rows = tma_rows(x2, cfg.bm)
+    x_desc = TensorDescriptor(x2, [rows, k], [k, 1], [cfg.bm, 64], x_l)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
     # Split partials are [split, M, N] (N columns even where the epilogue stores fewer, as ``glu`` does).
@@ -2037,7 +2072,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          ROW_NORM=row_norm is not None, NORM_NT=norm["nt"], ADD_NORM=add_norm is not None,
                          ROPE=rope is not None, ROPE_BIAS=rope is not None and rope.bias is not None,
                          # Not under the residual epilogue, which may write Y in place of the residual it reads.
-                         SHIFT_LAST=shift_last_tile(m, cfg.bm, cfg.bn) and add_norm is None and rope is None,
+                         SHIFT_LAST=shift_last_tile(m, cfg.bm, cfg.bn, rows) and add_norm is None and rope is None,
                          num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
@@ -2137,13 +2172,14 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     # Two tiles' parts per stream-K CTA at most (its first and last tile), per consumer.
     parts = torch.empty(max(1, -(-sk_total // iters)) * 2 * cfg.bn * cfg.bm, dtype=torch.float32, device=x2.device)
     x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
-    x_desc = TensorDescriptor(x2, [m, w.k], [w.k, 1], [cfg.bm, 64], x_l)
+    rows = tma_rows(x2, cfg.bm)
+    x_desc = TensorDescriptor(x2, [rows, w.k], [w.k, 1], [cfg.bm, 64], x_l)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
     _ensure_cuda_context(x2.device)
     _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc, iters,
                                sk_total, scale_pitch(w), *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
                                STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words,
-                               ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=shift_last_tile(m, cfg.bm, cfg.bn),
+                               ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=shift_last_tile(m, cfg.bm, cfg.bn, rows),
                                num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
@@ -2160,12 +2196,13 @@ def _stream_k_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     iters, sk_total, ctas = sk_plan(tiles, steps, cfg.stream_k * kern._sms(dy2.device), cfg.dp_waves)
     parts = torch.empty(max(1, -(-sk_total // iters)) * 2 * 128 * cfg.bm, dtype=torch.float32, device=dy2.device)
     dy_l = dy_layout(cfg.bm)
-    dy_desc = TensorDescriptor(dy2, [m, n], [n, 1], [cfg.bm, 64], dy_l)
+    rows = tma_rows(dy2, cfg.bm)
+    dy_desc = TensorDescriptor(dy2, [rows, n], [n, 1], [cfg.bm, 64], dy_l)
     w_desc, s_desc = weight_descriptors(w, 64)
     _ensure_cuda_context(dy2.device)
     _ws_bwd_sk_kernel[(ctas,)](dy_desc, w_desc, s_desc, dx, parts, counters, w.global_scale, m, w.k, w.k, steps,
                                iters, sk_total, scale_pitch(w), BM=cfg.bm, STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS,
-                               ROWS=w.rows, SHIFT_LAST=shift_last_tile(m, cfg.bm), num_warps=4,
+                               ROWS=w.rows, SHIFT_LAST=shift_last_tile(m, cfg.bm, rows=rows), num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
@@ -2190,7 +2227,8 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
         return dx
     split = max(1, min(cfg.split_n, steps))  # runs of the steps as even as the count allows (_ws_bwd_kernel)
     dy_l = dy_layout(cfg.bm)
-    dy_desc = TensorDescriptor(dy2, [m, n], [n, 1], [cfg.bm, 64], dy_l)
+    rows = tma_rows(dy2, cfg.bm)
+    dy_desc = TensorDescriptor(dy2, [rows, n], [n, 1], [cfg.bm, 64], dy_l)
     w_desc, s_desc = weight_descriptors(w, 64)
     grid = (-(-m // cfg.bm) * kc, split)
     target, stride_split, counters = kern._split_target(dx, split, grid[0], fused=cfg.fused)
@@ -2199,7 +2237,7 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
                          w.global_scale, m, w.k, w.k, stride_split, steps, scale_pitch(w), BM=cfg.bm,
                          STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None, CONSUMERS=cfg.consumers,
                          CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight, ROWS=w.rows,
-                         SHIFT_LAST=shift_last_tile(m, cfg.bm), num_warps=4,
+                         SHIFT_LAST=shift_last_tile(m, cfg.bm, rows=rows), num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, dx, split)
