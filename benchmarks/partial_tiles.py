@@ -10,6 +10,9 @@ default dispatch's config (``nvfp4_gemm_ws.pick`` / ``pick_grad_input``), interl
 - ``padded``: X copied into a zeroed buffer of whole BM-row tiles, the product on it (the output's first M rows are
   the answer), copy included;
 - ``padded only``: the same product without the copy (the kernel alone on whole tiles);
+- ``whole boxes``: the same with ``SUB_BOX_ROWS`` at 0, every tile's X copied in one box of BM rows even where it
+  reaches far past M (run 28 added the boxes of 8 rows, ``nvfp4_gemm_ws._x_box``);
+- ``boxes 32``: the same with ``SUB_BOX_ROWS`` at 32;
 - ``spare``: X of M rows as a row slice of a buffer of whole tiles (rows past M poisoned with NaN in the check), which
   the dispatch's descriptor reads past M (``nvfp4_gemm_ws.tma_rows``): whole tiles without a copy.
 
@@ -34,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm_nvfp4 import add_layer_args, checked, fp32_matmul, layer_cells, run_setup  # noqa: E402
 
-VARIANTS = ("plain", "padded", "padded only", "unshifted", "spare")
+VARIANTS = ("plain", "padded", "padded only", "unshifted", "spare", "whole boxes", "boxes 32")
 
 
 def padded_rows(m: int, bm: int) -> int:
@@ -42,14 +45,15 @@ def padded_rows(m: int, bm: int) -> int:
     return -(-m // bm) * bm
 
 
-def unshifted(ws, call):
-    """``call()`` with the last tile reading past M (``SHIFT_LAST_TILE`` off; read while a graph is
-    captured: the replays keep the kernel chosen then)."""
-    ws.SHIFT_LAST_TILE = False
+def switched(ws, name: str, value, call):
+    """``call()`` with ``nvfp4_gemm_ws``'s switch ``name`` set to ``value`` (``SHIFT_LAST_TILE``, ``SUB_BOX_ROWS``;
+    read while a graph is captured: the replays keep the kernel chosen then)."""
+    old = getattr(ws, name)
+    setattr(ws, name, value)
     try:
         return call()
     finally:
-        ws.SHIFT_LAST_TILE = True
+        setattr(ws, name, old)
 
 
 def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, layout: str, l2_bytes: int,
@@ -92,7 +96,9 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, layo
     x_spare = x_spare[:m]
     variants = {"plain": lambda kw, o: run(x, kw, cfg, out=o), "padded": padded,
                 "padded only": lambda kw, o: run(x_pad, kw, cfg, out=out_pad),
-                "unshifted": lambda kw, o: unshifted(ws, lambda: run(x, kw, cfg, out=o)),
+                "unshifted": lambda kw, o: switched(ws, "SHIFT_LAST_TILE", False, lambda: run(x, kw, cfg, out=o)),
+                "whole boxes": lambda kw, o: switched(ws, "SUB_BOX_ROWS", 0, lambda: run(x, kw, cfg, out=o)),
+                "boxes 32": lambda kw, o: switched(ws, "SUB_BOX_ROWS", 32, lambda: run(x, kw, cfg, out=o)),
                 "spare": lambda kw, o: run(x_spare, kw, cfg, out=o)}
     variants = {label: f for label, f in variants.items() if label in chosen}
     for label in variants:
@@ -116,7 +122,8 @@ def line(r: dict) -> str:
         return head + " the slab path (no config)"
     us = r["us"]
     cells = " ".join(f"{label} {t:7.1f}" for label, t in us.items() if label != "plain (repeat)")
-    ratios = "".join(f", plain / {label} {us['plain'] / us[label]:.3f}" for label in ("padded", "unshifted", "spare")
+    ratios = "".join(f", plain / {label} {us['plain'] / us[label]:.3f}" for label in ("padded", "unshifted", "spare", "whole boxes",
+                                                                          "boxes 32")
                      if label in us)
     return (f"{head} {cells} (to {r['padded_m']}){ratios} (repeat {us['plain'] / us['plain (repeat)']:.3f})"
             f"  {r['config']}")

@@ -52,8 +52,8 @@ _MMA = ('''        acc = warpgroup_mma(w_lo, x_smem.index(2 * s).permute((1, 0))
         acc = warpgroup_mma(w_hi, x_smem.index(2 * s + 1).permute((1, 0)), acc, is_async=True)
 ''', "")
 _STEP_BODY_START = "        codes = w_smem.index(s)\n        if RB < BN:\n            codes = codes.slice(ROW0, RB, dim=0)\n"
-_X_COPIES = ('''            tma.async_copy_global_to_shared(x_desc, [off_m, c * 128], bar, x_smem.index(2 * s))
-            tma.async_copy_global_to_shared(x_desc, [off_m, c * 128 + 64], bar, x_smem.index(2 * s + 1))
+_X_COPIES = ('''            _x_box(x_desc, xs_desc, off_m, c * 128, M, bar, x_smem.index(2 * s), BM, XB)
+            _x_box(x_desc, xs_desc, off_m, c * 128 + 64, M, bar, x_smem.index(2 * s + 1), BM, XB)
             tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))''',
              '''            tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))''')
 _X_BYTES = ('''        nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
@@ -76,7 +76,7 @@ _BWD_STEP = ("        codes = _bwd_codes(w_smem, s)\n        lo_even, lo_odd, hi
 _BWD_SCALES = ("            v = s_raw.index(s)._reinterpret(gl.uint32, [64, 2], plain).load(rows)\n",
                "            gl.thread_barrier()  # every lane's words written before the (one-thread) arrival\n")
 _BWD_COPIES = ("        mbarrier.expect(bar, dy_desc.block_type.nbytes + w_desc.block_type.nbytes)\n"
-               "        tma.async_copy_global_to_shared(dy_desc, [off_m, n0], bar, dy_smem.index(s))\n"
+               "        _x_box(dy_desc, dys_desc, off_m, n0, M, bar, dy_smem.index(s), BM, XB)\n"
                "        tma.async_copy_global_to_shared(w_desc, [n0, col], bar, w_smem.index(s))\n"
                "        mbarrier.expect(s_ready.index(s), s_desc.block_type.nbytes)\n"
                "        tma.async_copy_global_to_shared(s_desc, [s_row, 0], s_ready.index(s), s_raw.index(s))\n",

@@ -2712,4 +2712,20 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     pt fwd 80 --layout pairs --dirs fwd --ms 24,40,100,136,200
     pt rows 50 --layout rows --dirs bwd --ms 1,40,136
     ;;
+  62b)  # after 62a: the last tile's X (dY) copied in boxes of 8 rows where it reaches 16+ rows past M
+        # (nvfp4_gemm_ws._x_box): GPU tests, then partial_tiles.py: this dispatch, whole boxes, boxes of 32 rows
+    device_name
+    timeout 230 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "small_boxes or last_tile or default_dispatch or swiglu_dispatch" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+    pt() {  # NAME LIMIT ARGS: partial_tiles.py on this dispatch, whole boxes, boxes of 32 rows
+      local name=$1 limit=$2; shift 2
+      timeout "$limit" python3 benchmarks/partial_tiles.py --variants "plain,whole boxes,boxes 32" --budget 0.25 \
+        "$@" --out "$out/$name" 2>&1 | grep -v Warning > "$out/log_$name.txt"; tail -1 "$out/log_$name.txt" | cut -c1-160
+    }
+    pt words 90 --layout words --dirs fwd --ms 40,56,66,100
+    pt bwd 70 --layout pairs --dirs bwd --ms 40,100,136
+    pt fwd 90 --layout pairs --dirs fwd --ms 40,100,136,200
+    pt rows 30 --layout rows --dirs bwd --ms 136
+    ;;
 esac

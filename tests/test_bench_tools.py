@@ -149,10 +149,10 @@ def test_probe_variants_edit_the_kernel_source():
     assert "warpgroup_mma(" not in step and "mbarrier.wait(ready" in step and "mbarrier.arrive(empty" in step
     no_x = wp.variant_source(src, "no_x")
     loader = no_x[no_x.index("    def _load_worker("):no_x.index("    def _mma_step(")]
-    assert "x_desc, [off_m" not in loader and "w_desc, [off_n" in loader
+    assert "_x_box(x_desc" not in loader and "w_desc, [off_n" in loader
     no_scales = wp.variant_source(src, "no_scales")
     loader = no_scales[no_scales.index("    def _load_worker("):no_scales.index("    def _mma_step(")]
-    assert "s_desc, [c *" not in loader and "x_desc, [off_m" in loader and "+ s_desc.block_type" not in loader
+    assert "s_desc, [c *" not in loader and "_x_box(x_desc" in loader and "+ s_desc.block_type" not in loader
     codes_only = wp.variant_source(src, "codes_only")
     loader = codes_only[codes_only.index("    def _load_worker("):codes_only.index("    def _mma_step(")]
     assert loader.count("tma.async_copy_global_to_shared(") == 1 and "nbytes: gl.constexpr = w_desc.block_type.nbytes\n" in loader

@@ -688,6 +688,36 @@ def tma_rows(t: torch.Tensor, bm: int) -> int:
     return max(m, min(fit, -(-m // bm) * bm))
 
 
+# A last tile of rows whose box of X reaches at least ``SUB_BOX_MIN_PAST`` rows past the descriptor's end (and is not
+# shifted: an M below the tile's rows, or a last tile too full to shift) copies X in boxes of ``SUB_BOX_ROWS`` rows
+# (``_x_box``; 0: off, a switch for benchmarks/partial_tiles.py). Run 28: 64-row boxes 24 rows past M cost 7B gate_up's
+# forward 1.48x the time on whole tiles (M = 40), 256-row boxes 120 rows past M its down projection's input gradient
+# 1.52x (M = 136); 8- to 32-row boxes up to 31 rows past M, and 64-row boxes up to 16, cost nothing measurable.
+SUB_BOX_ROWS = 8
+SUB_BOX_MIN_PAST = 16
+
+
+def sub_box_rows(m: int, bm: int, rows: int, shifted: bool) -> int:
+    """XB of a launch over M rows in tiles of ``bm`` whose X descriptor declares ``rows`` rows: ``SUB_BOX_ROWS``
+    where the last tile (not ``shifted``) of 64 or more rows reaches ``SUB_BOX_MIN_PAST`` or more rows past them,
+    else 0 (32-row boxes 30 rows past M cost nothing, run 27)."""
+    past = -(-m // bm) * bm - rows
+    return SUB_BOX_ROWS if SUB_BOX_ROWS and not shifted and bm >= 64 and past >= SUB_BOX_MIN_PAST else 0
+
+
+def x_boxes(x2: torch.Tensor, bm: int, layout, shift_ok: bool = True, bn: int = 128) -> tuple:
+    """(descriptor of ``bm``-row boxes, descriptor of ``sub_box_rows`` boxes or the first again, SHIFT_LAST, XB)
+    of X (dY) [M, C] for a launch in tiles of ``bm`` rows (``bn``: the forward's rows of W per tile; ``shift_ok``:
+    False where the epilogue cannot take a shifted tile): rows past M that its storage holds declared
+    (``tma_rows``), else the last tile shifted (``shift_last_tile``) or copied in small boxes."""
+    m, cols = x2.shape
+    rows = tma_rows(x2, bm)
+    shift = shift_ok and shift_last_tile(m, bm, bn, rows)
+    xb = sub_box_rows(m, bm, rows, shift)
+    desc = TensorDescriptor(x2, [rows, cols], [cols, 1], [bm, 64], layout)
+    return desc, TensorDescriptor(x2, [rows, cols], [cols, 1], [xb, 64], layout) if xb else desc, shift, xb
+
+
 def padded_rows(m: int) -> int:
     """Rows ``padded_empty`` allocates for M: whole tiles of any BM the dispatch runs M on (8 rows at least, at most
     the next power of two up to M = 256, at most 256 above)."""
@@ -919,8 +949,29 @@ if gluon is not None:
         return rows
 
     @gluon.jit
+    def _x_box(desc, sub_desc, row0, col, M, bar, dst, BM: gl.constexpr, XB: gl.constexpr):
+        """TMA copy of X's (dY's) [BM, 64] box at (row0, col) into ``dst``. With ``XB``, a box reaching past row M
+        (a last tile of rows that is not shifted) is copied as BM / XB boxes of XB rows (``sub_desc``): those that
+        start past M copy the last XB rows below M instead (into rows whose outputs no tile stores), so at most
+        XB - 1 rows of one small box lie past M (run 28: 64- to 256-row boxes reaching 16 or more rows past M cost
+        up to 1.5x the time of whole tiles, 8- to 32-row boxes nothing). The same bytes arrive either way (a TMA
+        box counts its rows past the end), so the stage's expected byte count holds."""
+        if XB == 0:
+            tma.async_copy_global_to_shared(desc, [row0, col], bar, dst)
+        else:
+            if row0 + BM <= M:
+                tma.async_copy_global_to_shared(desc, [row0, col], bar, dst)
+            else:
+                back = gl.maximum(M - XB, 0)
+                for j in gl.static_range(BM // XB):
+                    r = row0 + j * XB
+                    if r >= M:
+                        r = back
+                    tma.async_copy_global_to_shared(sub_desc, [r, col], bar, dst.slice(j * XB, XB))
+
+    @gluon.jit
     def _load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0, n_chunks,
-                     s_rows_per_chunk, STAGES: gl.constexpr):
+                     s_rows_per_chunk, STAGES: gl.constexpr, xs_desc, M, BM: gl.constexpr, XB: gl.constexpr):
         """The producer warp: TMA copies of each chunk's two X boxes, code bytes and scale bytes into stage
         ``i % STAGES`` once the consumer has released it (``empty``), completing ``ready`` by bytes."""
         nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
@@ -931,8 +982,8 @@ if gluon is not None:
             bar = ready.index(s)
             mbarrier.expect(bar, nbytes)
             c = c0 + i
-            tma.async_copy_global_to_shared(x_desc, [off_m, c * 128], bar, x_smem.index(2 * s))
-            tma.async_copy_global_to_shared(x_desc, [off_m, c * 128 + 64], bar, x_smem.index(2 * s + 1))
+            _x_box(x_desc, xs_desc, off_m, c * 128, M, bar, x_smem.index(2 * s), BM, XB)
+            _x_box(x_desc, xs_desc, off_m, c * 128 + 64, M, bar, x_smem.index(2 * s + 1), BM, XB)
             tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))
             tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))
 
@@ -1220,7 +1271,7 @@ if gluon is not None:
                  mask=_own_rows(row, off_m, M, BM, SHIFT_LAST) & (col < N // 2))
 
     @gluon.jit(do_not_specialize=["M", "n_chunks"])
-    def _ws_fwd_kernel(x_desc, w_desc, s_desc, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, stride_om,
+    def _ws_fwd_kernel(x_desc, w_desc, s_desc, xs_desc, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, stride_om,
                        stride_ysplit,
                        n_chunks, s_rows_per_chunk, norm_ptr, norm_tiles, norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr,
                        rope_bias_ptr, cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb,
@@ -1229,7 +1280,7 @@ if gluon is not None:
                        CONSUMER_REGS: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr,
                        WORDS: gl.constexpr, GLU: gl.constexpr = False, ROW_NORM: gl.constexpr = False,
                        NORM_NT: gl.constexpr = 1, ADD_NORM: gl.constexpr = False, ROPE: gl.constexpr = False,
-                       ROPE_BIAS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False):
+                       ROPE_BIAS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
@@ -1255,7 +1306,7 @@ if gluon is not None:
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
                                   ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
-                                chunks_per_split, s_rows_per_chunk, STAGES)),
+                                chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB)),
             ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
@@ -1273,14 +1324,14 @@ if gluon is not None:
                                   heads, kv_heads, BM, BN, RB, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
                                   ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
-                                chunks_per_split, s_rows_per_chunk, STAGES)),
+                                chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB)),
             ], [4, 1], [CONSUMER_REGS, 40])
 
     # ------------------------------------------------------------------------------------------ stream-K forward
     @gluon.jit
     def _sk_load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end, n_chunks,
                         num_m, M, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
-                        SHIFT_LAST: gl.constexpr):
+                        SHIFT_LAST: gl.constexpr, xs_desc, XB: gl.constexpr):
         """``_load_worker`` over this CTA's run of steps: chunks ``it_begin`` .. ``it_end`` of the tile-major sequence
         (tile t = step // n_chunks, M tiles of one N tile next to each other), one ring of stages throughout, so the
         next tile's first chunks load while the consumers write the previous tile."""
@@ -1294,8 +1345,8 @@ if gluon is not None:
                 mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
                 bar = ready.index(s)
                 mbarrier.expect(bar, nbytes)
-                tma.async_copy_global_to_shared(x_desc, [off_m, c * 128], bar, x_smem.index(2 * s))
-                tma.async_copy_global_to_shared(x_desc, [off_m, c * 128 + 64], bar, x_smem.index(2 * s + 1))
+                _x_box(x_desc, xs_desc, off_m, c * 128, M, bar, x_smem.index(2 * s), BM, XB)
+                _x_box(x_desc, xs_desc, off_m, c * 128 + 64, M, bar, x_smem.index(2 * s + 1), BM, XB)
                 tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))
                 tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))
                 i += 1
@@ -1449,11 +1500,11 @@ if gluon is not None:
         return it_begin, it_end
 
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
-    def _ws_fwd_sk_kernel(x_desc, w_desc, s_desc, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, n_chunks, iters,
+    def _ws_fwd_sk_kernel(x_desc, w_desc, s_desc, xs_desc, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, n_chunks, iters,
                           sk_total, s_rows_per_chunk, norm_ptr, norm_tiles, norm_k, eps, BM: gl.constexpr,
                           BN: gl.constexpr, CONSUMERS: gl.constexpr, STAGES: gl.constexpr,
                           CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr = False,
-                          NORM_NT: gl.constexpr = 1, SHIFT_LAST: gl.constexpr = False):
+                          NORM_NT: gl.constexpr = 1, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
         """The forward as stream-K: CTA g takes steps g * iters .. of the first ``sk_total`` (tile, chunk) steps (so
         every SM gets the same work whatever the tile count: no last wave of idle SMs), and stays resident across
         tiles; CTAs after those take one whole tile each (``_sk_run``)."""
@@ -1468,7 +1519,7 @@ if gluon is not None:
                                      norm_k, eps, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT,
                                      SHIFT_LAST)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
-                                   n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST)),
+                                   n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB)),
             ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
@@ -1482,28 +1533,30 @@ if gluon is not None:
                                      norm_k, eps, BM, BN, RB, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT,
                                      SHIFT_LAST)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
-                                   n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST)),
+                                   n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB)),
             ], [4, 1], [CONSUMER_REGS, 40])
 
     # ------------------------------------------------------------------------------------------ input gradient
     @gluon.jit
     def _bwd_load_worker(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, off_m, c, n_begin,
-                         n_steps, s_rows_per_chunk, STAGES: gl.constexpr):
+                         n_steps, s_rows_per_chunk, STAGES: gl.constexpr, dys_desc, M, BM: gl.constexpr,
+                         XB: gl.constexpr):
         """The producer warp of the input gradient: per step of 64 rows of W, dY's [BM, 64] box and the chunk's code
         bytes of those rows [64, 64] (completing ``ready``), and their scale bytes [64, 8] (``s_ready``)."""
         for i in range(n_steps):
             _bwd_copy_step(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, i, off_m,
-                           n_begin + i * 64, c * 64, c * s_rows_per_chunk + (n_begin + i * 64) // 32, STAGES)
+                           n_begin + i * 64, c * 64, c * s_rows_per_chunk + (n_begin + i * 64) // 32, STAGES,
+                           dys_desc, M, BM, XB)
 
     @gluon.jit
     def _bwd_copy_step(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, i, off_m, n0, col,
-                       s_row, STAGES: gl.constexpr):
+                       s_row, STAGES: gl.constexpr, dys_desc, M, BM: gl.constexpr, XB: gl.constexpr):
         """The copies of step i (stage i % STAGES) once its consumers have released the stage."""
         s = i % STAGES
         mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
         bar = ready.index(s)
         mbarrier.expect(bar, dy_desc.block_type.nbytes + w_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(dy_desc, [off_m, n0], bar, dy_smem.index(s))
+        _x_box(dy_desc, dys_desc, off_m, n0, M, bar, dy_smem.index(s), BM, XB)
         tma.async_copy_global_to_shared(w_desc, [n0, col], bar, w_smem.index(s))
         mbarrier.expect(s_ready.index(s), s_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(s_desc, [s_row, 0], s_ready.index(s), s_raw.index(s))
@@ -1744,11 +1797,11 @@ if gluon is not None:
             gl.store(ptrs, val.to(gl.bfloat16), mask=mask)
 
     @gluon.jit(do_not_specialize=["M", "total_steps"])
-    def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
+    def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dys_desc, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
                        total_steps, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
                        OUT_F32: gl.constexpr, FUSED: gl.constexpr, CONSUMERS: gl.constexpr = 1,
                        CONSUMER_REGS: gl.constexpr = 232, IN_FLIGHT: gl.constexpr = False, ROWS: gl.constexpr = False,
-                       SHIFT_LAST: gl.constexpr = False):
+                       SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
         pid = gl.program_id(0)
         pid_s = gl.program_id(1)
         num_m = gl.cdiv(M, BM)
@@ -1767,7 +1820,7 @@ if gluon is not None:
                                       stride_xm, stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32,
                                       FUSED, IN_FLIGHT, ROWS, SHIFT_LAST)),
                 (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, off_m, c,
-                                    n_begin, n_steps, s_rows_per_chunk, STAGES)),
+                                    n_begin, n_steps, s_rows_per_chunk, STAGES, dys_desc, M, BM, XB)),
                 (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, n_steps, STAGES)),
             ], [1, 1], [40, 40])
         else:
@@ -1781,7 +1834,7 @@ if gluon is not None:
                                        stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 1, ROWS,
                                        SHIFT_LAST)),
                 (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, off_m, c,
-                                    n_begin, n_steps, s_rows_per_chunk, STAGES)),
+                                    n_begin, n_steps, s_rows_per_chunk, STAGES, dys_desc, M, BM, XB)),
                 (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, n_steps, STAGES)),
             ], [4, 1, 1], [CONSUMER_REGS, 40, 40])
 
@@ -1790,7 +1843,7 @@ if gluon is not None:
     @gluon.jit
     def _sk_bwd_load_worker(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, it_begin, it_end,
                             n_steps, num_m, M, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
-                            SHIFT_LAST: gl.constexpr):
+                            SHIFT_LAST: gl.constexpr, dys_desc, XB: gl.constexpr):
         """``_bwd_load_worker`` over this CTA's run of (tile, step) pairs: tile t = (M tile t % num_m, chunk t //
         num_m), step = 64 rows of W; one ring of stages throughout."""
         i = 0
@@ -1799,7 +1852,7 @@ if gluon is not None:
             c = t // num_m
             for j in range(gl.maximum(it_begin - t * n_steps, 0), gl.minimum(it_end - t * n_steps, n_steps)):
                 _bwd_copy_step(dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, i, off_m,
-                               j * 64, c * 64, c * s_rows_per_chunk + j * 2, STAGES)
+                               j * 64, c * 64, c * s_rows_per_chunk + j * 2, STAGES, dys_desc, M, BM, XB)
                 i += 1
 
     @gluon.jit
@@ -1842,10 +1895,10 @@ if gluon is not None:
                                   False, 1, 1.0, 0, SHIFT_LAST)
 
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
-    def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, n_steps, iters,
+    def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dys_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, n_steps, iters,
                           sk_total, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
                           CONSUMER_REGS: gl.constexpr = 232, ROWS: gl.constexpr = False,
-                          SHIFT_LAST: gl.constexpr = False):
+                          SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
         """The input gradient as stream-K, two consumers (one per half of the chunk): CTA g takes (tile, step) pairs
         g * iters .. of the first ``sk_total``, later CTAs one whole tile each (``_sk_run``). (One consumer with both
         halves was measured slower in run 12 and not kept.)"""
@@ -1860,7 +1913,8 @@ if gluon is not None:
                                       stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 1, ROWS,
                                       SHIFT_LAST)),
             (_sk_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, it_begin,
-                                   it_end, n_steps, num_m, M, s_rows_per_chunk, BM, STAGES, SHIFT_LAST)),
+                                   it_end, n_steps, num_m, M, s_rows_per_chunk, BM, STAGES, SHIFT_LAST, dys_desc,
+                                   XB)),
             (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, it_end - it_begin, STAGES)),
         ], [4, 1, 1], [CONSUMER_REGS, 40, 40])
 
@@ -2052,8 +2106,8 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
         return y
     split = max(1, min(cfg.split_k, kc))  # runs of the chunks as even as the count allows (_ws_fwd_kernel)
     x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
-    rows = tma_rows(x2, cfg.bm)
-    x_desc = TensorDescriptor(x2, [rows, k], [k, 1], [cfg.bm, 64], x_l)
+    # Not shifted under the residual epilogue, which may write Y in place of the residual it reads, nor RoPE's.
+    x_desc, xs_desc, shift, xb = x_boxes(x2, cfg.bm, x_l, add_norm is None and rope is None, cfg.bn)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
     # Split partials are [split, M, N] (N columns even where the epilogue stores fewer, as ``glu`` does).
@@ -2064,15 +2118,14 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
         raise RuntimeError("the kernel's epilogue needs the split tiles' counters, which cannot be allocated while a "
                            "CUDA graph is captured: run this call once before capturing it")
     _ensure_cuda_context(x2.device)
-    _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, target, y, target if counters is None else counters, w.global_scale,
+    _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, xs_desc, target, y, target if counters is None else counters, w.global_scale,
                          m, w.n, w.n, y.shape[1], stride_split, kc, scale_pitch(w), *norm["args"], *rope_args,
                          BM=cfg.bm, BN=cfg.bn,
                          CONSUMERS=cfg.consumers, STAGES=cfg.stages, OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS,
                          IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, GLU=glu,
                          ROW_NORM=row_norm is not None, NORM_NT=norm["nt"], ADD_NORM=add_norm is not None,
                          ROPE=rope is not None, ROPE_BIAS=rope is not None and rope.bias is not None,
-                         # Not under the residual epilogue, which may write Y in place of the residual it reads.
-                         SHIFT_LAST=shift_last_tile(m, cfg.bm, cfg.bn, rows) and add_norm is None and rope is None,
+                         SHIFT_LAST=shift, XB=xb,
                          num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
@@ -2172,14 +2225,13 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     # Two tiles' parts per stream-K CTA at most (its first and last tile), per consumer.
     parts = torch.empty(max(1, -(-sk_total // iters)) * 2 * cfg.bn * cfg.bm, dtype=torch.float32, device=x2.device)
     x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
-    rows = tma_rows(x2, cfg.bm)
-    x_desc = TensorDescriptor(x2, [rows, w.k], [w.k, 1], [cfg.bm, 64], x_l)
+    x_desc, xs_desc, shift, xb = x_boxes(x2, cfg.bm, x_l, bn=cfg.bn)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
     _ensure_cuda_context(x2.device)
-    _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc, iters,
+    _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, xs_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc, iters,
                                sk_total, scale_pitch(w), *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
                                STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words,
-                               ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=shift_last_tile(m, cfg.bm, cfg.bn, rows),
+                               ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=shift, XB=xb,
                                num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
@@ -2196,13 +2248,12 @@ def _stream_k_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     iters, sk_total, ctas = sk_plan(tiles, steps, cfg.stream_k * kern._sms(dy2.device), cfg.dp_waves)
     parts = torch.empty(max(1, -(-sk_total // iters)) * 2 * 128 * cfg.bm, dtype=torch.float32, device=dy2.device)
     dy_l = dy_layout(cfg.bm)
-    rows = tma_rows(dy2, cfg.bm)
-    dy_desc = TensorDescriptor(dy2, [rows, n], [n, 1], [cfg.bm, 64], dy_l)
+    dy_desc, dys_desc, shift, xb = x_boxes(dy2, cfg.bm, dy_l)
     w_desc, s_desc = weight_descriptors(w, 64)
     _ensure_cuda_context(dy2.device)
-    _ws_bwd_sk_kernel[(ctas,)](dy_desc, w_desc, s_desc, dx, parts, counters, w.global_scale, m, w.k, w.k, steps,
+    _ws_bwd_sk_kernel[(ctas,)](dy_desc, w_desc, s_desc, dys_desc, dx, parts, counters, w.global_scale, m, w.k, w.k, steps,
                                iters, sk_total, scale_pitch(w), BM=cfg.bm, STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS,
-                               ROWS=w.rows, SHIFT_LAST=shift_last_tile(m, cfg.bm, rows=rows), num_warps=4,
+                               ROWS=w.rows, SHIFT_LAST=shift, XB=xb, num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
@@ -2227,17 +2278,16 @@ def ws_matmul_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
         return dx
     split = max(1, min(cfg.split_n, steps))  # runs of the steps as even as the count allows (_ws_bwd_kernel)
     dy_l = dy_layout(cfg.bm)
-    rows = tma_rows(dy2, cfg.bm)
-    dy_desc = TensorDescriptor(dy2, [rows, n], [n, 1], [cfg.bm, 64], dy_l)
+    dy_desc, dys_desc, shift, xb = x_boxes(dy2, cfg.bm, dy_l)
     w_desc, s_desc = weight_descriptors(w, 64)
     grid = (-(-m // cfg.bm) * kc, split)
     target, stride_split, counters = kern._split_target(dx, split, grid[0], fused=cfg.fused)
     _ensure_cuda_context(dy2.device)
-    _ws_bwd_kernel[grid](dy_desc, w_desc, s_desc, target, dx, target if counters is None else counters,
+    _ws_bwd_kernel[grid](dy_desc, w_desc, s_desc, dys_desc, target, dx, target if counters is None else counters,
                          w.global_scale, m, w.k, w.k, stride_split, steps, scale_pitch(w), BM=cfg.bm,
                          STAGES=cfg.stages, OUT_F32=split > 1, FUSED=counters is not None, CONSUMERS=cfg.consumers,
                          CONSUMER_REGS=CONSUMER_REGS, IN_FLIGHT=cfg.in_flight, ROWS=w.rows,
-                         SHIFT_LAST=shift_last_tile(m, cfg.bm, rows=rows), num_warps=4,
+                         SHIFT_LAST=shift, XB=xb, num_warps=4,
                          **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, dx, split)
