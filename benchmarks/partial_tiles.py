@@ -11,8 +11,8 @@ default dispatch's config (``nvfp4_gemm_ws.pick`` / ``pick_grad_input``), interl
   the answer), copy included;
 - ``padded only``: the same product without the copy (the kernel alone on whole tiles);
 - ``whole boxes``: the same with ``SUB_BOX_ROWS`` at 0, every tile's X copied in one box of BM rows even where it
-  reaches far past M (run 28 added the boxes of 8 rows, ``nvfp4_gemm_ws._x_box``);
-- ``boxes 32``: the same with ``SUB_BOX_ROWS`` at 32;
+  reaches far past M (run 28 added the smaller boxes, ``nvfp4_gemm_ws._x_box``);
+- ``boxes 8`` / ``boxes 32``: the same with ``SUB_BOX_ROWS`` at 8 / 32;
 - ``spare``: X of M rows as a row slice of a buffer of whole tiles (rows past M poisoned with NaN in the check), which
   the dispatch's descriptor reads past M (``nvfp4_gemm_ws.tma_rows``): whole tiles without a copy.
 
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm_nvfp4 import add_layer_args, checked, fp32_matmul, layer_cells, run_setup  # noqa: E402
 
-VARIANTS = ("plain", "padded", "padded only", "unshifted", "spare", "whole boxes", "boxes 32")
+VARIANTS = ("plain", "padded", "padded only", "unshifted", "spare", "whole boxes", "boxes 8", "boxes 32")
 
 
 def padded_rows(m: int, bm: int) -> int:
@@ -98,6 +98,7 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, layo
                 "padded only": lambda kw, o: run(x_pad, kw, cfg, out=out_pad),
                 "unshifted": lambda kw, o: switched(ws, "SHIFT_LAST_TILE", False, lambda: run(x, kw, cfg, out=o)),
                 "whole boxes": lambda kw, o: switched(ws, "SUB_BOX_ROWS", 0, lambda: run(x, kw, cfg, out=o)),
+                "boxes 8": lambda kw, o: switched(ws, "SUB_BOX_ROWS", 8, lambda: run(x, kw, cfg, out=o)),
                 "boxes 32": lambda kw, o: switched(ws, "SUB_BOX_ROWS", 32, lambda: run(x, kw, cfg, out=o)),
                 "spare": lambda kw, o: run(x_spare, kw, cfg, out=o)}
     variants = {label: f for label, f in variants.items() if label in chosen}
@@ -123,7 +124,7 @@ def line(r: dict) -> str:
     us = r["us"]
     cells = " ".join(f"{label} {t:7.1f}" for label, t in us.items() if label != "plain (repeat)")
     ratios = "".join(f", plain / {label} {us['plain'] / us[label]:.3f}" for label in ("padded", "unshifted", "spare", "whole boxes",
-                                                                          "boxes 32")
+                                                                          "boxes 8", "boxes 32")
                      if label in us)
     return (f"{head} {cells} (to {r['padded_m']}){ratios} (repeat {us['plain'] / us['plain (repeat)']:.3f})"
             f"  {r['config']}")

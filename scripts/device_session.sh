@@ -2728,4 +2728,21 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     pt fwd 90 --layout pairs --dirs fwd --ms 40,100,136,200
     pt rows 30 --layout rows --dirs bwd --ms 136
     ;;
+  62c)  # after 62b (on an H100: boxes of 8 rows cost up to 1.34x where boxes of 32 gained): boxes of 32 rows where a
+        # whole box lies past M; GPU tests, then partial_tiles.py: this dispatch, whole boxes, boxes of 8, spare rows
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "small_boxes or (rows_past_m and 129)" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 \
+      | tee "$out/gpu_tests.txt"
+    pt() {  # NAME LIMIT ARGS: partial_tiles.py on this dispatch, whole boxes, boxes of 8 rows, spare rows
+      local name=$1 limit=$2; shift 2
+      timeout "$limit" python3 benchmarks/partial_tiles.py --variants "plain,whole boxes,boxes 8,spare" \
+        --budget 0.25 "$@" --out "$out/$name" 2>&1 | grep -v Warning > "$out/log_$name.txt"
+      tail -1 "$out/log_$name.txt" | cut -c1-160
+    }
+    pt words 75 --layout words --dirs fwd --ms 40,66,100
+    pt bwd 50 --layout pairs --dirs bwd --ms 100,136
+    pt fwd 75 --layout pairs --dirs fwd --ms 40,136,200
+    pt rows 30 --layout rows --dirs bwd --ms 136
+    ;;
 esac

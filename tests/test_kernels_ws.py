@@ -105,14 +105,15 @@ def test_last_tile_shift_stays_out_of_the_chunk_loop():
 
 @needs_ptxas
 def test_small_boxes_of_x_stay_in_the_loader():
-    """Run 28's last tile copied in boxes of 8 rows (``_x_box``, XB = 8) adds TMA copies to the loader warp only: the
-    consumers' chunk loop keeps its wgmmas, decode and barriers, nothing spills inside it, registers stay under the
-    config's cap; the loader issues BM / 8 copies per box more (forward: two boxes of X per chunk; input gradient:
-    one of dY per step), on the one-tile-per-CTA kernels and on stream-K."""
-    for cfg in (ws.WsConfig(64, 64, 3, 1, 1, False, 80), ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
-                ws.WsBwdConfig(128, 4, 2, in_flight=True), ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2)):
+    """Run 28's last tile copied in boxes of 32 rows (``_x_box``, XB = 32; 8 also compiles) adds TMA copies to the
+    loader warp only: the consumers' chunk loop keeps its wgmmas, decode and barriers, nothing spills inside it,
+    registers stay under the config's cap; the loader issues BM / XB copies per box more (forward: two boxes of X
+    per chunk; input gradient: one of dY per step), on the one-tile-per-CTA kernels and on stream-K."""
+    for cfg, xb in ((ws.WsConfig(64, 64, 3, 1, 1, False, 80), 8), (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), 32),
+                    (ws.WsConfig(256, 128, 3, 1, 2, False), 32), (ws.WsBwdConfig(128, 4, 2, in_flight=True), 32),
+                    (ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2), 32)):
         kw = {} if isinstance(cfg, ws.WsBwdConfig) else {"words": True}
-        boxes, plain = (aot.ws_report(cfg, sub_box=xb, **kw) for xb in (8, 0))
+        boxes, plain = (aot.ws_report(cfg, sub_box=v, **kw) for v in (xb, 0))
         loop, ref = boxes["chunk_loop_opcodes"], plain["chunk_loop_opcodes"]
         for op in ("HGMMA", "LDS", "LDSM", "PRMT", "HMUL2", "HFMA2", "SYNCS"):
             assert loop.get(op) == ref.get(op), (cfg, op, loop, ref)
@@ -120,28 +121,31 @@ def test_small_boxes_of_x_stay_in_the_loader():
         assert boxes["registers"] <= (cfg.maxnreg or 255) and boxes["shared_bytes"] <= plain["shared_bytes"] + 64
         per_chunk = 2 if isinstance(cfg, ws.WsConfig) else 1
         extra = boxes["loop_opcodes"].get("UTMALDG", 0) - plain["loop_opcodes"].get("UTMALDG", 0)
-        assert extra == per_chunk * cfg.bm // 8, (cfg, extra)
+        assert extra == per_chunk * cfg.bm // xb, (cfg, extra)
 
 
 def test_small_boxes_only_where_the_last_tile_reaches_far_past_m(monkeypatch):
-    """``sub_box_rows``: boxes of 8 rows where the last tile (not shifted) reaches 16 or more rows past the rows X's
-    descriptor declares and has 64 rows or more; ``x_boxes`` builds the second descriptor only then."""
-    assert ws.SUB_BOX_ROWS == 8 and ws.SUB_BOX_MIN_PAST == 16
-    for m, bm, rows, shifted, want in ((40, 64, 40, False, 8), (56, 64, 56, False, 0), (48, 64, 48, False, 8),
-                                       (136, 256, 136, False, 8), (136, 256, 256, False, 0), (1, 8, 1, False, 0),
-                                       (20, 32, 20, False, 0), (235, 128, 235, False, 8), (129, 64, 129, True, 0),
-                                       (3, 16, 3, False, 0), (3, 64, 3, False, 8), (16, 32, 16, False, 0)):
+    """``sub_box_rows``: boxes of 32 rows where the last tile (not shifted) of 64 rows or more reaches 32 or more
+    rows past the rows X's descriptor declares (a whole small box past them); ``x_boxes`` builds the second
+    descriptor only then; with boxes of 8 rows (a switch) from 16 rows past."""
+    assert ws.SUB_BOX_ROWS == 32 and ws.SUB_BOX_MIN_PAST == 16
+    for m, bm, rows, shifted, want in ((40, 64, 40, False, 0), (3, 64, 3, False, 32), (66, 128, 66, False, 32),
+                                       (100, 128, 100, False, 0), (136, 256, 136, False, 32), (136, 256, 256, False, 0),
+                                       (1, 8, 1, False, 0), (16, 32, 16, False, 0), (200, 128, 200, False, 32),
+                                       (235, 128, 235, False, 0), (129, 64, 129, True, 0), (600, 256, 600, False, 32)):
         assert ws.sub_box_rows(m, bm, rows, shifted) == want, (m, bm, rows, shifted)
-    layout = ws.dy_layout(64)
-    x = torch.empty(40, 128, dtype=torch.bfloat16)
-    desc, sub, shift, xb = ws.x_boxes(x, 64, layout)
-    assert (xb, shift, desc.shape, desc.block_shape, sub.block_shape) == (8, False, [40, 128], [64, 64], [8, 64])
-    desc, sub, shift, xb = ws.x_boxes(torch.empty(64, 128, dtype=torch.bfloat16)[:40], 64, layout)
-    assert (xb, desc.shape, sub is desc) == (0, [64, 128], True)  # rows past M in the storage: whole tiles
-    desc, sub, shift, xb = ws.x_boxes(torch.empty(129, 128, dtype=torch.bfloat16), 64, layout)
+    layout = ws.dy_layout(128)
+    x = torch.empty(66, 128, dtype=torch.bfloat16)
+    desc, sub, shift, xb = ws.x_boxes(x, 128, layout)
+    assert (xb, shift, desc.shape, desc.block_shape, sub.block_shape) == (32, False, [66, 128], [128, 64], [32, 64])
+    desc, sub, shift, xb = ws.x_boxes(torch.empty(128, 128, dtype=torch.bfloat16)[:66], 128, layout)
+    assert (xb, desc.shape, sub is desc) == (0, [128, 128], True)  # rows past M in the storage: whole tiles
+    desc, sub, shift, xb = ws.x_boxes(torch.empty(129, 128, dtype=torch.bfloat16), 64, ws.dy_layout(64))
     assert (xb, shift, sub is desc) == (0, True, True)
+    monkeypatch.setattr(ws, "SUB_BOX_ROWS", 8)
+    assert ws.sub_box_rows(40, 64, 40, False) == 8 and ws.sub_box_rows(56, 64, 56, False) == 0
     monkeypatch.setattr(ws, "SUB_BOX_ROWS", 0)
-    assert ws.x_boxes(x, 64, layout)[3] == 0
+    assert ws.x_boxes(x, 128, layout)[3] == 0
 
 
 @needs_ptxas

@@ -190,22 +190,21 @@ def test_input_gradient_rows_past_m_in_the_storage_reach_no_output(cfg, m, layou
 
 
 @hopper
-@pytest.mark.parametrize("cfg,m", [(ws.WsConfig(64, 64, 3, 1, 1, False, 80), 40), (ws.WsConfig(64, 64, 3, 1, 1, False, 80), 3),
-                                   (ws.WsConfig(64, 128, 4, 3, 1, False, 128), 40),
-                                   (ws.WsConfig(64, 64, 5, 3, 1, True, 128, True), 100),
-                                   (ws.WsConfig(128, 128, 4, 3, 2, False), 100), (ws.WsConfig(128, 128, 4, 1, 2, False), 235),
+@pytest.mark.parametrize("cfg,m", [(ws.WsConfig(64, 64, 3, 1, 1, False, 80), 3), (ws.WsConfig(64, 64, 5, 3, 1, True, 128, True), 3),
+                                   (ws.WsConfig(128, 64, 4, split_k=3), 66), (ws.WsConfig(128, 64, 3, 2, maxnreg=128), 90),
+                                   (ws.WsConfig(128, 128, 4, 3, 2, False), 66), (ws.WsConfig(128, 128, 4, 1, 2, False), 200),
                                    (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), 66),
-                                   (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), 235),
-                                   (ws.WsConfig(256, 128, 3, 1, 2, False), 136), (ws.WsConfig(128, 256, 3, 1, 2, False), 100),
-                                   (ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2), 40)],
+                                   (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), 200),
+                                   (ws.WsConfig(256, 128, 3, 1, 2, False), 136), (ws.WsConfig(128, 256, 3, 1, 2, False), 66)],
                          ids=lambda c: "x".join(map(str, c)) if isinstance(c, tuple) else str(c))
 @pytest.mark.parametrize("layout", ["pairs", "words"])
 def test_last_tile_in_small_boxes_matches_whole_boxes(cfg, m, layout, monkeypatch):
-    """Run 28's last tile copied in boxes of 8 rows (``_x_box``; boxes past M re-read rows below M): every output
+    """Run 28's last tile copied in boxes of 32 rows (``_x_box``; boxes past M re-read rows below M): every output
     written (NaN-poisoned before) and finite, the fp32 reference, and the kernel on whole boxes within a bf16
     rounding (one tile per CTA, splits summed in the kernel and by the second kernel, stream-K, two consumers, an M
-    below 8 and a multi-tile M whose last tile is too full to shift); the SiLU x up epilogue where the config allows."""
-    assert ws.sub_box_rows(m, cfg.bm, m, ws.shift_last_tile(m, cfg.bm, cfg.bn)) == 8
+    below one box and a multi-tile M whose last tile is too full to shift); the SiLU x up epilogue where the config
+    allows."""
+    assert ws.sub_box_rows(m, cfg.bm, m, ws.shift_last_tile(m, cfg.bm, cfg.bn)) == ws.SUB_BOX_ROWS
     x, w, ref = _case(m, 4608, 1424, layout)
     out = torch.full((m, 4608), float("nan"), device="cuda", dtype=torch.bfloat16)
     y = ws.ws_matmul(x, w, cfg, out=out)
@@ -221,17 +220,17 @@ def test_last_tile_in_small_boxes_matches_whole_boxes(cfg, m, layout, monkeypatc
 
 
 @hopper
-@pytest.mark.parametrize("cfg,m", [(ws.WsBwdConfig(128, 4, 2, in_flight=True), 100), (ws.WsBwdConfig(64, 4, 5, 128, in_flight=True), 3),
-                                   (ws.WsBwdConfig(256, 4, 1, consumers=2), 136), (ws.WsBwdConfig(128, 4, 8, 128), 235),
+@pytest.mark.parametrize("cfg,m", [(ws.WsBwdConfig(128, 4, 2, in_flight=True), 66), (ws.WsBwdConfig(64, 4, 5, 128, in_flight=True), 3),
+                                   (ws.WsBwdConfig(256, 4, 1, consumers=2), 136), (ws.WsBwdConfig(128, 4, 8, 128), 200),
                                    (ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2), 136),
                                    (ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True), 600),
-                                   (ws.WsBwdConfig(128, 6, 3, consumers=2), 40), (ws.WsBwdConfig(64, 4, 3, 128, True), 40)],
+                                   (ws.WsBwdConfig(128, 6, 3, consumers=2), 66), (ws.WsBwdConfig(64, 4, 3, 128, True), 3)],
                          ids=lambda c: "x".join(map(str, c)) if isinstance(c, tuple) else str(c))
 @pytest.mark.parametrize("layout", ["pairs", "rows"])
 def test_input_gradient_last_tile_in_small_boxes_matches_whole_boxes(cfg, m, layout, monkeypatch):
-    """The input gradient's last tile in boxes of 8 rows of dY, as the forward's test above (split sums in the
+    """The input gradient's last tile in boxes of 32 rows of dY, as the forward's test above (split sums in the
     kernel and by the second kernel, stream-K, two consumers)."""
-    assert ws.sub_box_rows(m, cfg.bm, m, ws.shift_last_tile(m, cfg.bm)) == 8
+    assert ws.sub_box_rows(m, cfg.bm, m, ws.shift_last_tile(m, cfg.bm)) == ws.SUB_BOX_ROWS
     q = nvfp4.quantize(torch.randn(1024, 1424, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
     w = prepare_weight(q.packed, q.scale, q.global_scale, **({} if layout == "pairs" else {"layout": layout}))

@@ -688,21 +688,24 @@ def tma_rows(t: torch.Tensor, bm: int) -> int:
     return max(m, min(fit, -(-m // bm) * bm))
 
 
-# A last tile of rows whose box of X reaches at least ``SUB_BOX_MIN_PAST`` rows past the descriptor's end (and is not
-# shifted: an M below the tile's rows, or a last tile too full to shift) copies X in boxes of ``SUB_BOX_ROWS`` rows
-# (``_x_box``; 0: off, a switch for benchmarks/partial_tiles.py). Run 28: 64-row boxes 24 rows past M cost 7B gate_up's
-# forward 1.48x the time on whole tiles (M = 40), 256-row boxes 120 rows past M its down projection's input gradient
-# 1.52x (M = 136); 8- to 32-row boxes up to 31 rows past M, and 64-row boxes up to 16, cost nothing measurable.
-SUB_BOX_ROWS = 8
+# A last tile of rows of 64 or more whose box of X reaches at least ``SUB_BOX_ROWS`` (and ``SUB_BOX_MIN_PAST``) rows past
+# the descriptor's end, and is not shifted (an M below the tile's rows, or a last tile too full to shift), copies X in
+# boxes of ``SUB_BOX_ROWS`` rows (``_x_box``; 0: off, a switch for benchmarks/partial_tiles.py): the boxes wholly past M
+# become copies of rows below M. Run 28 (H100): with boxes of 32 rows 0.72-0.92 of the time of whole boxes where these
+# reached 56-120 rows past M (14B / 32B gate_up's forward at M = 136, 32B down's input gradient, 7B gate_up's "words"
+# forward at M = 66), at most 2% more elsewhere; boxes of 8 rows gained as much in some cells and cost up to 1.34x in
+# others (the loader's many copies).
+SUB_BOX_ROWS = 32
 SUB_BOX_MIN_PAST = 16
 
 
 def sub_box_rows(m: int, bm: int, rows: int, shifted: bool) -> int:
     """XB of a launch over M rows in tiles of ``bm`` whose X descriptor declares ``rows`` rows: ``SUB_BOX_ROWS``
-    where the last tile (not ``shifted``) of 64 or more rows reaches ``SUB_BOX_MIN_PAST`` or more rows past them,
-    else 0 (32-row boxes 30 rows past M cost nothing, run 27)."""
+    where the last tile (not ``shifted``) of 64 or more rows reaches at least that many rows (and
+    ``SUB_BOX_MIN_PAST``) past them, else 0."""
     past = -(-m // bm) * bm - rows
-    return SUB_BOX_ROWS if SUB_BOX_ROWS and not shifted and bm >= 64 and past >= SUB_BOX_MIN_PAST else 0
+    xb = SUB_BOX_ROWS
+    return xb if xb and not shifted and bm >= 64 and bm > xb and past >= max(xb, SUB_BOX_MIN_PAST) else 0
 
 
 def x_boxes(x2: torch.Tensor, bm: int, layout, shift_ok: bool = True, bn: int = 128) -> tuple:
@@ -953,9 +956,9 @@ if gluon is not None:
         """TMA copy of X's (dY's) [BM, 64] box at (row0, col) into ``dst``. With ``XB``, a box reaching past row M
         (a last tile of rows that is not shifted) is copied as BM / XB boxes of XB rows (``sub_desc``): those that
         start past M copy the last XB rows below M instead (into rows whose outputs no tile stores), so at most
-        XB - 1 rows of one small box lie past M (run 28: 64- to 256-row boxes reaching 16 or more rows past M cost
-        up to 1.5x the time of whole tiles, 8- to 32-row boxes nothing). The same bytes arrive either way (a TMA
-        box counts its rows past the end), so the stage's expected byte count holds."""
+        XB - 1 rows of one small box lie past M (run 28: 128- and 256-row boxes reaching 56-120 rows past M cost
+        up to 1.4x the time of boxes of 32 rows; ``sub_box_rows``). The same bytes arrive either way (a TMA box
+        counts its rows past the end), so the stage's expected byte count holds."""
         if XB == 0:
             tma.async_copy_global_to_shared(desc, [row0, col], bar, dst)
         else:
