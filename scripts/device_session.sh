@@ -2745,4 +2745,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     pt fwd 75 --layout pairs --dirs fwd --ms 40,136,200
     pt rows 30 --layout rows --dirs bwd --ms 136
     ;;
+  62d)  # the final tree's wider GPU tests (every kernel now takes the small boxes' descriptor): the products against fp32
+        # on every config, the module and dispatch tests, stream-K, then the residual + RMSNorm and RoPE epilogues
+    device_name
+    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
+      -k "matches_fp32 or module_backward or packed_linear or default_dispatch or rows_layout_default or stream_k" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+    timeout 110 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "add_norm or rope" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests_epilogues.txt"
+    ;;
 esac
