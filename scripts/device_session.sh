@@ -2754,4 +2754,11 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 110 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "add_norm or rope" \
       -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests_epilogues.txt"
     ;;
+  62e)  # the decode step's outputs read as the next X allocated with rows past M (padded_empty): their GPU tests, the
+        # decode layer's epilogues, decode attention, the SiLU x up dispatch
+    device_name
+    timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_fused_norm.py tests/test_decode_attention.py \
+      tests/test_kernels_ws_gpu.py -k "whole_tiles or decode_layer or graph or swiglu_dispatch or (decode_attention and \
+      not reference)" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+    ;;
 esac

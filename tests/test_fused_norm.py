@@ -163,3 +163,38 @@ def test_7b_decode_layer_runs_the_epilogues_and_matches_the_unfused_calls(m, mon
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(g_h, h) and torch.equal(g_qkv, qkv)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not hopper_gpu(), reason="needs a Hopper GPU and Triton's Gluon")
+@pytest.mark.parametrize("m", [12, 40, 100])
+def test_outputs_read_as_the_next_x_hold_whole_tiles(m):
+    """Run 28: what a decode step hands its next projection as X (``add_rms_norm``'s x, decode attention's output,
+    SiLU x up from gate_up's epilogue) holds ``padded_rows(M)`` rows, so that projection's X descriptor declares whole
+    tiles (``nvfp4_gemm_ws.tma_rows``); the values are those of the unpadded paths, and the next product on the
+    padded X equals the product on a copy of X of its own."""
+    from qerl.kernels import nvfp4_gemm_ws as ws
+    from qerl.kernels.decode_attention import decode_attention, decode_attention_reference
+    from qerl.kernels.nvfp4_gemm import nvfp4_matmul
+
+    def holds(t: torch.Tensor) -> bool:
+        return t.untyped_storage().nbytes() >= ws.padded_rows(m) * t[0].numel() * t.element_size()
+
+    torch.manual_seed(m)
+    hidden, inter = 1024, 2048
+    res, delta = (torch.randn(m, hidden, device="cuda").to(torch.bfloat16) for _ in range(2))
+    g = (1 + 0.1 * torch.randn(hidden, device="cuda")).to(torch.bfloat16)
+    h, x = add_rms_norm(res, delta, g, 1e-6)
+    h_cpu, x_cpu = add_rms_norm(res.cpu(), delta.cpu(), g.cpu(), 1e-6)
+    assert holds(x) and torch.equal(h.cpu(), h_cpu) and _rel(x.cpu(), x_cpu) < 1e-2
+    gu_w, _ = _weight(2 * inter, hidden, "cuda", glu=True, layout="words")
+    cfg = ws.WsConfig(64, 64, 4, 1, 1, True, 128)
+    act = ws.ws_matmul(x, gu_w, cfg, glu=True)
+    assert holds(act) and ws.tma_rows(act, 64) == -(-m // 64) * 64
+    down_w, _ = _weight(hidden, inter, "cuda", layout="words")
+    assert torch.allclose(nvfp4_matmul(act, down_w).float(), nvfp4_matmul(act.clone(), down_w).float(), rtol=2**-7, atol=1e-6)
+    q = torch.randn(m, 8, 64, device="cuda").to(torch.bfloat16)
+    k, v = (torch.randn(m, 2, 96, 64, device="cuda").to(torch.bfloat16) for _ in range(2))
+    lengths = torch.randint(1, 97, (m,), device="cuda", dtype=torch.int32)
+    out = decode_attention(q, k, v, lengths)
+    assert holds(out) and _rel(out, decode_attention_reference(q, k, v, lengths)) < 1e-2

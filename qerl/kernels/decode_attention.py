@@ -240,7 +240,10 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         raise ValueError(f"decode_attention: splits={splits} must be a power of two")
     chunk = -(-max_len // splits)
     chunk = -(-chunk // block_n) * block_n  # whole blocks per slice
-    out = torch.empty_like(q)
+    # The o projection's X: rows past B in its storage let the GEMM read whole tiles (``nvfp4_gemm_ws.tma_rows``).
+    from qerl.kernels.nvfp4_gemm_ws import padded_rows
+
+    out = torch.empty((padded_rows(b), h, d), device=q.device, dtype=q.dtype)[:b]
     if splits > 1:
         part_acc = torch.empty((b * kv, splits, group_pad, d), device=q.device, dtype=torch.float32)
         part_ml = torch.empty((b * kv, splits, 2, group_pad), device=q.device, dtype=torch.float32)

@@ -108,7 +108,7 @@ def nvfp4_matmul_add_norm(x: torch.Tensor, w: KernelWeight, residual: torch.Tens
         from qerl.kernels import nvfp4_gemm_ws as ws
 
         residual = residual.contiguous()
-        u = torch.empty_like(residual)
+        u = ws.padded_empty(m, w.n, residual)  # the next projection's X: whole tiles of it (``ws.tma_rows``)
         sumsq = torch.empty(ws.norm_slots(cfg, w.n), m, dtype=torch.float32, device=x2.device)
         h = ws.ws_matmul(x2, w, cfg, add_norm=(residual, norm_weight.to(torch.bfloat16).contiguous(), u, sumsq))
         return h, u, NormStats(sumsq, float(eps))
@@ -121,8 +121,12 @@ def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor, weight: torch.Tens
     then times the weight in bf16 (as Qwen2's RMSNorm); one Triton kernel on CUDA, torch elsewhere."""
     if residual.is_cuda and triton is not None:
         r2, d2 = residual.contiguous(), delta.contiguous()
-        h, x = torch.empty_like(r2), torch.empty_like(r2)
         n = r2.shape[-1]
+        h = torch.empty_like(r2)
+        # x is the next projection's X: rows past M in its storage let the kernels read whole tiles (``tma_rows``).
+        from qerl.kernels.nvfp4_gemm_ws import padded_empty
+
+        x = padded_empty(r2.shape[0], n, r2) if r2.dim() == 2 else torch.empty_like(r2)
         _add_rms_norm_kernel[(r2.shape[0],)](r2, d2, weight.contiguous(), h, x, n, float(eps),
                                              BLOCK=triton.next_power_of_2(n), num_warps=8)
         return h, x

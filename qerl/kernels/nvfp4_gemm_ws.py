@@ -2102,7 +2102,10 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          "dp_waves with stream_k only")
     x2 = x2.contiguous()
     rope_args = _rope_args(rope, cfg, m, w.n, x2)
-    y = kern._out(out, m, w.n // 2 if glu else rope.heads * rope.cos.shape[1] if rope is not None else w.n, x2)
+    if glu and out is None:  # SiLU x up's output is the down projection's X: whole tiles of it (``tma_rows``)
+        y = padded_empty(m, w.n // 2, x2)
+    else:
+        y = kern._out(out, m, w.n // 2 if glu else rope.heads * rope.cos.shape[1] if rope is not None else w.n, x2)
     norm = _norm_args(row_norm, add_norm, cfg, m, w.n, x2)
     kc = w.k_pad // kern.CHUNK
     if cfg.stream_k and add_norm is None and _stream_k(x2, w, cfg, y, kc, norm):
