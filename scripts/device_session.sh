@@ -2761,4 +2761,9 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       tests/test_kernels_ws_gpu.py -k "whole_tiles or decode_layer or graph or swiglu_dispatch or (decode_attention and \
       not reference)" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
     ;;
+  62f)  # 62e's new test again (its M = 12 case asked a 64-row tile of a buffer padded for M = 12's 16-row tiles)
+    device_name
+    timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_fused_norm.py -k "whole_tiles" -rf \
+      --tb=short 2>&1 | grep -v "Warning" | tail -15 | tee "$out/gpu_tests.txt"
+    ;;
 esac
