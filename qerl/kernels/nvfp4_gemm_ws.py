@@ -676,7 +676,8 @@ def tma_rows(t: torch.Tensor, bm: int) -> int:
     """The rows the TMA descriptor of ``t`` [M, C] (rows ``t.stride(0)`` elements apart) declares: M, or more, up
     to M rounded up to whole ``bm``-row tiles, where ``t``'s storage holds them (``t`` a row slice of a larger
     buffer, as ``padded_empty`` makes). The last tile then reads memory past row M instead of a box past the
-    descriptor's end, which cost up to 1.8x the time of whole tiles (run 27, ``benchmarks/partial_tiles.py``).
+    descriptor's end, which cost up to 1.8x the time of whole tiles (run 27, ``benchmarks/partial_tiles.py``) and,
+    where M lies below the only tile's rows, up to 1.57x (run 28; M = 1-24 on 8- to 32-row tiles: nothing).
     Rows past M reach only the output rows past M, which no kernel stores (each output row is its own row of X
     times W), so what they hold does not matter."""
     m = t.shape[0]
@@ -688,13 +689,13 @@ def tma_rows(t: torch.Tensor, bm: int) -> int:
     return max(m, min(fit, -(-m // bm) * bm))
 
 
-# A last tile of rows of 64 or more whose box of X reaches at least ``SUB_BOX_ROWS`` (and ``SUB_BOX_MIN_PAST``) rows past
-# the descriptor's end, and is not shifted (an M below the tile's rows, or a last tile too full to shift), copies X in
+# A last tile of rows of 64 or more whose box of X reaches at least ``SUB_BOX_ROWS`` (and ``SUB_BOX_MIN_PAST``) rows
+# past the descriptor's end, and is not shifted (an M below the tile's rows, or a last tile too full to shift), copies X in
 # boxes of ``SUB_BOX_ROWS`` rows (``_x_box``; 0: off, a switch for benchmarks/partial_tiles.py): the boxes wholly past M
-# become copies of rows below M. Run 28 (H100): with boxes of 32 rows 0.72-0.92 of the time of whole boxes where these
-# reached 56-120 rows past M (14B / 32B gate_up's forward at M = 136, 32B down's input gradient, 7B gate_up's "words"
-# forward at M = 66), at most 2% more elsewhere; boxes of 8 rows gained as much in some cells and cost up to 1.34x in
-# others (the loader's many copies).
+# become copies of rows below M. Run 28 (H200 / H100, ``benchmarks/partial_tiles.py``): with boxes of 32 rows 0.72-1.02
+# of the time of whole boxes where a whole box lay past M (geomean 0.90 on both; 14B / 32B gate_up's forward at M =
+# 136, 32B / 7B down's input gradient, 7B gate_up's "words" forward at M = 66), 0.99-1.01 elsewhere; boxes of 8 rows
+# 0.71-1.43x (the loader's many copies on 256-row tiles).
 SUB_BOX_ROWS = 32
 SUB_BOX_MIN_PAST = 16
 
@@ -1503,8 +1504,9 @@ if gluon is not None:
         return it_begin, it_end
 
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
-    def _ws_fwd_sk_kernel(x_desc, w_desc, s_desc, xs_desc, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, n_chunks, iters,
-                          sk_total, s_rows_per_chunk, norm_ptr, norm_tiles, norm_k, eps, BM: gl.constexpr,
+    def _ws_fwd_sk_kernel(x_desc, w_desc, s_desc, xs_desc, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
+                          n_chunks, iters, sk_total, s_rows_per_chunk, norm_ptr, norm_tiles, norm_k, eps,
+                          BM: gl.constexpr,
                           BN: gl.constexpr, CONSUMERS: gl.constexpr, STAGES: gl.constexpr,
                           CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr = False,
                           NORM_NT: gl.constexpr = 1, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
@@ -1800,7 +1802,8 @@ if gluon is not None:
             gl.store(ptrs, val.to(gl.bfloat16), mask=mask)
 
     @gluon.jit(do_not_specialize=["M", "total_steps"])
-    def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dys_desc, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
+    def _ws_bwd_kernel(dy_desc, w_desc, s_desc, dys_desc, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm,
+                       stride_xsplit,
                        total_steps, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
                        OUT_F32: gl.constexpr, FUSED: gl.constexpr, CONSUMERS: gl.constexpr = 1,
                        CONSUMER_REGS: gl.constexpr = 232, IN_FLIGHT: gl.constexpr = False, ROWS: gl.constexpr = False,
@@ -1898,7 +1901,8 @@ if gluon is not None:
                                   False, 1, 1.0, 0, SHIFT_LAST)
 
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
-    def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dys_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm, n_steps, iters,
+    def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dys_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm,
+                          n_steps, iters,
                           sk_total, s_rows_per_chunk, BM: gl.constexpr, STAGES: gl.constexpr,
                           CONSUMER_REGS: gl.constexpr = 232, ROWS: gl.constexpr = False,
                           SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
@@ -2124,7 +2128,8 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
         raise RuntimeError("the kernel's epilogue needs the split tiles' counters, which cannot be allocated while a "
                            "CUDA graph is captured: run this call once before capturing it")
     _ensure_cuda_context(x2.device)
-    _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, xs_desc, target, y, target if counters is None else counters, w.global_scale,
+    _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, xs_desc, target, y, target if counters is None else counters,
+                         w.global_scale,
                          m, w.n, w.n, y.shape[1], stride_split, kc, scale_pitch(w), *norm["args"], *rope_args,
                          BM=cfg.bm, BN=cfg.bn,
                          CONSUMERS=cfg.consumers, STAGES=cfg.stages, OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS,
@@ -2234,7 +2239,8 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     x_desc, xs_desc, shift, xb = x_boxes(x2, cfg.bm, x_l, bn=cfg.bn)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
     _ensure_cuda_context(x2.device)
-    _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, xs_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc, iters,
+    _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, xs_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc,
+                               iters,
                                sk_total, scale_pitch(w), *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
                                STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words,
                                ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=shift, XB=xb,
@@ -2257,7 +2263,8 @@ def _stream_k_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     dy_desc, dys_desc, shift, xb = x_boxes(dy2, cfg.bm, dy_l)
     w_desc, s_desc = weight_descriptors(w, 64)
     _ensure_cuda_context(dy2.device)
-    _ws_bwd_sk_kernel[(ctas,)](dy_desc, w_desc, s_desc, dys_desc, dx, parts, counters, w.global_scale, m, w.k, w.k, steps,
+    _ws_bwd_sk_kernel[(ctas,)](dy_desc, w_desc, s_desc, dys_desc, dx, parts, counters, w.global_scale, m, w.k, w.k,
+                               steps,
                                iters, sk_total, scale_pitch(w), BM=cfg.bm, STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS,
                                ROWS=w.rows, SHIFT_LAST=shift, XB=xb, num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
