@@ -463,8 +463,20 @@ def main() -> None:
     p.add_argument("--rope-epilogue", action="store_true",
                    help="NVFP4 model: the QKV bias, RoPE and KV-cache write in the QKV projection's kernel epilogue "
                         "(qerl.kernels.fused_qkv) instead of rope_and_cache; BF16 unchanged")
+    p.add_argument("--no-spare-rows", action="store_true",
+                   help="NVFP4 model: X's descriptors end at row M even where the producer left rows past M in the "
+                        "storage (nvfp4_gemm_ws.SPARE_ROWS off), to time what those rows save at batches that are not "
+                        "whole tiles (e.g. --batches 40,100)")
+    p.add_argument("--whole-boxes", action="store_true",
+                   help="NVFP4 model: a last tile's X in one box however far it reaches past M "
+                        "(nvfp4_gemm_ws.SUB_BOX_ROWS 0)")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
+    from qerl.kernels import nvfp4_gemm_ws
+
+    nvfp4_gemm_ws.SPARE_ROWS = not args.no_spare_rows
+    if args.whole_boxes:
+        nvfp4_gemm_ws.SUB_BOX_ROWS = 0
     global CODE_LAYOUT, ATTENTION, SWIGLU_EPILOGUE, FUSED_NORM, ROPE_EPILOGUE
     CODE_LAYOUT = args.layout
     ATTENTION = args.attention
@@ -517,7 +529,8 @@ def main() -> None:
             "triton": triton.__version__, "compile": args.compile, "layers": cfg.layers, "prompt": args.prompt,
             "layout": args.layout, "attention": args.attention, "repeats": args.repeats,
             "swiglu_epilogue": args.swiglu_epilogue, "fused_norm": args.fused_norm,
-            "rope_epilogue": args.rope_epilogue,
+            "rope_epilogue": args.rope_epilogue, "spare_rows": not args.no_spare_rows,
+            "sub_box_rows": nvfp4_gemm_ws.SUB_BOX_ROWS,
             "attention_paths_rel_diff": paths_diff,
             "new_tokens": args.new_tokens,
             "command": " ".join(["python"] + sys.argv)}
