@@ -11,7 +11,8 @@ default dispatch's config (``nvfp4_gemm_ws.pick`` / ``pick_grad_input``), interl
   the answer), copy included;
 - ``padded only``: the same product without the copy (the kernel alone on whole tiles);
 - ``whole boxes``: the same with ``SUB_BOX_ROWS`` at 0, every tile's X copied in one box of BM rows even where it
-  reaches far past M (run 28 added the smaller boxes, ``nvfp4_gemm_ws._x_box``);
+  reaches past M (run 28 added the smaller boxes, ``nvfp4_gemm_ws._x_box``; run 29 moved the one reaching past M
+  onto the last rows below M);
 - ``boxes 8`` / ``boxes 32``: the same with ``SUB_BOX_ROWS`` at 8 / 32;
 - ``spare``: X of M rows as a row slice of a buffer of whole tiles (rows past M poisoned with NaN in the check), which
   the dispatch's descriptor reads past M (``nvfp4_gemm_ws.tma_rows``): whole tiles without a copy.

@@ -2715,7 +2715,7 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
   62b)  # after 62a: the last tile's X (dY) copied in boxes of 8 rows where it reaches 16+ rows past M
         # (nvfp4_gemm_ws._x_box): GPU tests, then partial_tiles.py: this dispatch, whole boxes, boxes of 32 rows
     device_name
-    timeout 230 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+    timeout 220 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
       -k "small_boxes or last_tile or default_dispatch or swiglu_dispatch" \
       -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
     pt() {  # NAME LIMIT ARGS: partial_tiles.py on this dispatch, whole boxes, boxes of 32 rows
@@ -2765,5 +2765,32 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     device_name
     timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_fused_norm.py -k "whole_tiles" -rf \
       --tb=short 2>&1 | grep -v "Warning" | tail -15 | tee "$out/gpu_tests.txt"
+    ;;
+  63a)  # the box of the last tile that reaches past M copies the last 32 rows below M, stored where they belong
+        # (_x_box, _rows_held; SUB_BOX_MIN_PAST 1): GPU tests, then partial_tiles.py on "words": this dispatch, whole
+        # boxes, spare rows, at M = 33-63 (64-row tiles) and 100-127 (128-row tiles)
+    device_name
+    timeout 220 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "small_boxes or boxes_reaching or rows_past_m or last_tile" -rf --tb=short 2>&1 | grep -v "^  \|Warning" \
+      | tail -4 | tee "$out/gpu_tests.txt"
+    pt() {  # NAME LIMIT ARGS: partial_tiles.py on this dispatch, whole boxes, spare rows
+      local name=$1 limit=$2; shift 2
+      timeout "$limit" python3 benchmarks/partial_tiles.py --variants "plain,whole boxes,spare" \
+        --budget 0.25 "$@" --out "$out/$name" 2>&1 | grep -v Warning > "$out/log_$name.txt"
+      tail -1 "$out/log_$name.txt" | cut -c1-160
+    }
+    pt words 270 --layout words --dirs fwd --ms 33,40,48,56,60,63,100,120
+    ;;
+  63b)  # 63a's timings on "pairs" (forward, input gradient) and "rows" (input gradient)
+    device_name
+    pt() {
+      local name=$1 limit=$2; shift 2
+      timeout "$limit" python3 benchmarks/partial_tiles.py --variants "plain,whole boxes,spare" \
+        --budget 0.25 "$@" --out "$out/$name" 2>&1 | grep -v Warning > "$out/log_$name.txt"
+      tail -1 "$out/log_$name.txt" | cut -c1-160
+    }
+    pt fwd 170 --layout pairs --dirs fwd --ms 40,48,56,63,100,120
+    pt bwd 170 --layout pairs --dirs bwd --ms 40,48,56,63,100,120
+    pt rows 100 --layout rows --dirs bwd --ms 40,56,100
     ;;
 esac

@@ -124,16 +124,23 @@ def test_small_boxes_of_x_stay_in_the_loader():
         assert extra == per_chunk * cfg.bm // xb, (cfg, extra)
 
 
-def test_small_boxes_only_where_the_last_tile_reaches_far_past_m(monkeypatch):
-    """``sub_box_rows``: boxes of 32 rows where the last tile (not shifted) of 64 rows or more reaches 32 or more
-    rows past the rows X's descriptor declares (a whole small box past them); ``x_boxes`` builds the second
-    descriptor only then; with boxes of 8 rows (a switch) from 16 rows past."""
-    assert ws.SUB_BOX_ROWS == 32 and ws.SUB_BOX_MIN_PAST == 16
-    for m, bm, rows, shifted, want in ((40, 64, 40, False, 0), (3, 64, 3, False, 32), (66, 128, 66, False, 32),
-                                       (100, 128, 100, False, 0), (136, 256, 136, False, 32), (136, 256, 256, False, 0),
-                                       (1, 8, 1, False, 0), (16, 32, 16, False, 0), (200, 128, 200, False, 32),
-                                       (235, 128, 235, False, 0), (129, 64, 129, True, 0), (600, 256, 600, False, 32)):
+def test_small_boxes_only_where_the_last_tile_reaches_past_m(monkeypatch):
+    """``sub_box_rows``: boxes of 32 rows where the last tile (not shifted) of 64 rows or more reaches past the rows
+    X's descriptor declares (``SUB_BOX_MIN_PAST`` or more) and M holds a whole small box (the box reaching past M
+    copies the last 32 rows below it); ``x_boxes`` builds the second descriptor only then; with boxes of 8 rows (a
+    switch) likewise."""
+    assert ws.SUB_BOX_ROWS == 32 and ws.SUB_BOX_MIN_PAST == 1
+    for m, bm, rows, shifted, want in ((40, 64, 40, False, 32), (63, 64, 63, False, 32), (64, 64, 64, False, 0),
+                                       (40, 64, 64, False, 0), (3, 64, 3, False, 0), (31, 64, 31, False, 0),
+                                       (32, 64, 32, False, 32), (66, 128, 66, False, 32), (100, 128, 100, False, 32),
+                                       (100, 128, 110, False, 32), (136, 256, 136, False, 32),
+                                       (136, 256, 256, False, 0), (1, 8, 1, False, 0), (16, 32, 16, False, 0),
+                                       (20, 32, 20, False, 0), (200, 128, 200, False, 32), (235, 128, 235, False, 32),
+                                       (129, 64, 129, True, 0), (600, 256, 600, False, 32)):
         assert ws.sub_box_rows(m, bm, rows, shifted) == want, (m, bm, rows, shifted)
+    monkeypatch.setattr(ws, "SUB_BOX_MIN_PAST", 16)
+    assert ws.sub_box_rows(56, 64, 56, False) == 0 and ws.sub_box_rows(48, 64, 48, False) == 32
+    monkeypatch.setattr(ws, "SUB_BOX_MIN_PAST", 1)
     layout = ws.dy_layout(128)
     x = torch.empty(66, 128, dtype=torch.bfloat16)
     desc, sub, shift, xb = ws.x_boxes(x, 128, layout)
@@ -143,9 +150,32 @@ def test_small_boxes_only_where_the_last_tile_reaches_far_past_m(monkeypatch):
     desc, sub, shift, xb = ws.x_boxes(torch.empty(129, 128, dtype=torch.bfloat16), 64, ws.dy_layout(64))
     assert (xb, shift, sub is desc) == (0, True, True)
     monkeypatch.setattr(ws, "SUB_BOX_ROWS", 8)
-    assert ws.sub_box_rows(40, 64, 40, False) == 8 and ws.sub_box_rows(56, 64, 56, False) == 0
+    assert ws.sub_box_rows(40, 64, 40, False) == 8 and ws.sub_box_rows(7, 64, 7, False) == 0
     monkeypatch.setattr(ws, "SUB_BOX_ROWS", 0)
     assert ws.x_boxes(x, 128, layout)[3] == 0
+
+
+def test_rows_held_match_the_boxes_the_loader_copies():
+    """``_rows_held`` (the epilogues' row of X per tile row) and ``_x_box`` (the loader's box starts) written out in
+    torch from the same formulas: each row of X below M is held and stored by exactly one tile row, that row holds
+    its own row of X, and no box copies a row past M, for tiles of 64-256 rows, one or more tiles, 1-31 rows past
+    M and beyond."""
+    xb = ws.SUB_BOX_ROWS
+    for bm in (64, 128, 256):
+        for m in range(xb, 3 * bm + 1):
+            if m % bm == 0 or ws.sub_box_rows(m, bm, m, False) == 0:
+                continue
+            m0 = (m // bm) * bm  # the last tile, which reaches past M
+            r = torch.arange(bm)
+            box0 = m0 + (r // xb) * xb
+            starts = torch.minimum(m0 + torch.arange(0, bm, xb), torch.tensor(m - xb))  # _x_box's copies
+            assert int((starts + xb).max()) <= m and int(starts.min()) >= 0
+            copied = starts.repeat_interleave(xb) + r % xb  # the row of X in each tile row's shared memory
+            tail = m - xb + r % xb
+            held = torch.where(box0 + xb <= m, m0 + r, torch.where(tail >= box0, tail, torch.tensor(m)))
+            stored = held < m
+            assert torch.equal(held[stored], copied[stored]), (bm, m)
+            assert sorted(held[stored].tolist()) == list(range(m0, m)), (bm, m)
 
 
 @needs_ptxas

@@ -190,8 +190,11 @@ def test_input_gradient_rows_past_m_in_the_storage_reach_no_output(cfg, m, layou
 
 
 @hopper
-@pytest.mark.parametrize("cfg,m", [(ws.WsConfig(64, 64, 3, 1, 1, False, 80), 3), (ws.WsConfig(64, 64, 5, 3, 1, True, 128, True), 3),
+@pytest.mark.parametrize("cfg,m", [(ws.WsConfig(64, 64, 3, 1, 1, False, 80), 40), (ws.WsConfig(64, 64, 3, 1, 1, False, 80), 63),
+                                   (ws.WsConfig(64, 64, 5, 3, 1, True, 128, True), 33),
+                                   (ws.WsConfig(64, 128, 4, 3, 1, False, 128), 110),
                                    (ws.WsConfig(128, 64, 4, split_k=3), 66), (ws.WsConfig(128, 64, 3, 2, maxnreg=128), 90),
+                                   (ws.WsConfig(128, 64, 3, 2, maxnreg=128), 127),
                                    (ws.WsConfig(128, 128, 4, 3, 2, False), 66), (ws.WsConfig(128, 128, 4, 1, 2, False), 200),
                                    (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), 66),
                                    (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), 200),
@@ -199,11 +202,11 @@ def test_input_gradient_rows_past_m_in_the_storage_reach_no_output(cfg, m, layou
                          ids=lambda c: "x".join(map(str, c)) if isinstance(c, tuple) else str(c))
 @pytest.mark.parametrize("layout", ["pairs", "words"])
 def test_last_tile_in_small_boxes_matches_whole_boxes(cfg, m, layout, monkeypatch):
-    """Run 28's last tile copied in boxes of 32 rows (``_x_box``; boxes past M re-read rows below M): every output
-    written (NaN-poisoned before) and finite, the fp32 reference, and the kernel on whole boxes within a bf16
-    rounding (one tile per CTA, splits summed in the kernel and by the second kernel, stream-K, two consumers, an M
-    below one box and a multi-tile M whose last tile is too full to shift); the SiLU x up epilogue where the config
-    allows."""
+    """The last tile copied in boxes of 32 rows (``_x_box``; boxes reaching past M re-read the last 32 rows below
+    it, stored where they belong, ``_rows_held``): every output written (NaN-poisoned before) and finite, the fp32
+    reference, and the kernel on whole boxes within a bf16 rounding (one tile per CTA, splits summed in the kernel
+    and by the second kernel, stream-K, two consumers, an M below one tile, 1 to 31 rows past M, and a multi-tile
+    M whose last tile is too full to shift); the SiLU x up epilogue where the config allows."""
     assert ws.sub_box_rows(m, cfg.bm, m, ws.shift_last_tile(m, cfg.bm, cfg.bn)) == ws.SUB_BOX_ROWS
     x, w, ref = _case(m, 4608, 1424, layout)
     out = torch.full((m, 4608), float("nan"), device="cuda", dtype=torch.bfloat16)
@@ -220,16 +223,17 @@ def test_last_tile_in_small_boxes_matches_whole_boxes(cfg, m, layout, monkeypatc
 
 
 @hopper
-@pytest.mark.parametrize("cfg,m", [(ws.WsBwdConfig(128, 4, 2, in_flight=True), 66), (ws.WsBwdConfig(64, 4, 5, 128, in_flight=True), 3),
+@pytest.mark.parametrize("cfg,m", [(ws.WsBwdConfig(128, 4, 2, in_flight=True), 66), (ws.WsBwdConfig(64, 4, 5, 128, in_flight=True), 40),
+                                   (ws.WsBwdConfig(128, 4, 2, in_flight=True), 100), (ws.WsBwdConfig(64, 4, 5, 128, True), 63),
                                    (ws.WsBwdConfig(256, 4, 1, consumers=2), 136), (ws.WsBwdConfig(128, 4, 8, 128), 200),
                                    (ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2), 136),
                                    (ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2, dp_waves=True), 600),
-                                   (ws.WsBwdConfig(128, 6, 3, consumers=2), 66), (ws.WsBwdConfig(64, 4, 3, 128, True), 3)],
+                                   (ws.WsBwdConfig(128, 6, 3, consumers=2), 66), (ws.WsBwdConfig(64, 4, 3, 128, True), 33)],
                          ids=lambda c: "x".join(map(str, c)) if isinstance(c, tuple) else str(c))
 @pytest.mark.parametrize("layout", ["pairs", "rows"])
 def test_input_gradient_last_tile_in_small_boxes_matches_whole_boxes(cfg, m, layout, monkeypatch):
     """The input gradient's last tile in boxes of 32 rows of dY, as the forward's test above (split sums in the
-    kernel and by the second kernel, stream-K, two consumers)."""
+    kernel and by the second kernel, stream-K, two consumers, 1 to 31 rows past M)."""
     assert ws.sub_box_rows(m, cfg.bm, m, ws.shift_last_tile(m, cfg.bm)) == ws.SUB_BOX_ROWS
     q = nvfp4.quantize(torch.randn(1024, 1424, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
@@ -241,6 +245,44 @@ def test_input_gradient_last_tile_in_small_boxes_matches_whole_boxes(cfg, m, lay
     assert torch.isfinite(dx).all() and float((dx.float() - ref).norm() / ref.norm()) < 4e-3
     monkeypatch.setattr(ws, "SUB_BOX_ROWS", 0)
     assert torch.allclose(dx.float(), ws.ws_matmul_grad_input(dy, w, cfg).float(), rtol=2**-7, atol=1e-6)
+
+
+@hopper
+@pytest.mark.parametrize("cfg,m", [(ws.WsConfig(64, 64, 5, 1, 1, True, 128), 40), (ws.WsConfig(64, 128, 4, 3, 1, False, 128, True), 57),
+                                   (ws.WsConfig(128, 128, 4, 1, 2, False), 100), (ws.WsConfig(256, 128, 3, 1, 2, False), 136),
+                                   (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), 66)],
+                         ids=lambda c: "x".join(map(str, c)) if isinstance(c, tuple) else str(c))
+@pytest.mark.parametrize("epilogue", ["row_norm", "glu", "add_norm"])
+def test_epilogues_on_boxes_reaching_past_m_match_whole_tiles(cfg, m, epilogue):
+    """The epilogues that read operands per row of X (the RMSNorm row scale, SiLU x up after it, the residual + the
+    next norm's input and statistics) on X of its own, whose last tile's boxes reaching past M copy rows below M
+    (``_x_box``, ``_rows_held``), against X with spare rows (whole tiles, no small boxes): every output NaN-poisoned
+    before, the same values within a bf16 rounding, and the fp32 reference."""
+    assert ws.sub_box_rows(m, cfg.bm, m, ws.shift_last_tile(m, cfg.bm, cfg.bn)) == ws.SUB_BOX_ROWS
+    if epilogue != "row_norm" and cfg.stream_k:
+        pytest.skip("stream-K takes the row scale only")
+    n, k = 4608, 1424
+    x, w, stats, ref = _norm_case(m, n, k, glu=epilogue == "glu")
+    spare = _spare(x, cfg.bm)
+    assert ws.sub_box_rows(m, cfg.bm, ws.tma_rows(spare, cfg.bm), False) == 0
+
+    def run(xx):
+        if epilogue == "add_norm":
+            residual = torch.linspace(-1, 1, m * n, device="cuda").reshape(m, n).to(torch.bfloat16)
+            g = torch.linspace(0.5, 1.5, n, device="cuda").to(torch.bfloat16)
+            u = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            sumsq = torch.full((ws.norm_slots(cfg, n), m), float("nan"), device="cuda")
+            y = ws.ws_matmul(xx, w, cfg, out=torch.full_like(residual, float("nan")), add_norm=(residual, g, u, sumsq))
+            return (y - residual).float(), u, sumsq
+        width = n // 2 if epilogue == "glu" else n
+        out = torch.full((m, width), float("nan"), device="cuda", dtype=torch.bfloat16)
+        return (ws.ws_matmul(xx, w, cfg, out=out, glu=epilogue == "glu", row_norm=stats).float(),)
+
+    own, whole = run(x), run(spare)
+    for a, b in zip(own, whole):
+        assert torch.isfinite(a).all() and torch.allclose(a.float(), b.float(), rtol=2**-7, atol=1e-2), epilogue
+    if epilogue != "add_norm":
+        assert float((own[0] - ref).norm() / ref.norm()) < 4e-3
 
 
 @hopper

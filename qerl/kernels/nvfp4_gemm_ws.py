@@ -689,24 +689,26 @@ def tma_rows(t: torch.Tensor, bm: int) -> int:
     return max(m, min(fit, -(-m // bm) * bm))
 
 
-# A last tile of rows of 64 or more whose box of X reaches at least ``SUB_BOX_ROWS`` (and ``SUB_BOX_MIN_PAST``) rows
-# past the descriptor's end, and is not shifted (an M below the tile's rows, or a last tile too full to shift), copies X in
-# boxes of ``SUB_BOX_ROWS`` rows (``_x_box``; 0: off, a switch for benchmarks/partial_tiles.py): the boxes wholly past M
-# become copies of rows below M. Run 28 (H200 / H100, ``benchmarks/partial_tiles.py``): with boxes of 32 rows 0.72-1.02
-# of the time of whole boxes where a whole box lay past M (geomean 0.90 on both; 14B / 32B gate_up's forward at M =
-# 136, 32B / 7B down's input gradient, 7B gate_up's "words" forward at M = 66), 0.99-1.01 elsewhere; boxes of 8 rows
-# 0.71-1.43x (the loader's many copies on 256-row tiles).
+# A last tile of rows of 64 or more whose box of X reaches ``SUB_BOX_MIN_PAST`` or more rows past the descriptor's end,
+# and is not shifted (an M below the tile's rows, or a last tile too full to shift), copies X in boxes of
+# ``SUB_BOX_ROWS`` rows (``_x_box``; 0: off, a switch for benchmarks/partial_tiles.py): the boxes that reach past M copy
+# the last ``SUB_BOX_ROWS`` rows below M instead, and the epilogues store those rows where they belong
+# (``_rows_held``). Run 28 (H200 / H100, ``benchmarks/partial_tiles.py``), where only boxes starting past M moved: with
+# boxes of 32 rows 0.72-1.02 of the time of whole boxes where a whole box lay past M (geomean 0.90 on both; 14B / 32B
+# gate_up's forward at M = 136, 32B / 7B down's input gradient, 7B gate_up's "words" forward at M = 66), 0.99-1.01
+# elsewhere; boxes of 8 rows 0.71-1.43x (the loader's many copies on 256-row tiles), and where none reached past M
+# still 1.19-1.35x the time with spare rows (7B gate_up's forward at M = 40).
 SUB_BOX_ROWS = 32
-SUB_BOX_MIN_PAST = 16
+SUB_BOX_MIN_PAST = 1
 
 
 def sub_box_rows(m: int, bm: int, rows: int, shifted: bool) -> int:
     """XB of a launch over M rows in tiles of ``bm`` whose X descriptor declares ``rows`` rows: ``SUB_BOX_ROWS``
-    where the last tile (not ``shifted``) of 64 or more rows reaches at least that many rows (and
-    ``SUB_BOX_MIN_PAST``) past them, else 0."""
+    where the last tile (not ``shifted``) of 64 or more rows reaches ``SUB_BOX_MIN_PAST`` or more rows past them
+    and M holds a whole small box, else 0."""
     past = -(-m // bm) * bm - rows
     xb = SUB_BOX_ROWS
-    return xb if xb and not shifted and bm >= 64 and bm > xb and past >= max(xb, SUB_BOX_MIN_PAST) else 0
+    return xb if xb and not shifted and bm >= 64 and bm > xb and m >= xb and past >= max(1, SUB_BOX_MIN_PAST) else 0
 
 
 def x_boxes(x2: torch.Tensor, bm: int, layout, shift_ok: bool = True, bn: int = 128) -> tuple:
@@ -953,24 +955,34 @@ if gluon is not None:
         return rows
 
     @gluon.jit
+    def _rows_held(m0, r, M, XB: gl.constexpr):
+        """The rows of X (dY) whose products rows ``r`` of a tile starting at row m0 hold: m0 + r, except where
+        ``_x_box`` copied the tile's X in boxes of XB rows and a box reached past row M: that box and those after it
+        hold the last XB rows below M, so a row there holds M - XB + r % XB where no box before it holds that row,
+        else M (no row: masked at the store like the rows past M)."""
+        rows = m0 + r
+        if XB != 0:
+            box0 = m0 + (r // XB) * XB
+            tail = M - XB + r % XB
+            rows = gl.where(box0 + XB <= M, rows, gl.where(tail >= box0, tail, M))
+        return rows
+
+    @gluon.jit
     def _x_box(desc, sub_desc, row0, col, M, bar, dst, BM: gl.constexpr, XB: gl.constexpr):
         """TMA copy of X's (dY's) [BM, 64] box at (row0, col) into ``dst``. With ``XB``, a box reaching past row M
         (a last tile of rows that is not shifted) is copied as BM / XB boxes of XB rows (``sub_desc``): those that
-        start past M copy the last XB rows below M instead (into rows whose outputs no tile stores), so at most
-        XB - 1 rows of one small box lie past M (run 28: 128- and 256-row boxes reaching 56-120 rows past M cost
-        up to 1.4x the time of boxes of 32 rows; ``sub_box_rows``). The same bytes arrive either way (a TMA box
-        counts its rows past the end), so the stage's expected byte count holds."""
+        reach past M copy the last XB rows below M instead (M >= XB), so no box reaches past M; the epilogues store
+        their rows by ``_rows_held``. Run 28: 128- and 256-row boxes reaching 56-120 rows past M cost up to 1.4x the
+        time of boxes of 32 rows (``sub_box_rows``); run 29 moved the box that reaches past M (before, only boxes
+        that start past M moved). The same bytes arrive either way, so the stage's expected byte count holds."""
         if XB == 0:
             tma.async_copy_global_to_shared(desc, [row0, col], bar, dst)
         else:
             if row0 + BM <= M:
                 tma.async_copy_global_to_shared(desc, [row0, col], bar, dst)
             else:
-                back = gl.maximum(M - XB, 0)
                 for j in gl.static_range(BM // XB):
-                    r = row0 + j * XB
-                    if r >= M:
-                        r = back
+                    r = gl.minimum(row0 + j * XB, M - XB)
                     tma.async_copy_global_to_shared(sub_desc, [r, col], bar, dst.slice(j * XB, XB))
 
     @gluon.jit
@@ -1057,7 +1069,8 @@ if gluon is not None:
                        BN: gl.constexpr, ROW0: gl.constexpr, RB: gl.constexpr, STAGES: gl.constexpr,
                        OUT_F32: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr, WORDS: gl.constexpr,
                        GLU: gl.constexpr, ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, ADD_NORM: gl.constexpr,
-                       ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr, SHIFT_LAST: gl.constexpr = False):
+                       ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr, SHIFT_LAST: gl.constexpr = False,
+                       XB: gl.constexpr = 0):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
         registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
         previous stage's and then releases that stage (each consumer arrives once; the loader waits for all).
@@ -1073,7 +1086,7 @@ if gluon is not None:
             r, res, gw, rbias, cos, sin, pos = _epilogue_operands(
                 off_m, off_n + ROW0, M, N, stride_om, norm_ptr, norm_tiles, norm_k, eps, res_ptr, g_ptr,
                 rope_bias_ptr, cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride, mma, RB, BM, ROW_NORM, NORM_NT,
-                ADD_NORM, ROPE, ROPE_BIAS)
+                ADD_NORM, ROPE, ROPE_BIAS, XB)
         acc = gl.zeros([RB, BM], gl.float32, mma)
         if IN_FLIGHT:
             # A chunk's wgmmas stay in flight under the next chunk's dequantization. Two chunks per trip: their
@@ -1096,11 +1109,11 @@ if gluon is not None:
             r, res, gw, rbias, cos, sin, pos = _epilogue_operands(
                 off_m, off_n + ROW0, M, N, stride_om, norm_ptr, norm_tiles, norm_k, eps, res_ptr, g_ptr,
                 rope_bias_ptr, cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride, mma, RB, BM, ROW_NORM, NORM_NT,
-                ADD_NORM, ROPE, ROPE_BIAS)
+                ADD_NORM, ROPE, ROPE_BIAS, XB)
         out = acc * (16384.0 / gl.load(gs_ptr))  # the dequantized tiles carry 2**-14 and no 1 / global_scale
         if OUT_F32:
             offs_n = off_n + ROW0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
-            offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+            offs_m = _rows_held(off_m, gl.arange(0, BM, layout=gl.SliceLayout(0, mma)), M, XB)
             ptrs = (y_ptr + pid_k.to(gl.int64) * stride_ysplit + offs_m[None, :].to(gl.int64) * stride_ym
                     + offs_n[:, None])
             mask = _own_rows(offs_m, off_m, M, BM, SHIFT_LAST)[None, :] & (offs_n < N)[:, None]
@@ -1110,28 +1123,28 @@ if gluon is not None:
                 total = _sum_splits(ptrs - pid_k.to(gl.int64) * stride_ysplit, stride_ysplit, mask, acc)
                 _store_tile(out_ptr, total, off_m, off_n + ROW0, M, N, stride_om, r, res, gw, u_ptr, ssq_ptr, rbias,
                             cos, sin, pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU,
-                            ROW_NORM, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST)
+                            ROW_NORM, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)
         else:
             _store_tile(y_ptr, out, off_m, off_n + ROW0, M, N, stride_om, r, res, gw, u_ptr, ssq_ptr, rbias, cos, sin,
                         pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU, ROW_NORM,
-                        ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST)
+                        ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)
 
     @gluon.jit
     def _store_tile(y_ptr, out, off_m, n0, M, N, stride_ym, r, res, gw, u_ptr, ssq_ptr, rbias, cos, sin, pos, k_ptr,
                     v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB: gl.constexpr, BM: gl.constexpr,
                     GLU: gl.constexpr, ROW_NORM: gl.constexpr, ADD_NORM: gl.constexpr, ROPE: gl.constexpr,
-                    ROPE_BIAS: gl.constexpr, SHIFT_LAST: gl.constexpr = False):
+                    ROPE_BIAS: gl.constexpr, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
         """A whole fp32 tile ``out`` (rows n0 .. n0 + RB of Y^T, columns off_m ..) into Y: scaled per row of X by
         the RMSNorm factor ``r`` (``ROW_NORM``), then stored as bf16, or as SiLU(gate) * up (``GLU``), or added to
         the residual with the next RMSNorm's input and statistics (``ADD_NORM``, ``_add_norm_store``), or as one
         attention head's q, k or v (``ROPE``, ``_rope_store``); the operands as ``_epilogue_operands`` loaded them."""
         mma: gl.constexpr = out.type.layout
         offs_n = n0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
-        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        offs_m = _rows_held(off_m, gl.arange(0, BM, layout=gl.SliceLayout(0, mma)), M, XB)
         if ROW_NORM:
             out = out * gl.expand_dims(r, 0)
         if GLU:
-            _glu_store(y_ptr, out, off_m, n0, M, N, stride_ym, RB, BM, SHIFT_LAST)
+            _glu_store(y_ptr, out, off_m, n0, M, N, stride_ym, RB, BM, SHIFT_LAST, XB)
         elif ADD_NORM:
             _add_norm_store(y_ptr, res, u_ptr, gw, ssq_ptr, out, offs_n, offs_m, M, N, stride_ym, n0 // RB)
         elif ROPE:
@@ -1146,12 +1159,12 @@ if gluon is not None:
     def _epilogue_operands(off_m, n0, M, N, stride_ym, norm_ptr, norm_tiles, norm_k, eps, res_ptr, g_ptr, rope_bias_ptr,
                            cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride, mma: gl.constexpr, RB: gl.constexpr,
                            BM: gl.constexpr, ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, ADD_NORM: gl.constexpr,
-                           ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr):
+                           ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr, XB: gl.constexpr = 0):
         """What ``_store_tile``'s epilogue reads besides the product, for the tile's rows n0 .. n0 + RB and columns
         off_m ..: (RMSNorm scale [BM], residual [RB, BM] bf16, norm weight [RB], bias [RB], cos and sin [RB, BM],
         positions [BM]), in the accumulator's layout; 0 / 1 where the epilogue has none."""
         offs_n = n0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
-        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        offs_m = _rows_held(off_m, gl.arange(0, BM, layout=gl.SliceLayout(0, mma)), M, XB)
         r = 1.0
         res = 0.0
         gw = 0.0
@@ -1160,7 +1173,7 @@ if gluon is not None:
         sin = 0.0
         pos = 0
         if ROW_NORM:
-            r = _norm_scale(norm_ptr, off_m, M, norm_tiles, norm_k, eps, NORM_NT, BM, gl.SliceLayout(0, mma))
+            r = _norm_scale(norm_ptr, off_m, 0, M, norm_tiles, norm_k, eps, NORM_NT, BM, gl.SliceLayout(0, mma), XB)
         if ADD_NORM:
             mask = (offs_m < M)[None, :] & (offs_n < N)[:, None]
             res = gl.load(res_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None], mask=mask, other=0.0)
@@ -1178,14 +1191,15 @@ if gluon is not None:
         return r, res, gw, rbias, cos, sin, pos
 
     @gluon.jit
-    def _norm_scale(norm_ptr, off_m, M, norm_tiles, norm_k, eps, NT: gl.constexpr, BM: gl.constexpr,
-                    LAYOUT: gl.constexpr):
-        """rsqrt(sum of h**2 / norm_k + eps) for rows off_m .. off_m + BM of X (``LAYOUT``), from the partial sums
+    def _norm_scale(norm_ptr, off_m, r0, M, norm_tiles, norm_k, eps, NT: gl.constexpr, BM: gl.constexpr,
+                    LAYOUT: gl.constexpr, XB: gl.constexpr = 0):
+        """rsqrt(sum of h**2 / norm_k + eps) for the rows of X that rows r0 .. r0 + BM of the tile at row off_m hold
+        (``_rows_held``; ``LAYOUT``), from the partial sums
         of squares [norm_tiles, M] fp32 at ``norm_ptr`` (``qerl.kernels.fused_norm.NormStats``), all of a slice of
         partials in one load (a loop over them waits on L2 once per partial), summed in a fixed order."""
         TB: gl.constexpr = NT if NT * BM <= 2048 else (2048 // BM if 2048 // BM >= 1 else 1)
         lay: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [4, 1], [1, 0])
-        m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, lay))
+        m = _rows_held(off_m, r0 + gl.arange(0, BM, layout=gl.SliceLayout(0, lay)), M, XB)
         total = gl.zeros([BM], gl.float32, gl.SliceLayout(0, lay))
         for t0 in gl.static_range(0, NT, TB):
             t = t0 + gl.arange(0, TB, layout=gl.SliceLayout(1, lay))
@@ -1258,13 +1272,13 @@ if gluon is not None:
 
     @gluon.jit
     def _glu_store(y_ptr, out, off_m, n0, M, N, stride_ym, RB: gl.constexpr, BM: gl.constexpr,
-                   SHIFT_LAST: gl.constexpr = False):
+                   SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
         """SiLU(gate) * up into Y [M, N / 2] (bf16) from ``out``, the tile's rows n0 .. n0 + RB of a weight whose rows
         alternate 8 gate rows and the 8 up rows of the same outputs (``nvfp4_gemm.interleave_gate_up``): rows 16g + r
         and 16g + 8 + r give output column n0 / 2 + 8g + r."""
         mma: gl.constexpr = out.type.layout
         r = gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
-        m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        m = _rows_held(off_m, gl.arange(0, BM, layout=gl.SliceLayout(0, mma)), M, XB)
         col = gl.broadcast(gl.expand_dims(n0 // 2 + (r // 16) * 8 + r % 8, 1), out)[0]
         row = gl.broadcast(gl.expand_dims(m, 0), out)[0]
         gate, up = _row_pairs(out, RB, BM)
@@ -1308,7 +1322,7 @@ if gluon is not None:
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST)),
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB)),
             ], [1], [40])
@@ -1320,13 +1334,13 @@ if gluon is not None:
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST)),
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)),
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, RB, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST)),
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB)),
             ], [4, 1], [CONSUMER_REGS, 40])
@@ -1360,7 +1374,8 @@ if gluon is not None:
                           it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles, norm_k, eps,
                           BM: gl.constexpr, BN: gl.constexpr, ROW0: gl.constexpr, RB: gl.constexpr,
                           STAGES: gl.constexpr, CONSUMERS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr,
-                          NORM_NT: gl.constexpr, SHIFT_LAST: gl.constexpr):
+                          NORM_NT: gl.constexpr, SHIFT_LAST: gl.constexpr,
+                          XB: gl.constexpr):
         """A consumer warpgroup over this CTA's run of steps (``_sk_load_worker``), rows ROW0 .. ROW0 + RB of each
         tile. A tile the run covers whole is written as bf16; a part of one goes to ``_sk_merge_part``, and the
         consumer that completes the tile writes its sum. ``ROW_NORM``: rows of X scaled as ``_store_tile``'s."""
@@ -1372,7 +1387,8 @@ if gluon is not None:
         m_first = _tile_m0(t0 % num_m, M, BM, SHIFT_LAST)
         r_first = 1.0
         if ROW_NORM and BM <= 32:
-            r_first = _norm_scale(norm_ptr, m_first, M, norm_tiles, norm_k, eps, NORM_NT, BM, gl.SliceLayout(0, mma))
+            r_first = _norm_scale(norm_ptr, m_first, 0, M, norm_tiles, norm_k, eps, NORM_NT, BM, gl.SliceLayout(0, mma),
+                                  XB)
         i = 0
         for t in range(t0, (it_end - 1) // n_chunks + 1):
             c_lo = gl.maximum(it_begin - t * n_chunks, 0)
@@ -1387,29 +1403,29 @@ if gluon is not None:
                     if BM <= 32:
                         r = r_first
                         if _tile_m0(t % num_m, M, BM, SHIFT_LAST) != m_first:
-                            r = _norm_scale(norm_ptr, _tile_m0(t % num_m, M, BM, SHIFT_LAST), M, norm_tiles, norm_k,
-                                            eps, NORM_NT, BM, gl.SliceLayout(0, mma))
+                            r = _norm_scale(norm_ptr, _tile_m0(t % num_m, M, BM, SHIFT_LAST), 0, M, norm_tiles,
+                                            norm_k, eps, NORM_NT, BM, gl.SliceLayout(0, mma), XB)
                     else:
-                        r = _norm_scale(norm_ptr, _tile_m0(t % num_m, M, BM, SHIFT_LAST), M, norm_tiles, norm_k, eps,
-                                        NORM_NT, BM, gl.SliceLayout(0, mma))
+                        r = _norm_scale(norm_ptr, _tile_m0(t % num_m, M, BM, SHIFT_LAST), 0, M, norm_tiles, norm_k,
+                                        eps, NORM_NT, BM, gl.SliceLayout(0, mma), XB)
                     acc = acc * gl.expand_dims(r, 0)
-                _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB, SHIFT_LAST)
+                _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB, SHIFT_LAST, XB)
             else:
                 if _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, c_hi - c_lo, n_chunks, CONSUMERS, ME):
                     _sk_sum_parts(part_ptr, y_ptr, gs_ptr, t, iters, n_chunks, _tile_m0(t % num_m, M, BM, SHIFT_LAST),
                                   (t // num_m) * BN + ROW0, M, N, stride_ym, norm_ptr, norm_tiles, norm_k, eps, RB,
-                                  BM, CONSUMERS, ME, ROW_NORM, NORM_NT, r_first, m_first, SHIFT_LAST)
+                                  BM, CONSUMERS, ME, ROW_NORM, NORM_NT, r_first, m_first, SHIFT_LAST, XB)
 
     @gluon.jit
     def _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM: gl.constexpr, BN: gl.constexpr,
-                       ROW0: gl.constexpr, RB: gl.constexpr, SHIFT_LAST: gl.constexpr = False):
+                       ROW0: gl.constexpr, RB: gl.constexpr, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
         """Tile t's rows ROW0 .. ROW0 + RB of Y^T (``acc``) into Y as bf16. Called at each store, so that the
         pointers are made where they are used (made once for two stores they are held with the accumulator:
         spills)."""
         mma: gl.constexpr = acc.type.layout
         offs_n = (t // num_m) * BN + ROW0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
         m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
-        offs_m = m0 + gl.arange(0, BM, layout=gl.SliceLayout(0, mma))
+        offs_m = _rows_held(m0, gl.arange(0, BM, layout=gl.SliceLayout(0, mma)), M, XB)
         ptrs = y_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None]
         mask = _own_rows(offs_m, m0, M, BM, SHIFT_LAST)[None, :] & (offs_n < N)[:, None]
         # The dequantized tiles carry 2**-14 and no 1 / global_scale.
@@ -1452,7 +1468,8 @@ if gluon is not None:
     @gluon.jit
     def _sk_sum_parts(part_ptr, out_ptr, gs_ptr, t, iters, n_steps, m0, col0, M, N, stride_om, norm_ptr, norm_tiles,
                       norm_k, eps, RB: gl.constexpr, BM: gl.constexpr, CONSUMERS: gl.constexpr, ME: gl.constexpr,
-                      ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, r_first, m_first, SHIFT_LAST: gl.constexpr = False):
+                      ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, r_first, m_first, SHIFT_LAST: gl.constexpr = False,
+                      XB: gl.constexpr = 0):
         """Tile t's sum over every CTA's part (``_sk_merge_part``), in CTA order (the same bits whichever CTA
         finishes last), into ``out[m0 + m, col0 + r]`` as bf16. Read in slices of the [BM, RB] parts in a layout of
         whole 16-byte runs along the output's columns, the first four parts' loads of a slice issued together: the
@@ -1475,16 +1492,18 @@ if gluon is not None:
             total = (((gl.zeros([RB, SM], gl.float32, lay) + p0) + p1) + p2) + p3
             for h in range(h0 + 4, h1):
                 total += _sk_part_slice(part_ptr, h, h1, t, iters, n_steps, offs, RB * BM, CONSUMERS, ME)
-            ptrs = out_ptr + (m0 + mm)[None, :].to(gl.int64) * stride_om + (col0 + r)[:, None]
-            mask = _own_rows(m0 + mm, m0, M, BM, SHIFT_LAST)[None, :] & (col0 + r < N)[:, None]
+            rows = _rows_held(m0, mm, M, XB)
+            ptrs = out_ptr + rows[None, :].to(gl.int64) * stride_om + (col0 + r)[:, None]
+            mask = _own_rows(rows, m0, M, BM, SHIFT_LAST)[None, :] & (col0 + r < N)[:, None]
             if ROW_NORM:  # rows of X scaled as ``_store_tile``'s (the partition's prefetched scale if it is theirs)
                 if SM == BM and BM <= 32:
                     rs = gl.convert_layout(r_first, gl.SliceLayout(0, lay))
                     if m0 != m_first:
-                        rs = _norm_scale(norm_ptr, m0, M, norm_tiles, norm_k, eps, NORM_NT, SM, gl.SliceLayout(0, lay))
+                        rs = _norm_scale(norm_ptr, m0, 0, M, norm_tiles, norm_k, eps, NORM_NT, SM,
+                                         gl.SliceLayout(0, lay), XB)
                 else:
-                    rs = _norm_scale(norm_ptr, m0 + s0, M, norm_tiles, norm_k, eps, NORM_NT, SM,
-                                     gl.SliceLayout(0, lay))
+                    rs = _norm_scale(norm_ptr, m0, s0, M, norm_tiles, norm_k, eps, NORM_NT, SM,
+                                     gl.SliceLayout(0, lay), XB)
                 total = total * gl.expand_dims(rs, 0)
             gl.store(ptrs, (total * scale).to(gl.bfloat16), mask=mask)
 
@@ -1522,7 +1541,7 @@ if gluon is not None:
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
                                      norm_k, eps, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT,
-                                     SHIFT_LAST)),
+                                     SHIFT_LAST, XB)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
                                    n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB)),
             ], [1], [40])
@@ -1532,11 +1551,11 @@ if gluon is not None:
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
                                      norm_k, eps, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT,
-                                     SHIFT_LAST)),
+                                     SHIFT_LAST, XB)),
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
                                      norm_k, eps, BM, BN, RB, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT,
-                                     SHIFT_LAST)),
+                                     SHIFT_LAST, XB)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
                                    n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB)),
             ], [4, 1], [CONSUMER_REGS, 40])
@@ -1702,7 +1721,7 @@ if gluon is not None:
     def _bwd_mma_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K, stride_xm,
                            stride_xsplit, pid_s, off_m, c, n_steps, BM: gl.constexpr, STAGES: gl.constexpr,
                            OUT_F32: gl.constexpr, FUSED: gl.constexpr, IN_FLIGHT: gl.constexpr = False,
-                           ROWS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False):
+                           ROWS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
         """The consumer warpgroup of the input gradient: dX^T for the chunk's 128 columns of K (two accumulators,
         the code bytes' low and high nibbles) = W^T [128, N] @ dY^T, W^T dequantized into wgmma's register operand
         with pairs along N, dY^T from shared memory. Split-N partials go to split ``pid_s`` of ``dx_ptr``; with
@@ -1730,7 +1749,7 @@ if gluon is not None:
         out: gl.constexpr = _bwd_out_layout(BM)
         inv = 16384.0 / gl.load(gs_ptr)
         offs_k = c * 128 + gl.arange(0, 64, layout=gl.SliceLayout(1, out))
-        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, out))
+        offs_m = _rows_held(off_m, gl.arange(0, BM, layout=gl.SliceLayout(0, out)), M, XB)
         base = dx_ptr + pid_s.to(gl.int64) * stride_xsplit + offs_m[None, :].to(gl.int64) * stride_xm
         mask_m = _own_rows(offs_m, off_m, M, BM, SHIFT_LAST)[None, :]
         for half in gl.static_range(2):
@@ -1781,7 +1800,8 @@ if gluon is not None:
     @gluon.jit
     def _bwd_half_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm, stride_xsplit,
                             pid_s, off_m, c, n_steps, BM: gl.constexpr, STAGES: gl.constexpr, OUT_F32: gl.constexpr,
-                            HALF: gl.constexpr, ROWS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False):
+                            HALF: gl.constexpr, ROWS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False,
+                            XB: gl.constexpr = 0):
         """A consumer of the two-consumer input gradient (``WsBwdConfig.consumers``): the chunk's half HALF (0: the
         code bytes' low nibbles, columns c * 128 .. + 64 of dX; 1: the high ones) over every step, dequantizing only
         that nibble (``nvfp4_gemm._dequant_rows_ptx``) into one accumulator [64, BM]."""
@@ -1791,7 +1811,7 @@ if gluon is not None:
             acc = _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES, HALF, ROWS)
         out: gl.constexpr = _bwd_out_layout(BM)
         kk = c * 128 + 64 * HALF + gl.arange(0, 64, layout=gl.SliceLayout(1, out))
-        offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(0, out))
+        offs_m = _rows_held(off_m, gl.arange(0, BM, layout=gl.SliceLayout(0, out)), M, XB)
         ptrs = (dx_ptr + pid_s.to(gl.int64) * stride_xsplit + offs_m[None, :].to(gl.int64) * stride_xm
                 + kk[:, None])
         mask = _own_rows(offs_m, off_m, M, BM, SHIFT_LAST)[None, :] & (kk < K)[:, None]
@@ -1824,7 +1844,7 @@ if gluon is not None:
             gl.warp_specialize([
                 (_bwd_mma_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, out_ptr, cnt_ptr, gs_ptr, M, K,
                                       stride_xm, stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32,
-                                      FUSED, IN_FLIGHT, ROWS, SHIFT_LAST)),
+                                      FUSED, IN_FLIGHT, ROWS, SHIFT_LAST, XB)),
                 (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, off_m, c,
                                     n_begin, n_steps, s_rows_per_chunk, STAGES, dys_desc, M, BM, XB)),
                 (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, n_steps, STAGES)),
@@ -1835,10 +1855,10 @@ if gluon is not None:
             gl.warp_specialize([
                 (_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
                                        stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 0, ROWS,
-                                       SHIFT_LAST)),
+                                       SHIFT_LAST, XB)),
                 (_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, gs_ptr, M, K, stride_xm,
                                        stride_xsplit, pid_s, off_m, c, n_steps, BM, STAGES, OUT_F32, 1, ROWS,
-                                       SHIFT_LAST)),
+                                       SHIFT_LAST, XB)),
                 (_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, off_m, c,
                                     n_begin, n_steps, s_rows_per_chunk, STAGES, dys_desc, M, BM, XB)),
                 (_bwd_scale_worker, (s_raw, s_t, ready, s_ready, n_steps, STAGES)),
@@ -1863,13 +1883,13 @@ if gluon is not None:
 
     @gluon.jit
     def _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, half: gl.constexpr, num_m, M, K, stride_xm, BM: gl.constexpr,
-                           SHIFT_LAST: gl.constexpr = False):
+                           SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
         """One half (the code bytes' low or high nibbles: 64 columns of K) of tile t's dX^T into dX as bf16, the
         pointers made at the store (as ``_sk_store_tile``)."""
         out: gl.constexpr = _bwd_out_layout(BM)
         kk = (t // num_m) * 128 + 64 * half + gl.arange(0, 64, layout=gl.SliceLayout(1, out))
         m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
-        offs_m = m0 + gl.arange(0, BM, layout=gl.SliceLayout(0, out))
+        offs_m = _rows_held(m0, gl.arange(0, BM, layout=gl.SliceLayout(0, out)), M, XB)
         mask = _own_rows(offs_m, m0, M, BM, SHIFT_LAST)[None, :] & (kk < K)[:, None]
         ptrs = dx_ptr + offs_m[None, :].to(gl.int64) * stride_xm + kk[:, None]
         gl.store(ptrs, (_bwd_k_order(acc) * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16), mask=mask)
@@ -1878,7 +1898,7 @@ if gluon is not None:
     def _sk_bwd_half_partition(dy_smem, w_smem, s_smem, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
                                stride_xm, it_begin, it_end, iters, n_steps, num_m, BM: gl.constexpr,
                                STAGES: gl.constexpr, HALF: gl.constexpr, ROWS: gl.constexpr = False,
-                               SHIFT_LAST: gl.constexpr = False):
+                               SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
         """A consumer of the stream-K input gradient: half HALF of each chunk (``_bwd_half_step``) over this CTA's run
         of (tile, step) pairs (``_sk_bwd_load_worker``); a whole tile is written as bf16, a part goes to
         ``_sk_merge_part`` (as consumer HALF of two), and the consumer that completes the tile writes its sum."""
@@ -1893,12 +1913,12 @@ if gluon is not None:
                 acc = _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES, HALF, ROWS)
                 i += 1
             if j_hi - j_lo == n_steps:
-                _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, M, K, stride_xm, BM, SHIFT_LAST)
+                _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, M, K, stride_xm, BM, SHIFT_LAST, XB)
             else:
                 if _sk_merge_part(part_ptr, cnt_ptr, _bwd_k_order(acc), t, t0, j_hi - j_lo, n_steps, 2, HALF):
                     _sk_sum_parts(part_ptr, dx_ptr, gs_ptr, t, iters, n_steps, _tile_m0(t % num_m, M, BM, SHIFT_LAST),
                                   (t // num_m) * 128 + 64 * HALF, M, K, stride_xm, gs_ptr, 0, 1, 0.0, 64, BM, 2, HALF,
-                                  False, 1, 1.0, 0, SHIFT_LAST)
+                                  False, 1, 1.0, 0, SHIFT_LAST, XB)
 
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
     def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dys_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm,
@@ -1915,10 +1935,10 @@ if gluon is not None:
         gl.warp_specialize([
             (_sk_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
                                       stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 0, ROWS,
-                                      SHIFT_LAST)),
+                                      SHIFT_LAST, XB)),
             (_sk_bwd_half_partition, (dy_smem, w_smem, s_t, ready, empty, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K,
                                       stride_xm, it_begin, it_end, iters, n_steps, num_m, BM, STAGES, 1, ROWS,
-                                      SHIFT_LAST)),
+                                      SHIFT_LAST, XB)),
             (_sk_bwd_load_worker, (dy_desc, w_desc, s_desc, dy_smem, w_smem, s_raw, ready, empty, s_ready, it_begin,
                                    it_end, n_steps, num_m, M, s_rows_per_chunk, BM, STAGES, SHIFT_LAST, dys_desc,
                                    XB)),
