@@ -2793,4 +2793,30 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     pt bwd 170 --layout pairs --dirs bwd --ms 40,48,56,63,100,120
     pt rows 100 --layout rows --dirs bwd --ms 40,56,100
     ;;
+  63c)  # the final rule (sub_box_rows: 24 rows past M in the forward on 64-row tiles of X or W, else 32): GPU tests of
+        # the boxes and the default dispatch, then partial_tiles.py where the rule takes or leaves the boxes
+    device_name
+    timeout 250 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
+      -k "small_boxes or boxes_reaching or rows_past_m or last_tile or default_dispatch" -rf --tb=short 2>&1 \
+      | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    pt() {
+      local name=$1 limit=$2; shift 2
+      timeout "$limit" python3 benchmarks/partial_tiles.py --variants "plain,whole boxes,spare" \
+        --budget 0.25 "$@" --out "$out/$name" 2>&1 | grep -v Warning > "$out/log_$name.txt"
+      tail -1 "$out/log_$name.txt" | cut -c1-160
+    }
+    pt words 110 --layout words --dirs fwd --ms 33,40,44,100,104
+    pt fwd 60 --layout pairs --dirs fwd --ms 40,100
+    pt bwd 60 --layout pairs --dirs bwd --ms 40,100
+    ;;
+  63d)  # the final tree's wider GPU tests: the products against fp32 on every config, the module and dispatch tests,
+        # stream-K, the residual + RMSNorm and RoPE epilogues
+    device_name
+    timeout 330 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
+      -k "matches_fp32 or module_backward or packed_linear or rows_layout_default or stream_k" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+    timeout 140 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_fused_norm.py \
+      -k "add_norm or rope or whole_tiles or decode_layer" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 \
+      | tee "$out/gpu_tests_epilogues.txt"
+    ;;
 esac

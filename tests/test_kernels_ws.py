@@ -126,21 +126,24 @@ def test_small_boxes_of_x_stay_in_the_loader():
 
 def test_small_boxes_only_where_the_last_tile_reaches_past_m(monkeypatch):
     """``sub_box_rows``: boxes of 32 rows where the last tile (not shifted) of 64 rows or more reaches past the rows
-    X's descriptor declares (``SUB_BOX_MIN_PAST`` or more) and M holds a whole small box (the box reaching past M
-    copies the last 32 rows below it); ``x_boxes`` builds the second descriptor only then; with boxes of 8 rows (a
-    switch) likewise."""
-    assert ws.SUB_BOX_ROWS == 32 and ws.SUB_BOX_MIN_PAST == 1
-    for m, bm, rows, shifted, want in ((40, 64, 40, False, 32), (63, 64, 63, False, 32), (64, 64, 64, False, 0),
-                                       (40, 64, 64, False, 0), (3, 64, 3, False, 0), (31, 64, 31, False, 0),
-                                       (32, 64, 32, False, 32), (66, 128, 66, False, 32), (100, 128, 100, False, 32),
-                                       (100, 128, 110, False, 32), (136, 256, 136, False, 32),
-                                       (136, 256, 256, False, 0), (1, 8, 1, False, 0), (16, 32, 16, False, 0),
-                                       (20, 32, 20, False, 0), (200, 128, 200, False, 32), (235, 128, 235, False, 32),
-                                       (129, 64, 129, True, 0), (600, 256, 600, False, 32)):
-        assert ws.sub_box_rows(m, bm, rows, shifted) == want, (m, bm, rows, shifted)
-    monkeypatch.setattr(ws, "SUB_BOX_MIN_PAST", 16)
-    assert ws.sub_box_rows(56, 64, 56, False) == 0 and ws.sub_box_rows(48, 64, 48, False) == 32
-    monkeypatch.setattr(ws, "SUB_BOX_MIN_PAST", 1)
+    X's descriptor declares by 32 or more (the input gradient, and the forward on tiles of 128+ rows of X and of W)
+    or by 24 or more (the forward on 64-row tiles of X or of W), and M holds a whole small box (the box reaching past
+    M copies the last 32 rows below it); ``x_boxes`` builds the second descriptor only then; with boxes of 8 rows
+    (a switch) likewise."""
+    assert (ws.SUB_BOX_ROWS, ws.SUB_BOX_MIN_PAST, ws.SUB_BOX_MIN_PAST_NARROW) == (32, 32, 24)
+    for m, bm, bn, rows, shifted, want in (
+            (40, 64, 64, 40, False, 32), (40, 64, 128, 40, False, 32), (40, 64, None, 40, False, 0),
+            (33, 64, None, 33, False, 0), (41, 64, 64, 41, False, 0), (63, 64, 64, 63, False, 0),
+            (40, 64, 64, 64, False, 0), (3, 64, 64, 3, False, 0), (31, 64, 64, 31, False, 0),
+            (32, 64, 64, 32, False, 32), (32, 64, None, 32, False, 32), (66, 128, None, 66, False, 32),
+            (100, 128, 64, 100, False, 32), (100, 128, 128, 100, False, 0), (100, 128, None, 100, False, 0),
+            (104, 128, 64, 104, False, 32), (105, 128, 64, 105, False, 0), (100, 128, 64, 110, False, 0),
+            (136, 256, 128, 136, False, 32), (136, 256, None, 256, False, 0), (1, 8, 64, 1, False, 0),
+            (16, 32, 64, 16, False, 0), (200, 128, 128, 200, False, 32), (235, 128, 64, 235, False, 0),
+            (129, 64, 64, 129, True, 0), (600, 256, None, 600, False, 32)):
+        assert ws.sub_box_rows(m, bm, rows, shifted, bn) == want, (m, bm, bn, rows, shifted)
+    monkeypatch.setattr(ws, "SUB_BOX_MIN_PAST_NARROW", 1)
+    assert ws.sub_box_rows(63, 64, 63, False, 64) == 32 and ws.sub_box_rows(63, 64, 63, False) == 0
     layout = ws.dy_layout(128)
     x = torch.empty(66, 128, dtype=torch.bfloat16)
     desc, sub, shift, xb = ws.x_boxes(x, 128, layout)
@@ -149,8 +152,10 @@ def test_small_boxes_only_where_the_last_tile_reaches_past_m(monkeypatch):
     assert (xb, desc.shape, sub is desc) == (0, [128, 128], True)  # rows past M in the storage: whole tiles
     desc, sub, shift, xb = ws.x_boxes(torch.empty(129, 128, dtype=torch.bfloat16), 64, ws.dy_layout(64))
     assert (xb, shift, sub is desc) == (0, True, True)
+    assert ws.x_boxes(torch.empty(40, 128, dtype=torch.bfloat16), 64, ws.dy_layout(64), bn=64)[3] == 32
+    assert ws.x_boxes(torch.empty(40, 128, dtype=torch.bfloat16), 64, ws.dy_layout(64))[3] == 0
     monkeypatch.setattr(ws, "SUB_BOX_ROWS", 8)
-    assert ws.sub_box_rows(40, 64, 40, False) == 8 and ws.sub_box_rows(7, 64, 7, False) == 0
+    assert ws.sub_box_rows(40, 64, 40, False, 64) == 8 and ws.sub_box_rows(7, 64, 7, False, 64) == 0
     monkeypatch.setattr(ws, "SUB_BOX_ROWS", 0)
     assert ws.x_boxes(x, 128, layout)[3] == 0
 
@@ -163,7 +168,7 @@ def test_rows_held_match_the_boxes_the_loader_copies():
     xb = ws.SUB_BOX_ROWS
     for bm in (64, 128, 256):
         for m in range(xb, 3 * bm + 1):
-            if m % bm == 0 or ws.sub_box_rows(m, bm, m, False) == 0:
+            if m % bm == 0 or m < xb:
                 continue
             m0 = (m // bm) * bm  # the last tile, which reaches past M
             r = torch.arange(bm)

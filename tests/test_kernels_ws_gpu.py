@@ -189,6 +189,13 @@ def test_input_gradient_rows_past_m_in_the_storage_reach_no_output(cfg, m, layou
     assert torch.allclose(dx.float(), ws.ws_matmul_grad_input(dy, w, cfg).float(), rtol=2**-7, atol=1e-6)
 
 
+def _boxes_from_one_row_past(monkeypatch) -> None:
+    """Small boxes wherever the last tile reaches past M at all (the dispatch takes them from 24 / 32 rows past,
+    ``nvfp4_gemm_ws.sub_box_rows``): the kernels' paths for 1 to 31 rows past M under test."""
+    monkeypatch.setattr(ws, "SUB_BOX_MIN_PAST", 1)
+    monkeypatch.setattr(ws, "SUB_BOX_MIN_PAST_NARROW", 1)
+
+
 @hopper
 @pytest.mark.parametrize("cfg,m", [(ws.WsConfig(64, 64, 3, 1, 1, False, 80), 40), (ws.WsConfig(64, 64, 3, 1, 1, False, 80), 63),
                                    (ws.WsConfig(64, 64, 5, 3, 1, True, 128, True), 33),
@@ -207,7 +214,8 @@ def test_last_tile_in_small_boxes_matches_whole_boxes(cfg, m, layout, monkeypatc
     reference, and the kernel on whole boxes within a bf16 rounding (one tile per CTA, splits summed in the kernel
     and by the second kernel, stream-K, two consumers, an M below one tile, 1 to 31 rows past M, and a multi-tile
     M whose last tile is too full to shift); the SiLU x up epilogue where the config allows."""
-    assert ws.sub_box_rows(m, cfg.bm, m, ws.shift_last_tile(m, cfg.bm, cfg.bn)) == ws.SUB_BOX_ROWS
+    _boxes_from_one_row_past(monkeypatch)
+    assert ws.sub_box_rows(m, cfg.bm, m, ws.shift_last_tile(m, cfg.bm, cfg.bn), cfg.bn) == ws.SUB_BOX_ROWS
     x, w, ref = _case(m, 4608, 1424, layout)
     out = torch.full((m, 4608), float("nan"), device="cuda", dtype=torch.bfloat16)
     y = ws.ws_matmul(x, w, cfg, out=out)
@@ -234,6 +242,7 @@ def test_last_tile_in_small_boxes_matches_whole_boxes(cfg, m, layout, monkeypatc
 def test_input_gradient_last_tile_in_small_boxes_matches_whole_boxes(cfg, m, layout, monkeypatch):
     """The input gradient's last tile in boxes of 32 rows of dY, as the forward's test above (split sums in the
     kernel and by the second kernel, stream-K, two consumers, 1 to 31 rows past M)."""
+    _boxes_from_one_row_past(monkeypatch)
     assert ws.sub_box_rows(m, cfg.bm, m, ws.shift_last_tile(m, cfg.bm)) == ws.SUB_BOX_ROWS
     q = nvfp4.quantize(torch.randn(1024, 1424, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
@@ -253,12 +262,13 @@ def test_input_gradient_last_tile_in_small_boxes_matches_whole_boxes(cfg, m, lay
                                    (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), 66)],
                          ids=lambda c: "x".join(map(str, c)) if isinstance(c, tuple) else str(c))
 @pytest.mark.parametrize("epilogue", ["row_norm", "glu", "add_norm"])
-def test_epilogues_on_boxes_reaching_past_m_match_whole_tiles(cfg, m, epilogue):
+def test_epilogues_on_boxes_reaching_past_m_match_whole_tiles(cfg, m, epilogue, monkeypatch):
     """The epilogues that read operands per row of X (the RMSNorm row scale, SiLU x up after it, the residual + the
     next norm's input and statistics) on X of its own, whose last tile's boxes reaching past M copy rows below M
     (``_x_box``, ``_rows_held``), against X with spare rows (whole tiles, no small boxes): every output NaN-poisoned
     before, the same values within a bf16 rounding, and the fp32 reference."""
-    assert ws.sub_box_rows(m, cfg.bm, m, ws.shift_last_tile(m, cfg.bm, cfg.bn)) == ws.SUB_BOX_ROWS
+    _boxes_from_one_row_past(monkeypatch)
+    assert ws.sub_box_rows(m, cfg.bm, m, ws.shift_last_tile(m, cfg.bm, cfg.bn), cfg.bn) == ws.SUB_BOX_ROWS
     if epilogue != "row_norm" and cfg.stream_k:
         pytest.skip("stream-K takes the row scale only")
     n, k = 4608, 1424

@@ -689,37 +689,44 @@ def tma_rows(t: torch.Tensor, bm: int) -> int:
     return max(m, min(fit, -(-m // bm) * bm))
 
 
-# A last tile of rows of 64 or more whose box of X reaches ``SUB_BOX_MIN_PAST`` or more rows past the descriptor's end,
-# and is not shifted (an M below the tile's rows, or a last tile too full to shift), copies X in boxes of
-# ``SUB_BOX_ROWS`` rows (``_x_box``; 0: off, a switch for benchmarks/partial_tiles.py): the boxes that reach past M copy
-# the last ``SUB_BOX_ROWS`` rows below M instead, and the epilogues store those rows where they belong
-# (``_rows_held``). Run 28 (H200 / H100, ``benchmarks/partial_tiles.py``), where only boxes starting past M moved: with
-# boxes of 32 rows 0.72-1.02 of the time of whole boxes where a whole box lay past M (geomean 0.90 on both; 14B / 32B
-# gate_up's forward at M = 136, 32B / 7B down's input gradient, 7B gate_up's "words" forward at M = 66), 0.99-1.01
-# elsewhere; boxes of 8 rows 0.71-1.43x (the loader's many copies on 256-row tiles), and where none reached past M
-# still 1.19-1.35x the time with spare rows (7B gate_up's forward at M = 40).
+# A last tile of rows of 64 or more whose box of X reaches far enough past the descriptor's end, and is not shifted (an
+# M below the tile's rows, or a last tile too full to shift), copies X in boxes of ``SUB_BOX_ROWS`` rows (``_x_box``;
+# 0: off, a switch for benchmarks/partial_tiles.py): the boxes that reach past M copy the last ``SUB_BOX_ROWS`` rows
+# below M instead, and the epilogues store those rows where they belong (``_rows_held``). Far enough:
+# ``SUB_BOX_MIN_PAST_NARROW`` rows in the forward on 64-row tiles of X or of W, else ``SUB_BOX_MIN_PAST``.
+# Run 28 (H200 / H100, ``benchmarks/partial_tiles.py``; only the boxes starting past M moved then): with boxes of 32
+# rows 0.72-1.02 of the time of whole boxes where a whole box lay past M (geomean 0.90 on both; 14B / 32B gate_up's
+# forward at M = 136, 32B / 7B down's input gradient, 7B gate_up's "words" forward at M = 66), 0.99-1.01 elsewhere;
+# boxes of 8 rows 0.71-1.43x (the loader's many copies on 256-row tiles). Run 29 (H200, the box reaching past M
+# moved too), 1 to 31 rows past M: the forward on 64-row tiles of X 0.72-0.91 of the time at 31 rows past (M =
+# 33, "words", geomean 0.82), 0.80-1.02 at 24 (M = 40, both layouts, geomean 0.93 / 0.92), 0.90-1.03 at 16, 0.99-1.05
+# at 1-8; on 128-row tiles at 28 rows past (M = 100) 0.80-0.98 with 64 rows of W, 1.01-1.03 with 128 / 256; the
+# input gradient 0.96-1.03 at 1-28 rows past on both layouts.
 SUB_BOX_ROWS = 32
-SUB_BOX_MIN_PAST = 1
+SUB_BOX_MIN_PAST = 32
+SUB_BOX_MIN_PAST_NARROW = 24
 
 
-def sub_box_rows(m: int, bm: int, rows: int, shifted: bool) -> int:
-    """XB of a launch over M rows in tiles of ``bm`` whose X descriptor declares ``rows`` rows: ``SUB_BOX_ROWS``
-    where the last tile (not ``shifted``) of 64 or more rows reaches ``SUB_BOX_MIN_PAST`` or more rows past them
-    and M holds a whole small box, else 0."""
+def sub_box_rows(m: int, bm: int, rows: int, shifted: bool, bn: int | None = None) -> int:
+    """XB of a launch over M rows in tiles of ``bm`` whose X descriptor declares ``rows`` rows (``bn``: the
+    forward's rows of W per tile; None: the input gradient): ``SUB_BOX_ROWS`` where the last tile (not ``shifted``)
+    of 64 or more rows reaches ``SUB_BOX_MIN_PAST`` or more rows past them (``SUB_BOX_MIN_PAST_NARROW`` in the
+    forward where the tiles of X or of W have 64 rows) and M holds a whole small box, else 0."""
     past = -(-m // bm) * bm - rows
     xb = SUB_BOX_ROWS
-    return xb if xb and not shifted and bm >= 64 and bm > xb and m >= xb and past >= max(1, SUB_BOX_MIN_PAST) else 0
+    need = SUB_BOX_MIN_PAST_NARROW if bn is not None and 64 in (bm, bn) else SUB_BOX_MIN_PAST
+    return xb if xb and not shifted and bm >= 64 and bm > xb and m >= xb and past >= max(1, need) else 0
 
 
-def x_boxes(x2: torch.Tensor, bm: int, layout, shift_ok: bool = True, bn: int = 128) -> tuple:
+def x_boxes(x2: torch.Tensor, bm: int, layout, shift_ok: bool = True, bn: int | None = None) -> tuple:
     """(descriptor of ``bm``-row boxes, descriptor of ``sub_box_rows`` boxes or the first again, SHIFT_LAST, XB)
-    of X (dY) [M, C] for a launch in tiles of ``bm`` rows (``bn``: the forward's rows of W per tile; ``shift_ok``:
-    False where the epilogue cannot take a shifted tile): rows past M that its storage holds declared
-    (``tma_rows``), else the last tile shifted (``shift_last_tile``) or copied in small boxes."""
+    of X (dY) [M, C] for a launch in tiles of ``bm`` rows (``bn``: the forward's rows of W per tile, None for the
+    input gradient; ``shift_ok``: False where the epilogue cannot take a shifted tile): rows past M that its storage
+    holds declared (``tma_rows``), else the last tile shifted (``shift_last_tile``) or copied in small boxes."""
     m, cols = x2.shape
     rows = tma_rows(x2, bm)
-    shift = shift_ok and shift_last_tile(m, bm, bn, rows)
-    xb = sub_box_rows(m, bm, rows, shift)
+    shift = shift_ok and shift_last_tile(m, bm, bn or 128, rows)
+    xb = sub_box_rows(m, bm, rows, shift, bn)
     desc = TensorDescriptor(x2, [rows, cols], [cols, 1], [bm, 64], layout)
     return desc, TensorDescriptor(x2, [rows, cols], [cols, 1], [xb, 64], layout) if xb else desc, shift, xb
 
