@@ -2819,4 +2819,18 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       -k "add_norm or rope or whole_tiles or decode_layer" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 \
       | tee "$out/gpu_tests_epilogues.txt"
     ;;
+  63e)  # 63d's failure (the residual epilogue on 256-row tiles with small boxes: 64 bytes of shared memory over the
+        # limit) after ws_matmul leaves them out under that epilogue; then the decode harness at batches 40 and 100 (not
+        # whole tiles) with spare rows (the default), without them (small boxes from run 29), and with neither
+    device_name
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "boxes_reaching" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+    for v in "spare:" "own:--no-spare-rows" "whole:--no-spare-rows --whole-boxes"; do
+      name=${v%%:*}; flags=${v#*:}
+      # shellcheck disable=SC2086
+      timeout 150 python3 benchmarks/decode_nvfp4.py --compile --layout words --swiglu-epilogue --fused-norm \
+        --batches 40,100 --new-tokens 128 $flags --out "$out/$name" 2>&1 | grep -v Warning > "$out/log_$name.txt"
+      tail -3 "$out/log_$name.txt"
+    done
+    ;;
 esac
