@@ -154,7 +154,6 @@ def test_small_boxes_only_where_the_last_tile_reaches_past_m(monkeypatch):
     assert (xb, shift, sub is desc) == (0, True, True)
     assert ws.x_boxes(torch.empty(40, 128, dtype=torch.bfloat16), 64, ws.dy_layout(64), bn=64)[3] == 32
     assert ws.x_boxes(torch.empty(40, 128, dtype=torch.bfloat16), 64, ws.dy_layout(64))[3] == 0
-    assert ws.x_boxes(torch.empty(40, 128, dtype=torch.bfloat16), 64, ws.dy_layout(64), bn=64, boxes_ok=False)[3] == 0
     monkeypatch.setattr(ws, "SUB_BOX_ROWS", 8)
     assert ws.sub_box_rows(40, 64, 40, False, 64) == 8 and ws.sub_box_rows(7, 64, 7, False, 64) == 0
     monkeypatch.setattr(ws, "SUB_BOX_ROWS", 0)

