@@ -2846,4 +2846,11 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     pt words 200 --layout words --dirs fwd --ms 33,40,44,100
     pt fwd 150 --layout pairs --dirs fwd --ms 40,100
     ;;
+  63g)  # why the decode harness ran level with BF16 at batch 100 (63e): its GPU time by kind of kernel at batches 64,
+        # 100 and 128 (eager steps, the PyTorch profiler), with the tok/s of the same runs
+    device_name
+    timeout 420 python3 benchmarks/decode_nvfp4.py --compile --layout words --swiglu-epilogue --fused-norm \
+      --batches 64,100,128 --new-tokens 64 --profile --out "$out/profile" 2>&1 | grep -v Warning > "$out/log_profile.txt"
+    tail -6 "$out/log_profile.txt"
+    ;;
 esac
