@@ -470,6 +470,9 @@ def main() -> None:
     p.add_argument("--whole-boxes", action="store_true",
                    help="NVFP4 model: a last tile's X in one box however far it reaches past M "
                         "(nvfp4_gemm_ws.SUB_BOX_ROWS 0)")
+    p.add_argument("--torch-swiglu", action="store_true",
+                   help="NVFP4 model with --swiglu-epilogue: SiLU x up after the product in torch where the kernel "
+                        "epilogue does not apply (nvfp4_gemm.SWIGLU_KERNEL off; before run 29: four kernels)")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
     from qerl.kernels import nvfp4_gemm_ws
@@ -477,6 +480,10 @@ def main() -> None:
     nvfp4_gemm_ws.SPARE_ROWS = not args.no_spare_rows
     if args.whole_boxes:
         nvfp4_gemm_ws.SUB_BOX_ROWS = 0
+    if args.torch_swiglu:
+        from qerl.kernels import nvfp4_gemm
+
+        nvfp4_gemm.SWIGLU_KERNEL = False
     global CODE_LAYOUT, ATTENTION, SWIGLU_EPILOGUE, FUSED_NORM, ROPE_EPILOGUE
     CODE_LAYOUT = args.layout
     ATTENTION = args.attention
@@ -530,7 +537,7 @@ def main() -> None:
             "layout": args.layout, "attention": args.attention, "repeats": args.repeats,
             "swiglu_epilogue": args.swiglu_epilogue, "fused_norm": args.fused_norm,
             "rope_epilogue": args.rope_epilogue, "spare_rows": not args.no_spare_rows,
-            "sub_box_rows": nvfp4_gemm_ws.SUB_BOX_ROWS,
+            "sub_box_rows": nvfp4_gemm_ws.SUB_BOX_ROWS, "swiglu_kernel": not args.torch_swiglu,
             "attention_paths_rel_diff": paths_diff,
             "new_tokens": args.new_tokens,
             "command": " ".join(["python"] + sys.argv)}

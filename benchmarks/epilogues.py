@@ -1,9 +1,10 @@
 """What the decode step's kernel epilogues cost and save, per Qwen2.5-7B layer: each projection as the plain NVFP4
 forward (``nvfp4_matmul``) and with its epilogue (``qerl.kernels.fused_norm`` / ``fused_qkv`` / SiLU x up), next to
 the plain forward followed by the torch / Triton step the epilogue replaces (compiled residual add + RMSNorm,
-``rope_and_cache``; "gate_up + silu_mul" is ``swiglu_interleaved`` in eager torch, several kernels, not the decode
-harness's compiled one), at decode batch sizes; every time a CUDA-graph replay over enough weight copies that L2
-does not serve them (``gemm_nvfp4.bench``), in one run.
+``rope_and_cache``; "gate_up + silu_mul" is ``swiglu_torch`` in eager torch, several kernels, not the decode
+harness's compiled one; "gate_up + swiglu kernel" the Triton kernel ``swiglu_interleaved`` takes on CUDA since run
+29), at decode batch sizes; every time a CUDA-graph replay over enough weight copies that L2 does not serve them
+(``gemm_nvfp4.bench``), in one run.
 
     python benchmarks/epilogues.py --ms 1,8,64
     python benchmarks/epilogues.py --ms 1,8,16 --rope-search   # also launch configs for qkv's RoPE epilogue
@@ -34,7 +35,7 @@ from qerl.kernels import nvfp4_gemm_ws as ws  # noqa: E402
 from qerl.kernels.decode_attention import rope_and_cache  # noqa: E402
 from qerl.kernels.fused_norm import NormStats, nvfp4_matmul_add_norm, nvfp4_matmul_normed  # noqa: E402
 from qerl.kernels.fused_qkv import nvfp4_qkv_rope_cache  # noqa: E402
-from qerl.kernels.nvfp4_gemm import swiglu_interleaved  # noqa: E402
+from qerl.kernels.nvfp4_gemm import swiglu_torch, swiglu_triton  # noqa: E402
 
 HIDDEN, INTER, HEADS, KV, D, EPS = 3584, 18944, 28, 4, 128, 1e-6
 
@@ -84,7 +85,8 @@ def run(m: int, copies: int, step, rope_search: bool = False) -> dict:
         "o + add_rms_norm": [lambda w=w: step(h, nvfp4_matmul(x_h, w), g, EPS) for w in o],
         "o add_norm epilogue": [lambda w=w: nvfp4_matmul_add_norm(x_h, w, h, g, EPS) for w in o],
         "gate_up": [lambda w=w: nvfp4_matmul(x_h, w) for w in gu],
-        "gate_up + silu_mul": [lambda w=w: swiglu_interleaved(nvfp4_matmul(x_h, w)) for w in gu],
+        "gate_up + silu_mul": [lambda w=w: swiglu_torch(nvfp4_matmul(x_h, w)) for w in gu],
+        "gate_up + swiglu kernel": [lambda w=w: swiglu_triton(nvfp4_matmul(x_h, w)) for w in gu],
         "gate_up swiglu epilogue": [lambda w=w: nvfp4_matmul_swiglu(x_h, w) for w in gu],
         "gate_up normed swiglu epilogue": [lambda w=w: nvfp4_matmul_normed(x_h, w, stats, swiglu=True) for w in gu],
         "down": [lambda w=w: nvfp4_matmul(x_i, w) for w in down],

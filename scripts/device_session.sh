@@ -2853,4 +2853,18 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --batches 64,100,128 --new-tokens 64 --profile --out "$out/profile" 2>&1 | grep -v Warning > "$out/log_profile.txt"
     tail -6 "$out/log_profile.txt"
     ;;
+  63h)  # 63g found SiLU x up after the product (where its epilogue does not apply: 7B gate_up at M = 65-128, stream-K
+        # entries) as four torch kernels, ~29 us a layer at batch 100; now one Triton kernel (swiglu_triton): its GPU
+        # tests, then the decode harness at batches 64 / 100 / 128 with it and with the torch version (--torch-swiglu)
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_fused_norm.py \
+      -k "swiglu" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+    for v in "kernel:" "torch:--torch-swiglu"; do
+      name=${v%%:*}; flags=${v#*:}
+      # shellcheck disable=SC2086
+      timeout 150 python3 benchmarks/decode_nvfp4.py --compile --layout words --swiglu-epilogue --fused-norm \
+        --batches 64,100,128 --new-tokens 128 $flags --out "$out/$name" 2>&1 | grep -v Warning > "$out/log_$name.txt"
+      tail -4 "$out/log_$name.txt"
+    done
+    ;;
 esac

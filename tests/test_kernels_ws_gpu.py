@@ -718,6 +718,34 @@ def test_swiglu_dispatch_fuses_where_the_table_allows_and_falls_back_elsewhere()
         ws.ws_matmul(x, w, ws.WsConfig(8, 64, 6, 4, 1, True, 80), glu=True)  # splits summed by a second kernel
 
 
+@hopper
+def test_swiglu_after_the_product_is_one_kernel_matching_torch(monkeypatch):
+    """Where the epilogue does not apply (7B gate_up at M = 100 / 128: stream-K entries), SiLU x up after the product
+    runs the Triton kernel (``swiglu_triton``): within one bf16 rounding of the torch version on the same product,
+    its output's storage holding whole tiles for the down projection, and the down projection on it matching the
+    same product on a copy of X of its own."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    for m in (100, 128):
+        x, w, ref = _glu_case(m, 18944, 3584, "words")
+        assert ws.epilogue_config(x, w, reshape=False) is None
+        y = kern.nvfp4_matmul_swiglu(x, w)
+        assert ws.tma_rows(y, 128) == -(-m // 128) * 128
+        product = kern.nvfp4_matmul(x, w)
+        want = kern.swiglu_torch(product)
+        assert torch.isfinite(y).all() and float((y.float() - ref).norm() / ref.norm()) < 4e-3
+        assert torch.allclose(y.float(), want.float(), rtol=2**-7, atol=1e-6)
+        monkeypatch.setattr(kern, "SWIGLU_KERNEL", False)
+        assert torch.equal(kern.nvfp4_matmul_swiglu(x, w), want)
+        monkeypatch.setattr(kern, "SWIGLU_KERNEL", True)
+        q = nvfp4.quantize(torch.randn(3584, 18944, device="cuda") * 0.02)
+        down = prepare_weight(q.packed, q.scale, q.global_scale, layout="words")
+        assert torch.allclose(kern.nvfp4_matmul(y, down).float(), kern.nvfp4_matmul(y.clone(), down).float(),
+                              rtol=2**-7, atol=1e-3)
+    odd = torch.randn(3, 2, 208, device="cuda").to(torch.bfloat16)
+    assert torch.allclose(kern.swiglu_interleaved(odd).float(), kern.swiglu_torch(odd).float(), rtol=2**-7, atol=1e-6)
+
+
 # --------------------------------------------------------------------------------- RMSNorm in the epilogues
 def _case_words(m: int, n: int, k: int):
     """``_case`` on the "words" code layout (the rollout forward's)."""

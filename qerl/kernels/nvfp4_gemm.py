@@ -1746,10 +1746,61 @@ def interleave_gate_up(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return torch.stack([gate.reshape(blocks), up.reshape(blocks)], 1).reshape(2 * gate.shape[0], *gate.shape[1:])
 
 
+# SiLU x up after the product in one Triton kernel on CUDA (``swiglu_interleaved``); False: the torch version (a
+# switch for benchmarks/decode_nvfp4.py --torch-swiglu).
+SWIGLU_KERNEL = True
+
+
 def swiglu_interleaved(y: torch.Tensor) -> torch.Tensor:
-    """SiLU(gate) * up from ``y`` [..., 2I] in ``interleave_gate_up``'s column order: [..., I], in fp32, cast back."""
+    """SiLU(gate) * up from ``y`` [..., 2I] in ``interleave_gate_up``'s column order: [..., I], in fp32, cast back.
+    A bf16 ``y`` on CUDA takes one Triton kernel (``swiglu_triton``); elsewhere torch (``swiglu_torch``)."""
+    if y.is_cuda and y.dtype == torch.bfloat16 and triton is not None and SWIGLU_KERNEL:
+        return swiglu_triton(y)
+    return swiglu_torch(y)
+
+
+def swiglu_torch(y: torch.Tensor) -> torch.Tensor:
+    """``swiglu_interleaved`` in torch: an fp32 copy, SiLU, the product and the cast, four kernels on a GPU (with
+    the copy to fp32 they moved ~6x the bytes of the bf16 input and output; run 29's decode-step profile: ~29 us per
+    Qwen2.5-7B layer at M = 100)."""
     v = y.float().unflatten(-1, (-1, 2, GLU_BLOCK))
     return (torch.nn.functional.silu(v[..., 0, :]) * v[..., 1, :]).flatten(-2).to(y.dtype)
+
+
+def swiglu_triton(y: torch.Tensor) -> torch.Tensor:
+    """``swiglu_interleaved`` for a bf16 ``y`` in one Triton kernel: each row's gate and up read once as bf16, the
+    output written once. The output is the down projection's X, so its storage holds whole tiles of rows
+    (``nvfp4_gemm_ws.padded_empty``, as SiLU x up's kernel epilogue leaves it)."""
+    from qerl.kernels.nvfp4_gemm_ws import padded_empty
+
+    if y.shape[-1] % (2 * GLU_BLOCK):
+        raise ValueError(f"SiLU x up needs whole blocks of {GLU_BLOCK} gate and {GLU_BLOCK} up columns, "
+                         f"not {y.shape[-1]} columns")
+    y2 = y.reshape(-1, y.shape[-1])
+    if y2.stride(-1) != 1:
+        y2 = y2.contiguous()
+    m, inter = y2.shape[0], y2.shape[1] // 2
+    out = padded_empty(m, inter, y2)
+    if m:
+        block = 1024
+        _swiglu_kernel[(m, triton.cdiv(inter, block))](y2, out, inter, y2.stride(0), out.stride(0), BLOCK=block,
+                                                      GLU=GLU_BLOCK, num_warps=4)
+    return out.reshape(*y.shape[:-1], inter)
+
+
+if triton is not None:
+
+    @triton.jit
+    def _swiglu_kernel(y_ptr, out_ptr, inter, stride_y, stride_o, BLOCK: tl.constexpr, GLU: tl.constexpr):
+        """Row ``program_id(0)``, output columns ``program_id(1) * BLOCK ..``: column c's gate is y's column
+        (c // GLU) * 2 GLU + c % GLU, its up the column GLU after it (``interleave_gate_up``)."""
+        row = tl.program_id(0).to(tl.int64)
+        c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        mask = c < inter
+        src = y_ptr + row * stride_y + (c // GLU) * (2 * GLU) + c % GLU
+        gate = tl.load(src, mask=mask, other=0.0).to(tl.float32)
+        up = tl.load(src + GLU, mask=mask, other=0.0).to(tl.float32)
+        tl.store(out_ptr + row * stride_o + c, (gate / (1.0 + tl.exp(-gate)) * up).to(tl.bfloat16), mask=mask)
 
 
 def nvfp4_matmul_swiglu(x: torch.Tensor, w: KernelWeight) -> torch.Tensor:
