@@ -196,6 +196,13 @@ rollout_14b_r32() {  # bundle part 3, then the 14B rank-32 rollouts, NVFP4 on ou
   timeout 540 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4,bf16 --ranks 32 --batches 1,8,64 \
     --fp4-kernel qerl --workdir /tmp/qb --json "$out/$1" 2>&1 | grep "\[bench\]\|rror"
 }
+pt_boxes() {  # NAME LIMIT ARGS: benchmarks/partial_tiles.py on this dispatch, whole boxes, spare rows (run 29's phases)
+  local name=$1 limit=$2; shift 2
+  timeout "$limit" python3 benchmarks/partial_tiles.py --variants "plain,whole boxes,spare" \
+    --budget 0.25 "$@" --out "$out/$name" 2>&1 | grep -v Warning > "$out/log_$name.txt"
+  tail -1 "$out/log_$name.txt" | cut -c1-160
+}
+
 case "$phase" in
   1)
     bash .device/vllm/c1/vllm_unpack.sh .device/vllm
@@ -2773,25 +2780,13 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 220 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
       -k "small_boxes or boxes_reaching or rows_past_m or last_tile" -rf --tb=short 2>&1 | grep -v "^  \|Warning" \
       | tail -4 | tee "$out/gpu_tests.txt"
-    pt() {  # NAME LIMIT ARGS: partial_tiles.py on this dispatch, whole boxes, spare rows
-      local name=$1 limit=$2; shift 2
-      timeout "$limit" python3 benchmarks/partial_tiles.py --variants "plain,whole boxes,spare" \
-        --budget 0.25 "$@" --out "$out/$name" 2>&1 | grep -v Warning > "$out/log_$name.txt"
-      tail -1 "$out/log_$name.txt" | cut -c1-160
-    }
-    pt words 270 --layout words --dirs fwd --ms 33,40,48,56,60,63,100,120
+    pt_boxes words 270 --layout words --dirs fwd --ms 33,40,48,56,60,63,100,120
     ;;
   63b)  # 63a's timings on "pairs" (forward, input gradient) and "rows" (input gradient)
     device_name
-    pt() {
-      local name=$1 limit=$2; shift 2
-      timeout "$limit" python3 benchmarks/partial_tiles.py --variants "plain,whole boxes,spare" \
-        --budget 0.25 "$@" --out "$out/$name" 2>&1 | grep -v Warning > "$out/log_$name.txt"
-      tail -1 "$out/log_$name.txt" | cut -c1-160
-    }
-    pt fwd 170 --layout pairs --dirs fwd --ms 40,48,56,63,100,120
-    pt bwd 170 --layout pairs --dirs bwd --ms 40,48,56,63,100,120
-    pt rows 100 --layout rows --dirs bwd --ms 40,56,100
+    pt_boxes fwd 170 --layout pairs --dirs fwd --ms 40,48,56,63,100,120
+    pt_boxes bwd 170 --layout pairs --dirs bwd --ms 40,48,56,63,100,120
+    pt_boxes rows 100 --layout rows --dirs bwd --ms 40,56,100
     ;;
   63c)  # the final rule (sub_box_rows: 24 rows past M in the forward on 64-row tiles of X or W, else 32): GPU tests of
         # the boxes and the default dispatch, then partial_tiles.py where the rule takes or leaves the boxes
@@ -2799,15 +2794,9 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 250 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py tests/test_kernels_gpu.py \
       -k "small_boxes or boxes_reaching or rows_past_m or last_tile or default_dispatch" -rf --tb=short 2>&1 \
       | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
-    pt() {
-      local name=$1 limit=$2; shift 2
-      timeout "$limit" python3 benchmarks/partial_tiles.py --variants "plain,whole boxes,spare" \
-        --budget 0.25 "$@" --out "$out/$name" 2>&1 | grep -v Warning > "$out/log_$name.txt"
-      tail -1 "$out/log_$name.txt" | cut -c1-160
-    }
-    pt words 110 --layout words --dirs fwd --ms 33,40,44,100,104
-    pt fwd 60 --layout pairs --dirs fwd --ms 40,100
-    pt bwd 60 --layout pairs --dirs bwd --ms 40,100
+    pt_boxes words 110 --layout words --dirs fwd --ms 33,40,44,100,104
+    pt_boxes fwd 60 --layout pairs --dirs fwd --ms 40,100
+    pt_boxes bwd 60 --layout pairs --dirs bwd --ms 40,100
     ;;
   63d)  # the rest of 63c's tests (its pytest ran out of time on a cold compile cache after 200 of them), stream-K, the
         # residual + RMSNorm and RoPE epilogues, the decode layer's producers
@@ -2837,14 +2826,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     ;;
   63f)  # on an H100: 63c's timings of the final rule on "words" and "pairs" (forward)
     device_name
-    pt() {
-      local name=$1 limit=$2; shift 2
-      timeout "$limit" python3 benchmarks/partial_tiles.py --variants "plain,whole boxes,spare" \
-        --budget 0.25 "$@" --out "$out/$name" 2>&1 | grep -v Warning > "$out/log_$name.txt"
-      tail -1 "$out/log_$name.txt" | cut -c1-160
-    }
-    pt words 200 --layout words --dirs fwd --ms 33,40,44,100
-    pt fwd 150 --layout pairs --dirs fwd --ms 40,100
+    pt_boxes words 200 --layout words --dirs fwd --ms 33,40,44,100
+    pt_boxes fwd 150 --layout pairs --dirs fwd --ms 40,100
     ;;
   63g)  # why the decode harness ran level with BF16 at batch 100 (63e): its GPU time by kind of kernel at batches 64,
         # 100 and 128 (eager steps, the PyTorch profiler), with the tok/s of the same runs
