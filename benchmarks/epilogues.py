@@ -93,6 +93,12 @@ def run(m: int, copies: int, step, rope_search: bool = False) -> dict:
         "down + add_rms_norm": [lambda w=w: step(h, nvfp4_matmul(x_i, w), g, EPS) for w in down],
         "down add_norm epilogue": [lambda w=w: nvfp4_matmul_add_norm(x_i, w, h, g, EPS) for w in down],
     }
+    # Where the table's gate_up entry keeps SiLU x up out of the kernel (stream-K, or splits summed by a second
+    # kernel), the same epilogue on the entry made one CTA a tile (``epilogue_config``'s reshape).
+    reshaped = ws.epilogue_config(x_h, gu[0])
+    if reshaped is not None and ws.epilogue_config(x_h, gu[0], reshape=False) is None:
+        cases["gate_up swiglu epilogue, one CTA a tile"] = [lambda w=w: ws.ws_matmul(x_h, w, reshaped, glu=True)
+                                                            for w in gu]
     if rope_search:
         rope = ws.RopeEpilogue(bias, cos, sin, pos, kc, vc, HEADS)
         row_norm = (stats.sumsq, EPS)

@@ -2850,4 +2850,10 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       tail -4 "$out/log_$name.txt"
     done
     ;;
+  63i)  # per 7B layer at M = 100 / 128 (benchmarks/epilogues.py): gate_up then SiLU x up in torch or in the Triton
+        # kernel, against the SiLU x up epilogue on the stream-K entry made one CTA a tile
+    device_name
+    timeout 260 python3 benchmarks/epilogues.py --ms 100,128 --out "$out/epilogues" 2>&1 | grep -v Warning \
+      | tee "$out/log_epilogues.txt" | tail -22
+    ;;
 esac
