@@ -1,4 +1,4 @@
-"""Where the decode-shaped forward spends its time: the warp-specialized kernel with parts of each chunk's work left
+"""Where the warp-specialized forward spends its time: the kernel with parts of each chunk's work left
 out, timed against the kernel itself (the "leave a stage out and take differences" method, for a GPU without
 hardware counters or where they do not say which part of the loop is slow).
 
@@ -11,6 +11,10 @@ temporary directory (the shipped kernels stay as they are; an edit whose anchor 
 - ``no_scales``: the full kernel without the copies of the scale bytes;
 - ``codes_only``: ``no_compute`` without the copies of X and of the scales (the code bytes' copies alone);
 - ``empty``: no chunks at all (the launch, the barriers' set-up, the warp-specialized partitions and the epilogue).
+- ``no_dequant``: the full kernel with the dequantization replaced by the cheapest operand made from the code bytes
+  (each byte shifted into a bf16's high bits: no scale loads, no decode): the copies, the wgmmas and the epilogue;
+- ``no_store``: the full kernel storing one value per consumer instead of its tile (the epilogue's stores left out;
+  the tile is still reduced, so the wgmmas stay).
 
 With ``--dir bwd`` the input gradient (``_ws_bwd_kernel``, one consumer; ``--bwd-layout`` "rows" or "pairs"):
 
@@ -34,6 +38,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import sys
 import tempfile
 import time
@@ -68,7 +73,25 @@ _S_COPY = ('''
             tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))''')
 _FWD_CHUNKS = ("        chunks_per_split = (pid_k + 1) * n_chunks // gl.num_programs(1) - c0\n",
                "        chunks_per_split = 0 * ((pid_k + 1) * n_chunks // gl.num_programs(1) - c0)\n")
-VARIANTS = ("full", "no_compute", "no_x", "no_scales", "codes_only", "empty")
+_DQ_PAIRS = ('''            w_lo, w_hi = gl.inline_asm_elementwise(
+                _DQ_PAIR_ASM, "=r,=r,h,r,r", [codes, p_lo, p_hi],
+                dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=2,
+            )
+''', '''            w_lo, w_hi = gl.inline_asm_elementwise(
+                "{ .reg .b32 t; cvt.u32.u16 t, $2; prmt.b32 $0, t, 0, 0x1404; mov.b32 $1, $0; }", "=r,=r,h", [codes],
+                dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=2,
+            )
+''')
+_DQ_WORDS = ('''            w_lo, w_hi = gl.inline_asm_elementwise(
+                _DQ_WORD_ASM, "=r,=r,=r,=r,r,r,r,r,r", [codes, p_lo, p_hi],
+                dtype=(gl.bfloat16, gl.bfloat16), is_pure=True, pack=4,
+            )
+''', _DQ_PAIRS[1])
+_TILE_STORE = ('''            gl.store(y_ptr + offs_m[None, :].to(gl.int64) * stride_ym + offs_n[:, None], out.to(gl.bfloat16),
+                     mask=mask)
+''', '''            gl.store(y_ptr + gl.program_id(0), gl.sum(gl.sum(out, 1), 0).to(gl.bfloat16))
+''')
+VARIANTS = ("full", "no_compute", "no_x", "no_scales", "codes_only", "empty", "no_dequant", "no_store")
 
 # The input gradient's anchors: _bwd_step from its code load to the release (kept), the scale warp's work, the copies.
 _BWD_STEP = ("        codes = _bwd_codes(w_smem, s)\n        lo_even, lo_odd, hi_even, hi_odd",
@@ -118,6 +141,10 @@ def variant_source(src: str, variant: str) -> str:
             _X_BYTES[1], _X_BYTES[1].replace(" + s_desc.block_type.nbytes", ""))
     if variant == "empty":
         return _replace_once(src, *_FWD_CHUNKS, variant)
+    if variant == "no_dequant":
+        return _replace_once(_replace_once(src, *_DQ_PAIRS, variant), *_DQ_WORDS, variant)
+    if variant == "no_store":
+        return _replace_once(src, *_TILE_STORE, variant)
     raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS}")
 
 
@@ -185,6 +212,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ms", default="1,8,16")
     p.add_argument("--dir", choices=("fwd", "bwd"), default="fwd", help="the forward or the input gradient")
     p.add_argument("--bwd-layout", choices=("rows", "pairs"), default="rows", help="the input gradient's codes")
+    p.add_argument("--fwd-layout", choices=("words", "pairs"), default="words",
+                   help="the forward's codes: 'words' (the rollout's, TUNED_WORDS) or 'pairs' (training's, TUNED)")
+    p.add_argument("--bf16", action="store_true", help="also time torch's BF16 product (cuBLAS) of each cell")
     p.add_argument("--variants", default=None, help="comma-separated; default: every variant of the direction")
     p.add_argument("--layers", default=None, help="comma-separated layer names (default: every layer)")
     p.add_argument("--configs", default="", help="the shipped config with fields replaced, one row each: "
@@ -216,25 +246,37 @@ def main(argv: list[str] | None = None) -> None:
             if args.layers and layer not in args.layers.split(","):
                 continue
             q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
-            layout = "words" if args.dir == "fwd" else args.bwd_layout
+            layout = args.fwd_layout if args.dir == "fwd" else args.bwd_layout
             kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2)
+            dense = []
+            if args.bf16:  # cuBLAS's product on the same weight, copies past L2 as ours
+                w16 = q.dequantize(torch.bfloat16)
+                dense = [w16] + [w16.clone() for _ in range(max(1, math.ceil(3 * l2 / w16.nbytes)) - 1)]
             for m in (int(v) for v in args.ms.split(",")):
                 if args.dir == "fwd":
                     x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-                    cfg = ws.pick(x, n, k, kws[0].k_pad, words=True)
-                    runnable = cfg is not None and not cfg.stream_k
+                    cfg = ws.pick(x, n, k, kws[0].k_pad, words=layout == "words")
                 else:
                     x = torch.randn(m, n, device="cuda").to(torch.bfloat16)
                     cfg = ws.pick_grad_input(x, n, k, kws[0].k_pad, rows=layout == "rows")
-                    runnable = cfg is not None and not cfg.stream_k and cfg.consumers == 1
-                if not runnable:
-                    print(f"{model} {layer} M={m}: shipped path is not the one-consumer split/tile kernel ({cfg}); "
-                          "skipped")
-                    continue
+                bf16_us = None
+                if dense:
+                    fns = ([lambda w=w, x=x: x @ w.t() for w in dense] if args.dir == "fwd"
+                           else [lambda w=w, x=x: x @ w for w in dense])
+                    bf16_us = bench(fns) * 1e6
                 for edit in args.configs.split(";") if args.configs else [""]:
-                    c0 = replaced(cfg, edit)
+                    c0 = replaced(cfg, edit) if cfg is not None else None
+                    # The edits apply to the one-tile-per-CTA kernels (the forward's, and the input gradient's with
+                    # one consumer); a config reaching another path (stream-K, two consumers, the slab path) is skipped.
+                    runnable = c0 is not None and not c0.stream_k and (args.dir == "fwd" or c0.consumers == 1)
+                    if not runnable:
+                        print(f"{model} {layer} M={m}: {c0} is not the one-tile-per-CTA kernel the variants edit; "
+                              "skipped")
+                        continue
                     row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "dir": args.dir,
                            "layout": layout, "config": c0._asdict(), "edit": edit}
+                    if bf16_us is not None:
+                        row["bf16_us"] = bf16_us
                     for v, mod in mods.items():
                         if args.dir == "fwd":
                             c = mod.WsConfig(*c0)
@@ -249,7 +291,8 @@ def main(argv: list[str] | None = None) -> None:
                             row[f"{v}_error"] = f"{type(e).__name__}: {e}"[:300]
                     rows.append(row)
                     print(f"{model} {layer:8} M={m:3} {tuple(c0)}: " + "  ".join(
-                        f"{v} {row[f'{v}_us']:.1f}" for v in mods), flush=True)
+                        f"{v} {row[f'{v}_us']:.1f}" for v in ["bf16"] * (bf16_us is not None) + list(mods)),
+                          flush=True)
                     (out / "ws_probe.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
 
 

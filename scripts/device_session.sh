@@ -2856,4 +2856,17 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 260 python3 benchmarks/epilogues.py --ms 100,128 --out "$out/epilogues" 2>&1 | grep -v Warning \
       | tee "$out/log_epilogues.txt" | tail -22
     ;;
+  64a)  # Run 30: where the large-M forward's time goes (benchmarks/ws_probe.py on "pairs", TUNED's M = 1024 configs:
+        # without the dequantization, without the tile's stores, without X's copies, with no chunks; cuBLAS's BF16 in
+        # the same run), then the rollout's "words" forward at M = 128 likewise
+    device_name
+    timeout 330 python3 benchmarks/ws_probe.py --fwd-layout pairs --bf16 --models 7b,32b --ms 1024 \
+      --variants full,no_dequant,no_store,no_x,empty --out /tmp/q64a/pairs 2>&1 | grep -v Warning \
+      | tee "$out/log_pairs.txt" | tail -12
+    cp /tmp/q64a/pairs/ws_probe.json "$out/ws_probe_pairs_1024.json"
+    timeout 200 python3 benchmarks/ws_probe.py --bf16 --models 7b,32b --layers gate_up,down --ms 64,128 \
+      --variants full,no_dequant,no_store,no_x --out /tmp/q64a/words 2>&1 | grep -v Warning \
+      | tee "$out/log_words.txt" | tail -10
+    cp /tmp/q64a/words/ws_probe.json "$out/ws_probe_words_128.json"
+    ;;
 esac
