@@ -13,8 +13,9 @@ temporary directory (the shipped kernels stay as they are; an edit whose anchor 
 - ``empty``: no chunks at all (the launch, the barriers' set-up, the warp-specialized partitions and the epilogue).
 - ``no_dequant``: the full kernel with the dequantization replaced by the cheapest operand made from the code bytes
   (each byte shifted into a bf16's high bits: no scale loads, no decode): the copies, the wgmmas and the epilogue;
-- ``no_store``: the full kernel storing one value per consumer instead of its tile (the epilogue's stores left out;
-  the tile is still reduced, so the wgmmas stay).
+- ``no_store``: the full kernel storing one value per consumer instead of its tile (the epilogue's stores left out,
+  the TMA store of whole tiles too; the tile is still reduced, so the wgmmas stay);
+- ``regs_store``: the full kernel with every tile stored from registers (``TMA_STORE`` off: the stores before run 30).
 
 With ``--dir bwd`` the input gradient (``_ws_bwd_kernel``, one consumer; ``--bwd-layout`` "rows" or "pairs"):
 
@@ -91,7 +92,9 @@ _TILE_STORE = ('''            gl.store(y_ptr + offs_m[None, :].to(gl.int64) * st
                      mask=mask)
 ''', '''            gl.store(y_ptr + gl.program_id(0), gl.sum(gl.sum(out, 1), 0).to(gl.bfloat16))
 ''')
-VARIANTS = ("full", "no_compute", "no_x", "no_scales", "codes_only", "empty", "no_dequant", "no_store")
+_TMA_PATH = ("        elif TMA_STORE:\n", "        elif False:\n")
+_TMA_FLAG = ("\nTMA_STORE = True\n", "\nTMA_STORE = False\n")
+VARIANTS = ("full", "no_compute", "no_x", "no_scales", "codes_only", "empty", "no_dequant", "no_store", "regs_store")
 
 # The input gradient's anchors: _bwd_step from its code load to the release (kept), the scale warp's work, the copies.
 _BWD_STEP = ("        codes = _bwd_codes(w_smem, s)\n        lo_even, lo_odd, hi_even, hi_odd",
@@ -144,7 +147,9 @@ def variant_source(src: str, variant: str) -> str:
     if variant == "no_dequant":
         return _replace_once(_replace_once(src, *_DQ_PAIRS, variant), *_DQ_WORDS, variant)
     if variant == "no_store":
-        return _replace_once(src, *_TILE_STORE, variant)
+        return _replace_once(_replace_once(src, *_TILE_STORE, variant), *_TMA_PATH, variant)
+    if variant == "regs_store":
+        return _replace_once(src, *_TMA_FLAG, variant)
     raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS}")
 
 

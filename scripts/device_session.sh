@@ -2869,4 +2869,16 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       | tee "$out/log_words.txt" | tail -10
     cp /tmp/q64a/words/ws_probe.json "$out/ws_probe_words_128.json"
     ;;
+  64b)  # the forward's whole tiles stored by TMA (_tma_store_tile): its GPU tests, then per layer and M the default
+        # dispatch with it against the stores from registers, cuBLAS in the same rounds (benchmarks/tma_store.py),
+        # and the probe at M = 1024 with it ("full") against the stores before ("regs_store") and none ("no_store")
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py \
+      -k "tma_store or (matches_fp32_reference and 300-4608) or default_dispatch" -rf --tb=short 2>&1 \
+      | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    timeout 330 python3 benchmarks/tma_store.py --models 7b,14b,32b --ms 256,512,1024,2048,4096 \
+      --out "$out/tma_store" 2>&1 | grep -v Warning | tee "$out/log_tma_store.txt" | tail -8
+    timeout 120 python3 benchmarks/ws_probe.py --fwd-layout pairs --bf16 --models 7b --ms 1024 \
+      --variants full,regs_store,no_store --out /tmp/q64b 2>&1 | grep -v Warning | tee "$out/log_probe.txt" | tail -4
+    ;;
 esac

@@ -124,6 +124,47 @@ def test_small_boxes_of_x_stay_in_the_loader():
         assert extra == per_chunk * cfg.bm // xb, (cfg, extra)
 
 
+@needs_ptxas
+def test_tma_store_of_whole_tiles_stays_out_of_the_chunk_loop():
+    """Run 30's TMA store of whole tiles (``_tma_store_tile``) adds one TMA store per consumer after the chunk loop
+    (the stores from registers stay for the tiles it does not take) and leaves the loop's wgmmas, decode and
+    barriers as they were; no spill, at most 64 bytes more shared memory (the tile goes through a free
+    X stage)."""
+    for cfg in (ws.WsConfig(256, 128, 3, 1, 2, False), ws.WsConfig(128, 128, 4, 1, 2, False),
+                ws.WsConfig(128, 64, 4, 1, 1, True, 128)):
+        tma, plain = (aot.ws_report(cfg, tma_store=v) for v in (True, False))
+        loop, ref = tma["chunk_loop_opcodes"], plain["chunk_loop_opcodes"]
+        for op in ("HGMMA", "LDS", "LDSM", "PRMT", "HMUL2", "HFMA2", "SYNCS"):
+            assert loop.get(op) == ref.get(op), (cfg, op, loop, ref)
+        assert sum(loop.values()) <= sum(ref.values()) + 8, (cfg, loop, ref)
+        assert tma["tma_stores"] == cfg.consumers and plain["tma_stores"] == 0, (cfg, tma)
+        assert tma["global_stores"] == plain["global_stores"] > 0  # the fallback for partial tiles
+        assert tma["spill_bytes"] <= plain["spill_bytes"] and not tma["wgmma_serialized"], (cfg, tma, plain)
+        assert tma["shared_bytes"] <= plain["shared_bytes"] + 64 <= 232448, (cfg, tma["shared_bytes"])
+        if cfg.maxnreg is not None:
+            assert tma["registers"] <= cfg.maxnreg
+
+
+def test_tma_store_only_for_plain_unsplit_tiles_of_64_row_consumers(monkeypatch):
+    """``tma_store_tiles``: the forward's plain epilogue of an unsplit one-tile-per-CTA launch with 64 W rows per
+    consumer and 128+ rows of X per tile, into a bf16 output TMA can address; nothing else."""
+    y = torch.empty(256, 512, dtype=torch.bfloat16)
+    big = ws.WsConfig(256, 128, 3, 1, 2, False)
+    assert ws.tma_store_tiles(big, 1, False, y)
+    assert ws.tma_store_tiles(ws.WsConfig(128, 64, 4, 1, 1, True, 128), 1, False, y)
+    assert not ws.tma_store_tiles(big, 2, False, y)  # split partials go out as fp32
+    assert not ws.tma_store_tiles(big, 1, True, y)  # SiLU x up, residual + norm, RoPE store their own way
+    assert not ws.tma_store_tiles(big._replace(stream_k=1), 1, False, y)
+    assert not ws.tma_store_tiles(ws.WsConfig(128, 256, 3, 1, 2, False), 1, False, y)  # 128 rows per consumer
+    assert not ws.tma_store_tiles(ws.WsConfig(64, 64, 4), 1, False, y)  # below TMA_STORE_MIN_BM
+    assert not ws.tma_store_tiles(big, 1, False, y.float())
+    assert not ws.tma_store_tiles(big, 1, False, y[:, 1:])  # base not 16-byte aligned
+    assert not ws.tma_store_tiles(big, 1, False, torch.empty(256, 516, dtype=torch.bfloat16)[:, :500])  # row pitch
+    assert ws.tma_store_tiles(big, 1, False, torch.empty(256, 520, dtype=torch.bfloat16)[:, :500])
+    monkeypatch.setattr(ws, "TMA_STORE", False)
+    assert not ws.tma_store_tiles(big, 1, False, y)
+
+
 def test_small_boxes_only_where_the_last_tile_reaches_past_m(monkeypatch):
     """``sub_box_rows``: boxes of 32 rows where the last tile (not shifted) of 64 rows or more reaches past the rows
     X's descriptor declares by 32 or more (the input gradient, and the forward on tiles of 128+ rows of X and of W)

@@ -223,7 +223,7 @@ _WGMMA_SERIALIZED = re.compile(r"\(C751\d\)[^\n]*wgmma[^\n]*serialized")
 
 def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = False, glu: bool = False,
               row_norm: bool = False, add_norm: bool = False, norm_nt: int = 64, rope: bool = False,
-              rows: bool = False, shift_last: bool = False, sub_box: int = 0) -> dict:
+              rows: bool = False, shift_last: bool = False, sub_box: int = 0, tma_store: bool = False) -> dict:
     """The warp-specialized kernel (``nvfp4_gemm_ws``) compiled for ``cfg`` as ``ws_matmul`` (a ``WsConfig``) or
     ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, threads per CTA, shared-memory
     bytes, spill bytes, whether ptxas
@@ -232,7 +232,8 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     one warpgroup's 128 threads (a warp-specialized partition's). ``shift_last``: the forward's last M tile ending at
     row M (``_tile_m0``; also the input gradient's), as ``ws_matmul`` / ``ws_matmul_grad_input`` launch it where the
     last tile is short (``nvfp4_gemm_ws.shift_last_tile``). ``sub_box``: XB, the last tile's X (dY) copied in boxes
-    of that many rows where it reaches past M (``_x_box``, ``nvfp4_gemm_ws.sub_box_rows``)."""
+    of that many rows where it reaches past M (``_x_box``, ``nvfp4_gemm_ws.sub_box_rows``). ``tma_store``: the
+    forward's whole tiles stored by TMA from shared memory (``_tma_store_tile``)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -273,11 +274,13 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
                  "CONSUMER_REGS": ws.CONSUMER_REGS, "IN_FLIGHT": cfg.in_flight, "FUSED": out_f32 and cfg.fused,
                  "WORDS": words, "GLU": glu, "ROW_NORM": row_norm, "NORM_NT": norm_nt, "ADD_NORM": add_norm,
                  "ROPE": rope, "ROPE_BIAS": rope,
-                 "SHIFT_LAST": bool(shift_last) and not add_norm and not rope, "XB": sub_box}
+                 "SHIFT_LAST": bool(shift_last) and not add_norm and not rope, "XB": sub_box,
+                 "TMA_STORE": tma_store}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>",
-                 "xs_desc": f"tensordesc<bf16[{sub_box or cfg.bm}, 64],{x_l!r}>"}
+                 "xs_desc": f"tensordesc<bf16[{sub_box or cfg.bm}, 64],{x_l!r}>",
+                 "y_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>"}
         pointers = {"y_ptr": "*fp32" if out_f32 else "*bf16", "out_ptr": "*bf16",
                     "cnt_ptr": "*i32" if out_f32 and cfg.fused else "*fp32", "gs_ptr": "*fp32",
                     "norm_ptr": "*fp32" if row_norm else "*bf16", "eps": "fp32", "res_ptr": "*bf16", "u_ptr": "*bf16",
@@ -299,6 +302,8 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
             "wgmma_serialized": bool(_WGMMA_SERIALIZED.search(report)),
             "wgmma_waits": sorted({int(w, 16) for w in re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass)}),
             "counter_atomics": len(re.findall(r"\bATOMG\.", sass)),
+            "tma_stores": len(re.findall(r"\bUTMASTG\b", sass)),
+            "global_stores": len(re.findall(r"\bSTG\.", sass)),
             "consumer_barriers": len(re.findall(r"BAR\.SYNC\S* 0x[0-9a-f]+, 0x80\b", sass)),
             "loop_opcodes": dict(main_loop_opcodes(sass).most_common()),
             "mma_loop_opcodes": dict(_opcodes(mma_loop_instructions(sass)).most_common()),

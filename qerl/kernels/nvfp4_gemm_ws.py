@@ -51,6 +51,11 @@ gate / up rows; an RMSNorm's row scale (``qerl.kernels.fused_norm``, also on str
 next RMSNorm's input and statistics; a QKV projection's bias, RoPE and KV-cache write (``qerl.kernels.fused_qkv``).
 On the decode tiles (BM <= 32) their operands are loaded before the chunk loop, so that the loads' latency hides
 under it (``_epilogue_operands``).
+
+The plain bf16 store of a whole tile (``TMA_STORE``, ``tma_store``): the accumulator's rows are W's, so each thread's
+values lie N apart in Y and stored from registers they go out as 2-byte pieces; instead, once both consumers are done
+with the ring, each writes its [BM, 64] slice of Y into a free X stage (the layout of Y's TMA box) and one TMA copy
+stores it. Run 30: the stores from registers took 9-16% of the forward's time at M = 1024.
 """
 
 from __future__ import annotations
@@ -68,7 +73,13 @@ from qerl.kernels import nvfp4_gemm as kern
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+    from triton.experimental.gluon.language.nvidia.hopper import (
+        fence_async_shared,
+        mbarrier,
+        tma,
+        warpgroup_mma,
+        warpgroup_mma_wait,
+    )
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 except ImportError:  # pragma: no cover - Triton builds without Gluon (or no Triton): the Triton kernels serve
     gluon = None
@@ -1077,13 +1088,14 @@ if gluon is not None:
                        OUT_F32: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr, WORDS: gl.constexpr,
                        GLU: gl.constexpr, ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, ADD_NORM: gl.constexpr,
                        ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr, SHIFT_LAST: gl.constexpr = False,
-                       XB: gl.constexpr = 0):
+                       XB: gl.constexpr = 0, y_desc=None, done=None, TMA_STORE: gl.constexpr = False):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
         registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
         previous stage's and then releases that stage (each consumer arrives once; the loader waits for all).
         Split-K (``OUT_F32``): the fp32 partial goes to split ``pid_k`` of ``y_ptr``; with ``FUSED`` the consumer
         that finishes its rows' last split sums them into ``out_ptr`` (bf16), as ``nvfp4_gemm._last_split``. The
-        whole tile (unsplit, or that sum) goes through ``_store_tile``'s epilogue."""
+        whole tile (unsplit, or that sum) goes through ``_store_tile``'s epilogue; with ``TMA_STORE`` an unsplit tile
+        whose rows all lie below M (and not shifted) through ``_tma_store_tile``."""
         mma: gl.constexpr = _mma_layout(BM)
         # The epilogue's operands, loaded before the chunk loop on the decode tiles so that their latency hides under
         # it (loaded after it, the RMSNorm scale alone added ~0.9-1.6 us to 7B qkv / gate_up at M = 8); on wider tiles
@@ -1131,10 +1143,34 @@ if gluon is not None:
                 _store_tile(out_ptr, total, off_m, off_n + ROW0, M, N, stride_om, r, res, gw, u_ptr, ssq_ptr, rbias,
                             cos, sin, pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU,
                             ROW_NORM, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)
+        elif TMA_STORE:
+            if (off_m % BM == 0) & (off_m + BM <= M):
+                _tma_store_tile(y_desc, out, x_smem, done, r, off_m, off_n + ROW0, ROW0, ROW_NORM)
+            else:
+                _store_tile(y_ptr, out, off_m, off_n + ROW0, M, N, stride_om, r, res, gw, u_ptr, ssq_ptr, rbias, cos,
+                            sin, pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU,
+                            ROW_NORM, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)
         else:
             _store_tile(y_ptr, out, off_m, off_n + ROW0, M, N, stride_om, r, res, gw, u_ptr, ssq_ptr, rbias, cos, sin,
                         pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU, ROW_NORM,
                         ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)
+
+    @gluon.jit
+    def _tma_store_tile(y_desc, out, x_smem, done, r, off_m, n0, ROW0: gl.constexpr, ROW_NORM: gl.constexpr):
+        """A whole tile ``out`` [64, BM] of Y^T (rows n0 .., columns off_m ..) into Y by one TMA copy: it waits until
+        every consumer of the CTA is done with the ring (the loader's last copy landed before the last chunk was
+        consumed), writes the tile transposed, bf16, into X's stage ``ROW0 // 64`` (a [BM, 64] box of the layout
+        ``y_desc`` copies) and stores it; the copy is waited for before the CTA exits, which frees the memory."""
+        if ROW_NORM:
+            out = out * gl.expand_dims(r, 0)
+        mbarrier.arrive(done.index(0))
+        mbarrier.wait(done.index(0), 0)
+        buf = x_smem.index(ROW0 // 64)
+        buf.store(gl.permute(out.to(gl.bfloat16), (1, 0)))
+        fence_async_shared()
+        gl.thread_barrier()  # every thread's part written (and fenced) before the copy is issued
+        tma.async_copy_shared_to_global(y_desc, [off_m, n0], buf)
+        tma.store_wait(0)
 
     @gluon.jit
     def _store_tile(y_ptr, out, off_m, n0, M, N, stride_ym, r, res, gw, u_ptr, ssq_ptr, rbias, cos, sin, pos, k_ptr,
@@ -1296,7 +1332,8 @@ if gluon is not None:
                  mask=_own_rows(row, off_m, M, BM, SHIFT_LAST) & (col < N // 2))
 
     @gluon.jit(do_not_specialize=["M", "n_chunks"])
-    def _ws_fwd_kernel(x_desc, w_desc, s_desc, xs_desc, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym, stride_om,
+    def _ws_fwd_kernel(x_desc, w_desc, s_desc, xs_desc, y_desc, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
+                       stride_om,
                        stride_ysplit,
                        n_chunks, s_rows_per_chunk, norm_ptr, norm_tiles, norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr,
                        rope_bias_ptr, cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb,
@@ -1305,7 +1342,10 @@ if gluon is not None:
                        CONSUMER_REGS: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr,
                        WORDS: gl.constexpr, GLU: gl.constexpr = False, ROW_NORM: gl.constexpr = False,
                        NORM_NT: gl.constexpr = 1, ADD_NORM: gl.constexpr = False, ROPE: gl.constexpr = False,
-                       ROPE_BIAS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
+                       ROPE_BIAS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0,
+                       TMA_STORE: gl.constexpr = False):
+        gl.static_assert(not TMA_STORE or (BN // CONSUMERS == 64 and not (GLU or ADD_NORM or ROPE)),
+                         "the TMA store takes the plain epilogue of 64-row consumers")
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
@@ -1318,6 +1358,9 @@ if gluon is not None:
         chunks_per_split = (pid_k + 1) * n_chunks // gl.num_programs(1) - c0
 
         x_smem, w_smem, s_smem, ready, empty = _fwd_stages(x_desc, w_desc, s_desc, BM, BN, STAGES, CONSUMERS)
+        # Completed when every consumer is done with the ring (``_tma_store_tile``).
+        done = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+        mbarrier.init(done.index(0), count=CONSUMERS)
 
         # One partition per consumer warpgroup (rows c * RB .. of the BN), the loader last. Gluon takes the list
         # literally, hence one branch per consumer count.
@@ -1329,7 +1372,8 @@ if gluon is not None:
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)),
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc, done,
+                                  TMA_STORE)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB)),
             ], [1], [40])
@@ -1341,13 +1385,15 @@ if gluon is not None:
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)),
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc, done,
+                                  TMA_STORE)),
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, RB, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)),
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc, done,
+                                  TMA_STORE)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB)),
             ], [4, 1], [CONSUMER_REGS, 40])
@@ -2035,6 +2081,28 @@ def weight_descriptors(w: kern.KernelWeight, rows: int) -> tuple:
     return w_desc, s_desc
 
 
+# The forward's whole tiles stored by TMA from shared memory (``_tma_store_tile``) on tiles of at least this many rows
+# of X, with 64 W rows per consumer and no split of K (run 30: measured at M = 1024).
+TMA_STORE = True
+TMA_STORE_MIN_BM = 128
+
+
+def epilogue_flags(glu: bool, add_norm, rope) -> bool:
+    """Whether ``ws_matmul`` runs an epilogue that stores other than Y's plain tile (SiLU x up, residual + RMSNorm,
+    RoPE + KV cache)."""
+    return bool(glu) or add_norm is not None or rope is not None
+
+
+def tma_store_tiles(cfg: WsConfig, split: int, epilogue: bool, y: torch.Tensor) -> bool:
+    """Whether ``ws_matmul`` launches ``cfg`` with its whole tiles stored by TMA (``_tma_store_tile``): the plain
+    epilogue (no SiLU x up, residual + RMSNorm or RoPE; the RMSNorm row scale is fine) of an unsplit product on the
+    one-tile-per-CTA kernel, 64 W rows per consumer, at least ``TMA_STORE_MIN_BM`` rows of X per tile, into a bf16
+    ``y`` TMA can address (contiguous last dim, rows and base 16-byte aligned)."""
+    return (TMA_STORE and not cfg.stream_k and split == 1 and not epilogue and cfg.bm >= TMA_STORE_MIN_BM
+            and cfg.bn // max(cfg.consumers, 1) == 64 and y.dtype == torch.bfloat16 and y.dim() == 2
+            and y.stride(1) == 1 and y.stride(0) % 8 == 0 and y.data_ptr() % 16 == 0)
+
+
 def tile_epilogue(cfg: WsConfig, w: kern.KernelWeight) -> bool:
     """Whether ``cfg`` on ``w`` hands each output tile whole to one CTA's epilogue, as ``ws_matmul``'s SiLU x up
     (``glu``) and residual + RMSNorm (``add_norm``) epilogues need (a gate row next to its up row; a tile's every
@@ -2146,6 +2214,8 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     # Not shifted under the residual epilogue, which may write Y in place of the residual it reads, nor RoPE's.
     x_desc, xs_desc, shift, xb = x_boxes(x2, cfg.bm, x_l, add_norm is None and rope is None, cfg.bn)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
+    tma_store = tma_store_tiles(cfg, split, epilogue_flags(glu, add_norm, rope), y)
+    y_desc = TensorDescriptor(y, [m, w.n], [y.stride(0), 1], [cfg.bm, 64], x_l) if tma_store else x_desc
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
     # Split partials are [split, M, N] (N columns even where the epilogue stores fewer, as ``glu`` does).
     target, stride_split, counters = kern._split_target(y, split, grid[0] * cfg.consumers, fused=cfg.fused,
@@ -2155,7 +2225,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
         raise RuntimeError("the kernel's epilogue needs the split tiles' counters, which cannot be allocated while a "
                            "CUDA graph is captured: run this call once before capturing it")
     _ensure_cuda_context(x2.device)
-    _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, xs_desc, target, y, target if counters is None else counters,
+    _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, xs_desc, y_desc, target, y, target if counters is None else counters,
                          w.global_scale,
                          m, w.n, w.n, y.shape[1], stride_split, kc, scale_pitch(w), *norm["args"], *rope_args,
                          BM=cfg.bm, BN=cfg.bn,
@@ -2163,7 +2233,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, GLU=glu,
                          ROW_NORM=row_norm is not None, NORM_NT=norm["nt"], ADD_NORM=add_norm is not None,
                          ROPE=rope is not None, ROPE_BIAS=rope is not None and rope.bias is not None,
-                         SHIFT_LAST=shift, XB=xb,
+                         SHIFT_LAST=shift, XB=xb, TMA_STORE=tma_store,
                          num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)

@@ -1,0 +1,140 @@
+"""The forward's whole tiles stored by TMA from shared memory (``nvfp4_gemm_ws._tma_store_tile``, run 30) against the
+stores from registers, in the default dispatch (``nvfp4_matmul``) per layer and M, with cuBLAS's BF16 product in the
+same rounds: each version captured in its own CUDA graph over weight copies L2 does not serve, the graphs replayed
+in turn round after round (``slab_plans.interleaved_us``), medians. Before timing, each cell's output with the TMA
+store is checked against the stores from registers (the same bits) and against dequantize-then-matmul in fp32.
+
+    python benchmarks/tma_store.py --models 7b,14b,32b --ms 256,512,1024,2048,4096 --out benchmarks/out/tma_store
+
+Writes tma_store.json under --out and prints per cell: BF16 us, with / without the TMA store us, their ratio,
+NVFP4 / BF16 speed with it, and whether the dispatch reached the TMA store (``tma``: the warp-specialized kernel's
+one-tile-per-CTA launch with 64 W rows per consumer; stream-K, split-K and the slab path keep their stores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from gemm_nvfp4 import SHAPES  # noqa: E402
+from gemm_ws import _copies  # noqa: E402
+from slab_plans import interleaved_us  # noqa: E402
+
+from qerl import nvfp4  # noqa: E402
+from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
+from qerl.kernels import nvfp4_gemm_ws as ws  # noqa: E402
+
+
+def _with_tma_store(on: bool, fn):
+    """``fn`` run with ``nvfp4_gemm_ws.TMA_STORE`` set to ``on`` (read by ``ws_matmul`` at each launch, so also
+    while a graph is captured), restored after."""
+    def call():
+        before = ws.TMA_STORE
+        ws.TMA_STORE = on
+        try:
+            return fn()
+        finally:
+            ws.TMA_STORE = before
+    return call
+
+
+def _reached(fn) -> bool:
+    """Whether ``fn`` launched the forward with the TMA store (``tma_store_tiles`` said yes at some launch)."""
+    seen = []
+    orig = ws.tma_store_tiles
+
+    def spy(*a, **k):
+        seen.append(orig(*a, **k))
+        return seen[-1]
+
+    ws.tma_store_tiles = spy
+    try:
+        fn()
+    finally:
+        ws.tma_store_tiles = orig
+    return any(seen)
+
+
+def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, l2: int, log) -> list[dict]:
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2)
+    w16 = q.dequantize(torch.bfloat16)
+    dense = [w16] + [w16.clone() for _ in range(max(1, math.ceil(3 * l2 / w16.nbytes)) - 1)]
+    rows = []
+    for m in ms:
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        with_tma = _with_tma_store(True, lambda x=x: kern.nvfp4_matmul(x, kws[0]))
+        reached = _reached(with_tma)
+        a = with_tma()
+        b = _with_tma_store(False, lambda x=x: kern.nvfp4_matmul(x, kws[0]))()
+        prev = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        ref = x.float() @ ref_w.T
+        torch.backends.cuda.matmul.allow_tf32 = prev
+        rel = float((a.float() - ref).norm() / ref.norm())
+        same = bool(torch.equal(a, b))
+        if not (same and rel < 4e-3 and torch.isfinite(a).all()):
+            raise SystemExit(f"{model} {layer} M={m}: TMA store output wrong (same bits {same}, rel {rel:.2e})")
+        us = interleaved_us({
+            "bf16": [lambda w=w, x=x: x @ w.t() for w in dense],
+            "tma": [_with_tma_store(True, lambda kw=kw, x=x: kern.nvfp4_matmul(x, kw)) for kw in kws],
+            "regs": [_with_tma_store(False, lambda kw=kw, x=x: kern.nvfp4_matmul(x, kw)) for kw in kws],
+        })
+        row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "layout": layout, "reached_tma": reached,
+               "rel_err": rel, "bf16_us": us["bf16"], "tma_us": us["tma"], "regs_us": us["regs"],
+               "tma_over_regs": us["tma"] / us["regs"], "speedup_tma": us["bf16"] / us["tma"],
+               "speedup_regs": us["bf16"] / us["regs"]}
+        rows.append(row)
+        log(f"{model} {layer:8} M={m:5} {'tma ' if reached else 'none'}  bf16 {us['bf16']:8.1f}  "
+            f"tma {us['tma']:8.1f}  regs {us['regs']:8.1f}  tma/regs {row['tma_over_regs']:.3f}  "
+            f"x{row['speedup_regs']:.3f} -> x{row['speedup_tma']:.3f}")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="7b,14b,32b")
+    p.add_argument("--layers", default="qkv,o,gate_up,down")
+    p.add_argument("--ms", default="256,512,1024,2048,4096")
+    p.add_argument("--layout", choices=("pairs", "words"), default="pairs",
+                   help="the weight's code layout: 'pairs' (training's forward) or 'words' (the rollout's)")
+    p.add_argument("--out", default="benchmarks/out/tma_store")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available() or not ws.available():
+        p.error("needs a Hopper GPU and Triton's Gluon")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    props = torch.cuda.get_device_properties(0)
+    l2 = getattr(props, "L2_cache_size", 50 * 2**20)
+    meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
+            "command": "python benchmarks/tma_store.py " + " ".join(sys.argv[1:] if argv is None else argv)}
+    rows: list[dict] = []
+    ms = [int(v) for v in args.ms.split(",")]
+    for model in args.models.split(","):
+        for layer, n, k in SHAPES[model]:
+            if layer not in args.layers.split(","):
+                continue
+            rows += measure(model, layer, n, k, ms, args.layout, l2, lambda s: print(s, flush=True))
+            (out / "tma_store.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    for m in ms:
+        cells = [r for r in rows if r["m"] == m]
+        if cells:
+            geo = lambda key, cells=cells: math.exp(sum(math.log(r[key]) for r in cells) / len(cells))  # noqa: E731
+            print(f"M={m}: {len(cells)} cells ({sum(r['reached_tma'] for r in cells)} with the TMA store), "
+                  f"tma/regs geomean {geo('tma_over_regs'):.3f}, over BF16 x{geo('speedup_regs'):.3f} -> "
+                  f"x{geo('speedup_tma'):.3f}")
+
+
+if __name__ == "__main__":
+    main()
