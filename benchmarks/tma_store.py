@@ -5,6 +5,10 @@ in turn round after round (``slab_plans.interleaved_us``), medians. Before timin
 store is checked against the stores from registers (the same bits) and against dequantize-then-matmul in fp32.
 
     python benchmarks/tma_store.py --models 7b,14b,32b --ms 256,512,1024,2048,4096 --out benchmarks/out/tma_store
+    python benchmarks/tma_store.py --ms 1024,2048 --candidates "256,128,3,1,2,False;128,128,4,1,2,False"
+
+``--candidates``: ``WsConfig`` fields per config (semicolon-separated), each also timed per cell on the
+warp-specialized kernel directly (``ws_matmul``, with the TMA store where it applies) and checked like the dispatch.
 
 Writes tma_store.json under --out and prints per cell: BF16 us, with / without the TMA store us, their ratio,
 NVFP4 / BF16 speed with it, and whether the dispatch reached the TMA store (``tma``: the warp-specialized kernel's
@@ -65,7 +69,15 @@ def _reached(fn) -> bool:
     return any(seen)
 
 
-def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, l2: int, log) -> list[dict]:
+def _check(y: torch.Tensor, ref: torch.Tensor, what: str) -> float:
+    rel = float((y.float() - ref).norm() / ref.norm())
+    if not (rel < 4e-3 and torch.isfinite(y).all()):
+        raise SystemExit(f"{what}: output wrong (relative error {rel:.2e})")
+    return rel
+
+
+def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, l2: int, log,
+            candidates: tuple = ()) -> list[dict]:
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
     kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2)
@@ -82,23 +94,29 @@ def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, 
         torch.backends.cuda.matmul.allow_tf32 = False
         ref = x.float() @ ref_w.T
         torch.backends.cuda.matmul.allow_tf32 = prev
-        rel = float((a.float() - ref).norm() / ref.norm())
-        same = bool(torch.equal(a, b))
-        if not (same and rel < 4e-3 and torch.isfinite(a).all()):
-            raise SystemExit(f"{model} {layer} M={m}: TMA store output wrong (same bits {same}, rel {rel:.2e})")
-        us = interleaved_us({
+        rel = _check(a, ref, f"{model} {layer} M={m} (dispatch, TMA store)")
+        if not torch.equal(a, b):
+            raise SystemExit(f"{model} {layer} M={m}: the TMA store's bits differ from the stores from registers")
+        variants = {
             "bf16": [lambda w=w, x=x: x @ w.t() for w in dense],
             "tma": [_with_tma_store(True, lambda kw=kw, x=x: kern.nvfp4_matmul(x, kw)) for kw in kws],
             "regs": [_with_tma_store(False, lambda kw=kw, x=x: kern.nvfp4_matmul(x, kw)) for kw in kws],
-        })
+        }
+        for c in candidates:
+            _check(ws.ws_matmul(x, kws[0], c), ref, f"{model} {layer} M={m} {tuple(c)}")
+            variants[c] = [lambda kw=kw, x=x, c=c: ws.ws_matmul(x, kw, c) for kw in kws]
+        us = interleaved_us(variants)
         row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "layout": layout, "reached_tma": reached,
                "rel_err": rel, "bf16_us": us["bf16"], "tma_us": us["tma"], "regs_us": us["regs"],
                "tma_over_regs": us["tma"] / us["regs"], "speedup_tma": us["bf16"] / us["tma"],
-               "speedup_regs": us["bf16"] / us["regs"]}
+               "speedup_regs": us["bf16"] / us["regs"],
+               "candidates": [{"config": c._asdict(), "us": us[c], "over_dispatch": us[c] / us["tma"]}
+                              for c in candidates]}
         rows.append(row)
         log(f"{model} {layer:8} M={m:5} {'tma ' if reached else 'none'}  bf16 {us['bf16']:8.1f}  "
             f"tma {us['tma']:8.1f}  regs {us['regs']:8.1f}  tma/regs {row['tma_over_regs']:.3f}  "
-            f"x{row['speedup_regs']:.3f} -> x{row['speedup_tma']:.3f}")
+            f"x{row['speedup_regs']:.3f} -> x{row['speedup_tma']:.3f}"
+            + "".join(f"  {'/'.join(map(str, c[:6]))} {us[c]:.1f}" for c in candidates))
     return rows
 
 
@@ -109,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ms", default="256,512,1024,2048,4096")
     p.add_argument("--layout", choices=("pairs", "words"), default="pairs",
                    help="the weight's code layout: 'pairs' (training's forward) or 'words' (the rollout's)")
+    p.add_argument("--candidates", default="", help="WsConfig fields per config, ';'-separated (see above)")
     p.add_argument("--out", default="benchmarks/out/tma_store")
     args = p.parse_args(argv)
     if not torch.cuda.is_available() or not ws.available():
@@ -121,11 +140,14 @@ def main(argv: list[str] | None = None) -> None:
             "command": "python benchmarks/tma_store.py " + " ".join(sys.argv[1:] if argv is None else argv)}
     rows: list[dict] = []
     ms = [int(v) for v in args.ms.split(",")]
+    words = {"True": True, "False": False, "None": None}
+    candidates = tuple(ws.WsConfig(*(words[v] if v in words else int(v) for v in c.split(",")))
+                       for c in args.candidates.split(";") if c)
     for model in args.models.split(","):
         for layer, n, k in SHAPES[model]:
             if layer not in args.layers.split(","):
                 continue
-            rows += measure(model, layer, n, k, ms, args.layout, l2, lambda s: print(s, flush=True))
+            rows += measure(model, layer, n, k, ms, args.layout, l2, lambda s: print(s, flush=True), candidates)
             (out / "tma_store.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     for m in ms:
         cells = [r for r in rows if r["m"] == m]

@@ -2892,4 +2892,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k tma_store \
       --tb=short -x 2>&1 | grep -v Warning | tail -40 | tee "$out/log_tma_tests.txt"
     ;;
+  64d)  # 64b's failures came from an mbarrier allocated for the TMA store and left unused on every other launch (the
+        # non-TMA kernels now compile to run 29's SASS but for the parameters' offsets): the GPU tests again, then the
+        # TMA store per layer at M = 1024 / 2048 with two one-tile-per-CTA configs as candidates for the table
+    device_name
+    timeout 230 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "tma_store or \
+      (matches_fp32_reference and 300-4608) or default_dispatch or fused_split or stream_k_leaves" -rf --tb=short 2>&1 \
+      | grep -v "^  \|Warning" | tail -6 | tee "$out/gpu_tests.txt"
+    timeout 330 python3 benchmarks/tma_store.py --models 7b,14b,32b --ms 1024,2048 \
+      --candidates "256,128,3,1,2,False;128,128,4,1,2,False" --out "$out/tma_store" 2>&1 | grep -v Warning \
+      | tee "$out/log_tma_store.txt" | tail -4
+    ;;
 esac

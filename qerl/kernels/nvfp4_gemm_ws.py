@@ -1088,7 +1088,8 @@ if gluon is not None:
                        OUT_F32: gl.constexpr, IN_FLIGHT: gl.constexpr, FUSED: gl.constexpr, WORDS: gl.constexpr,
                        GLU: gl.constexpr, ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, ADD_NORM: gl.constexpr,
                        ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr, SHIFT_LAST: gl.constexpr = False,
-                       XB: gl.constexpr = 0, y_desc=None, done=None, TMA_STORE: gl.constexpr = False):
+                       XB: gl.constexpr = 0, y_desc=None, CONSUMERS: gl.constexpr = 1,
+                       TMA_STORE: gl.constexpr = False):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
         registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
         previous stage's and then releases that stage (each consumer arrives once; the loader waits for all).
@@ -1145,7 +1146,8 @@ if gluon is not None:
                             ROW_NORM, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)
         elif TMA_STORE:
             if (off_m % BM == 0) & (off_m + BM <= M):
-                _tma_store_tile(y_desc, out, x_smem, done, r, off_m, off_n + ROW0, ROW0, ROW_NORM)
+                _tma_store_tile(y_desc, out, x_smem, empty, n_chunks, r, off_m, off_n + ROW0, ROW0, STAGES, CONSUMERS,
+                                ROW_NORM)
             else:
                 _store_tile(y_ptr, out, off_m, off_n + ROW0, M, N, stride_om, r, res, gw, u_ptr, ssq_ptr, rbias, cos,
                             sin, pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU,
@@ -1156,15 +1158,19 @@ if gluon is not None:
                         ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)
 
     @gluon.jit
-    def _tma_store_tile(y_desc, out, x_smem, done, r, off_m, n0, ROW0: gl.constexpr, ROW_NORM: gl.constexpr):
-        """A whole tile ``out`` [64, BM] of Y^T (rows n0 .., columns off_m ..) into Y by one TMA copy: it waits until
-        every consumer of the CTA is done with the ring (the loader's last copy landed before the last chunk was
-        consumed), writes the tile transposed, bf16, into X's stage ``ROW0 // 64`` (a [BM, 64] box of the layout
-        ``y_desc`` copies) and stores it; the copy is waited for before the CTA exits, which frees the memory."""
+    def _tma_store_tile(y_desc, out, x_smem, empty, n_chunks, r, off_m, n0, ROW0: gl.constexpr, STAGES: gl.constexpr,
+                        CONSUMERS: gl.constexpr, ROW_NORM: gl.constexpr):
+        """A whole tile ``out`` [64, BM] of Y^T (rows n0 .., columns off_m ..) into Y by one TMA copy: once every
+        consumer of the CTA is done with the ring (the loader's last copy landed before the last chunk was consumed;
+        two consumers: both released the last chunk's stage, which completes its ``empty`` phase; they retire each
+        chunk's wgmmas before the release), it writes the tile transposed, bf16, into X's stage ``ROW0 // 64`` (a
+        [BM, 64] box of the layout ``y_desc`` copies) and stores it; the copy is waited for before the CTA exits,
+        which frees the memory."""
         if ROW_NORM:
             out = out * gl.expand_dims(r, 0)
-        mbarrier.arrive(done.index(0))
-        mbarrier.wait(done.index(0), 0)
+        if CONSUMERS == 2:
+            last = n_chunks - 1
+            mbarrier.wait(empty.index(last % STAGES), (last // STAGES) & 1)
         buf = x_smem.index(ROW0 // 64)
         buf.store(gl.permute(out.to(gl.bfloat16), (1, 0)))
         fence_async_shared()
@@ -1358,9 +1364,6 @@ if gluon is not None:
         chunks_per_split = (pid_k + 1) * n_chunks // gl.num_programs(1) - c0
 
         x_smem, w_smem, s_smem, ready, empty = _fwd_stages(x_desc, w_desc, s_desc, BM, BN, STAGES, CONSUMERS)
-        # Completed when every consumer is done with the ring (``_tma_store_tile``).
-        done = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
-        mbarrier.init(done.index(0), count=CONSUMERS)
 
         # One partition per consumer warpgroup (rows c * RB .. of the BN), the loader last. Gluon takes the list
         # literally, hence one branch per consumer count.
@@ -1372,8 +1375,8 @@ if gluon is not None:
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc, done,
-                                  TMA_STORE)),
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
+                                  CONSUMERS, TMA_STORE)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB)),
             ], [1], [40])
@@ -1385,15 +1388,15 @@ if gluon is not None:
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc, done,
-                                  TMA_STORE)),
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
+                                  CONSUMERS, TMA_STORE)),
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, RB, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
-                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc, done,
-                                  TMA_STORE)),
+                                  ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
+                                  CONSUMERS, TMA_STORE)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB)),
             ], [4, 1], [CONSUMER_REGS, 40])
