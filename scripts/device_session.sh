@@ -2903,4 +2903,21 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --candidates "256,128,3,1,2,False;128,128,4,1,2,False" --out "$out/tma_store" 2>&1 | grep -v Warning \
       | tee "$out/log_tma_store.txt" | tail -4
     ;;
+  64e)  # the one-tile-per-CTA config (256 x 128 tiles, two consumers) with the TMA store against the dispatch off the
+        # measured grid, on the layers where 64d had it faster at M = 1024 / 2048 (7B o, 7B / 32B gate_up; 32B o)
+    device_name
+    timeout 330 python3 benchmarks/tma_store.py --models 7b,32b --layers o,gate_up --ms 1152,1408,1536,1792 \
+      --candidates "256,128,3,1,2,False" --out "$out/tma_store" 2>&1 | grep -v Warning \
+      | tee "$out/log_tma_store.txt" | tail -4
+    ;;
+  64f)  # H100: the TMA store per layer at M = 1024 / 2048 with the candidate, then 64e's cells, then the GPU tests
+    device_name
+    timeout 200 python3 benchmarks/tma_store.py --models 7b,14b,32b --ms 1024,2048 --candidates "256,128,3,1,2,False" \
+      --out "$out/tma_store" 2>&1 | grep -v Warning | tee "$out/log_tma_store.txt" | tail -3
+    timeout 150 python3 benchmarks/tma_store.py --models 7b,32b --layers o,gate_up --ms 1152,1408,1536,1792 \
+      --candidates "256,128,3,1,2,False" --out "$out/tma_store_off_grid" 2>&1 | grep -v Warning \
+      | tee "$out/log_tma_store_off_grid.txt" | tail -2
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "tma_store or \
+      default_dispatch or fused_split" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    ;;
 esac
