@@ -2920,4 +2920,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "tma_store or \
       default_dispatch or fused_split" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
     ;;
+  64g)  # the final tables (7B / 32B gate_up's M = 1536 / 2048 keys, 32B gate_up's M = 1024 entry one tile per CTA):
+        # GPU tests, then the TMA store per layer at M = 1024 / 2048 (pairs) and on the rollout's "words" for 7B
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "tma_store or \
+      default_dispatch or keys_between" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    timeout 220 python3 benchmarks/tma_store.py --models 7b,14b,32b --ms 1024,2048 --out "$out/tma_store" 2>&1 \
+      | grep -v Warning | tee "$out/log_tma_store.txt" | tail -3
+    timeout 100 python3 benchmarks/tma_store.py --layout words --models 7b --ms 256,512,1024 \
+      --out "$out/tma_store_words" 2>&1 | grep -v Warning | tee "$out/log_tma_store_words.txt" | tail -3
+    ;;
 esac

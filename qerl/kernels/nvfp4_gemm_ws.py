@@ -274,6 +274,10 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (256, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 14: 1.14x the previous entry
     (512, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
     (1024, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.13x the previous entry
+    # Run 30 (whole tiles stored by TMA): 0.95-0.96 (H200) / 0.91-0.93 (H100) of the slab path's time at M = 1536-2048;
+    # M = 1025-1536 keep the slab path (the same config 1.03-1.05x slower at M = 1152 / 1408 on the H200).
+    (1536, 37888, 3584): None,
+    (2048, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False),
     (1, 55296, 5120): None,  # 0.84x of the decode kernels
     (8, 55296, 5120): None,  # 0.86x of the decode kernels
     (16, 55296, 5120): None,  # 1.02x of the decode kernels
@@ -282,7 +286,10 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (128, 55296, 5120): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
     (256, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.07x the previous entry
     (512, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.15x the previous entry
-    (1024, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 26: M = 256's, 1.11x the previous entry
+    # Run 30: one tile per CTA with the TMA store, 0.97 / 0.96 of the stream-K entry's time (run 26's, M = 256's) at
+    # M = 1024 on the H200 / H100, and 0.87-0.99 / 0.84-0.92 of the slab path's at M = 1152-2048.
+    (1024, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False),
+    (2048, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False),
 }
 # Run 26: keys between the powers of two (``nvfp4_gemm.FINE_MS``; an M takes the smallest key at or above it).
 # ``benchmarks/routes.py`` timed every route at M = 384 / 640 / 768 / 896 / 1024 / 1536 / 2048 on an H200 (the table's
