@@ -81,12 +81,14 @@ TMA_STORE_CONFIGS = [ws.WsConfig(256, 128, 3, 1, 2, False), ws.WsConfig(128, 128
 
 @hopper
 @pytest.mark.parametrize("cfg", TMA_STORE_CONFIGS, ids=lambda c: "x".join(map(str, c)))
-@pytest.mark.parametrize("m,n", [(1024, 4608), (1000, 352), (300, 4608), (129, 1056)])
-def test_tma_store_gives_the_bits_of_the_register_store(cfg, m, n, monkeypatch):
-    """Run 30's whole tiles stored by TMA from shared memory (``_tma_store_tile``; partial and shifted last tiles
-    keep the stores from registers): the same bits as the stores from registers (N = 352: the last box of 64 columns
-    reaches past N, whose columns TMA must not write: the next row's), the fp32 reference, every output written
-    (NaN-poisoned before), with and without the RMSNorm row scale."""
+@pytest.mark.parametrize("m,n,spare", [(1024, 4608, False), (1000, 352, False), (300, 4608, False), (129, 1056, False),
+                                        (300, 4608, True), (1000, 352, True)])
+def test_tma_store_gives_the_bits_of_the_register_store(cfg, m, n, spare, monkeypatch):
+    """Run 30's tiles stored by TMA from shared memory (``_tma_store_tile``; shifted last tiles and those copied in
+    small boxes keep the stores from registers): the same bits as the stores from registers (N = 352: the last box
+    of 64 columns reaches past N, whose columns TMA must not write: the next row's; a last tile past M, whose rows
+    there it must not write either: with ``spare`` X's storage holds NaN rows past M that the tile multiplies), the
+    fp32 reference, every output written (NaN-poisoned before), with and without the RMSNorm row scale."""
     k = 1024
     assert ws.tma_store_tiles(cfg, 1, False, torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
     for row_norm in (False, True):
@@ -94,6 +96,8 @@ def test_tma_store_gives_the_bits_of_the_register_store(cfg, m, n, monkeypatch):
             x, w, norm, ref = _norm_case(m, n, k, layout="pairs")
         else:
             (x, w, ref), norm = _case(m, n, k), None
+        if spare:
+            x = _spare(x, 256)
         outs = []
         for tma in (True, False):
             monkeypatch.setattr(ws, "TMA_STORE", tma)

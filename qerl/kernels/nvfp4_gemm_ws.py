@@ -52,10 +52,11 @@ next RMSNorm's input and statistics; a QKV projection's bias, RoPE and KV-cache 
 On the decode tiles (BM <= 32) their operands are loaded before the chunk loop, so that the loads' latency hides
 under it (``_epilogue_operands``).
 
-The plain bf16 store of a whole tile (``TMA_STORE``, ``tma_store``): the accumulator's rows are W's, so each thread's
+The plain bf16 store of a tile (``TMA_STORE``, ``tma_store_tiles``): the accumulator's rows are W's, so each thread's
 values lie N apart in Y and stored from registers they go out as 2-byte pieces; instead, once both consumers are done
 with the ring, each writes its [BM, 64] slice of Y into a free X stage (the layout of Y's TMA box) and one TMA copy
-stores it. Run 30: the stores from registers took 9-16% of the forward's time at M = 1024.
+stores it, the rows past M and columns past N dropped by Y's descriptor (a shifted last tile, or one whose X came in
+small boxes, stores from registers). Run 30: the stores from registers took 9-16% of the forward's time at M = 1024.
 """
 
 from __future__ import annotations
@@ -1103,7 +1104,7 @@ if gluon is not None:
         Split-K (``OUT_F32``): the fp32 partial goes to split ``pid_k`` of ``y_ptr``; with ``FUSED`` the consumer
         that finishes its rows' last split sums them into ``out_ptr`` (bf16), as ``nvfp4_gemm._last_split``. The
         whole tile (unsplit, or that sum) goes through ``_store_tile``'s epilogue; with ``TMA_STORE`` an unsplit tile
-        whose rows all lie below M (and not shifted) through ``_tma_store_tile``."""
+        not shifted whose rows are X's own (not remapped by XB) through ``_tma_store_tile``."""
         mma: gl.constexpr = _mma_layout(BM)
         # The epilogue's operands, loaded before the chunk loop on the decode tiles so that their latency hides under
         # it (loaded after it, the RMSNorm scale alone added ~0.9-1.6 us to 7B qkv / gate_up at M = 8); on wider tiles
@@ -1152,7 +1153,12 @@ if gluon is not None:
                             cos, sin, pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU,
                             ROW_NORM, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)
         elif TMA_STORE:
-            if (off_m % BM == 0) & (off_m + BM <= M):
+            # Y's descriptor holds M rows, so TMA drops the rows of a last tile past M; a shifted last tile (its first
+            # rows are the tile before's) and one whose rows ``_x_box`` remapped (XB) store from registers.
+            whole = off_m % BM == 0
+            if XB != 0:
+                whole = whole & (off_m + BM <= M)
+            if whole:
                 _tma_store_tile(y_desc, out, x_smem, empty, n_chunks, r, off_m, off_n + ROW0, ROW0, STAGES, CONSUMERS,
                                 ROW_NORM)
             else:
@@ -1167,7 +1173,8 @@ if gluon is not None:
     @gluon.jit
     def _tma_store_tile(y_desc, out, x_smem, empty, n_chunks, r, off_m, n0, ROW0: gl.constexpr, STAGES: gl.constexpr,
                         CONSUMERS: gl.constexpr, ROW_NORM: gl.constexpr):
-        """A whole tile ``out`` [64, BM] of Y^T (rows n0 .., columns off_m ..) into Y by one TMA copy: once every
+        """A tile ``out`` [64, BM] of Y^T (rows n0 .., columns off_m ..) into Y by one TMA copy (rows past M and
+        columns past N dropped by the descriptor's bounds): once every
         consumer of the CTA is done with the ring (the loader's last copy landed before the last chunk was consumed;
         two consumers: both released the last chunk's stage, which completes its ``empty`` phase; they retire each
         chunk's wgmmas before the release), it writes the tile transposed, bf16, into X's stage ``ROW0 // 64`` (a
@@ -2091,7 +2098,7 @@ def weight_descriptors(w: kern.KernelWeight, rows: int) -> tuple:
     return w_desc, s_desc
 
 
-# The forward's whole tiles stored by TMA from shared memory (``_tma_store_tile``) on tiles of at least this many rows
+# The forward's tiles stored by TMA from shared memory (``_tma_store_tile``) on tiles of at least this many rows
 # of X, with 64 W rows per consumer and no split of K (run 30: measured at M = 1024).
 TMA_STORE = True
 TMA_STORE_MIN_BM = 128
@@ -2104,7 +2111,7 @@ def epilogue_flags(glu: bool, add_norm, rope) -> bool:
 
 
 def tma_store_tiles(cfg: WsConfig, split: int, epilogue: bool, y: torch.Tensor) -> bool:
-    """Whether ``ws_matmul`` launches ``cfg`` with its whole tiles stored by TMA (``_tma_store_tile``): the plain
+    """Whether ``ws_matmul`` launches ``cfg`` with its tiles stored by TMA (``_tma_store_tile``): the plain
     epilogue (no SiLU x up, residual + RMSNorm or RoPE; the RMSNorm row scale is fine) of an unsplit product on the
     one-tile-per-CTA kernel, 64 W rows per consumer, at least ``TMA_STORE_MIN_BM`` rows of X per tile, into a bf16
     ``y`` TMA can address (contiguous last dim, rows and base 16-byte aligned)."""
