@@ -156,6 +156,16 @@ def test_probe_variants_edit_the_kernel_source():
     codes_only = wp.variant_source(src, "codes_only")
     loader = codes_only[codes_only.index("    def _load_worker("):codes_only.index("    def _mma_step(")]
     assert loader.count("tma.async_copy_global_to_shared(") == 1 and "nbytes: gl.constexpr = w_desc.block_type.nbytes\n" in loader
+    # Run 30's: the wgmmas on code bytes without their decode; the tile's stores (registers and TMA) left out; every
+    # tile stored from registers.
+    no_dequant = wp.variant_source(src, "no_dequant")
+    step = no_dequant[no_dequant.index("    def _mma_step("):no_dequant.index("    def _mma_partition(")]
+    assert "_DQ_PAIR_ASM" not in step and "_DQ_WORD_ASM" not in step and step.count("warpgroup_mma(") == 2
+    no_store = wp.variant_source(src, "no_store")
+    store = no_store[no_store.index("    def _store_tile("):no_store.index("    def _epilogue_operands(")]
+    assert "offs_n[:, None], out.to(gl.bfloat16)" not in store and "gl.sum(gl.sum(out" in store
+    assert "        elif False:\n" in no_store and "        elif TMA_STORE:\n" not in no_store
+    assert "\nTMA_STORE = False\n" in wp.variant_source(src, "regs_store") and "\nTMA_STORE = True\n" in src
     with pytest.raises(RuntimeError, match="anchor"):
         wp.variant_source(src.replace("is_async=True)\n        acc = warpgroup_mma(w_hi", "is_async=True)\n"
                                       "        acc = warpgroup_mma( w_hi"), "no_compute")
@@ -361,7 +371,7 @@ def test_gpu_benchmarks_refuse_without_cuda_before_writing(tmp_path, capsys):
     it creates the output folder."""
     for name, need in (("slab_plans", "needs a CUDA GPU"), ("host_overhead", "needs a CUDA GPU"),
                        ("l2_reread", "needs a CUDA GPU (TMA loads)"), ("routes", "needs a CUDA GPU"),
-                       ("partial_tiles", "needs a CUDA GPU")):
+                       ("partial_tiles", "needs a CUDA GPU"), ("tma_store", "needs a Hopper GPU")):
         out = tmp_path / name
         with pytest.raises(SystemExit):
             _load(name).main(["--out", str(out)])
