@@ -2938,4 +2938,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 200 python3 benchmarks/tma_store.py --models 7b,14b,32b --ms 640,1000,1900 --out "$out/tma_store" 2>&1 \
       | grep -v Warning | tee "$out/log_tma_store.txt" | tail -3
     ;;
+  64i)  # the TMA store on 128 W rows per consumer too (two copies; the tables' 128 x 256 tiles): its GPU tests on that
+        # config, then "pairs" gate_up at M = 128 / 512 / 896 and "words" 7B gate_up / down at M = 1024 / 2048
+    device_name
+    timeout 80 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "tma_store and 128x256" \
+      -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    timeout 55 python3 benchmarks/tma_store.py --models 7b,14b,32b --layers gate_up --ms 128,512,896 \
+      --out "$out/tma_store" 2>&1 | grep -v Warning | tee "$out/log_tma_store.txt" | tail -3
+    timeout 45 python3 benchmarks/tma_store.py --layout words --models 7b --layers gate_up,down --ms 1024,2048 \
+      --out "$out/tma_store_words" 2>&1 | grep -v Warning | tee "$out/log_tma_store_words.txt" | tail -2
+    ;;
 esac

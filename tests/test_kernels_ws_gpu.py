@@ -76,7 +76,7 @@ def test_matches_fp32_reference(cfg, m, n, k):
 
 
 TMA_STORE_CONFIGS = [ws.WsConfig(256, 128, 3, 1, 2, False), ws.WsConfig(128, 128, 4, 1, 2, False),
-                     ws.WsConfig(128, 64, 4, 1, 1, True, 128)]
+                     ws.WsConfig(128, 64, 4, 1, 1, True, 128), ws.WsConfig(128, 256, 3, 1, 2, False)]
 
 
 @hopper

@@ -1173,23 +1173,31 @@ if gluon is not None:
     @gluon.jit
     def _tma_store_tile(y_desc, out, x_smem, empty, n_chunks, r, off_m, n0, ROW0: gl.constexpr, STAGES: gl.constexpr,
                         CONSUMERS: gl.constexpr, ROW_NORM: gl.constexpr):
-        """A tile ``out`` [64, BM] of Y^T (rows n0 .., columns off_m ..) into Y by one TMA copy (rows past M and
-        columns past N dropped by the descriptor's bounds): once every
+        """A tile ``out`` [RB, BM] of Y^T (rows n0 .., columns off_m ..) into Y by one TMA copy per 64 rows (rows
+        past M and columns past N dropped by the descriptor's bounds): once every
         consumer of the CTA is done with the ring (the loader's last copy landed before the last chunk was consumed;
         two consumers: both released the last chunk's stage, which completes its ``empty`` phase; they retire each
-        chunk's wgmmas before the release), it writes the tile transposed, bf16, into X's stage ``ROW0 // 64`` (a
-        [BM, 64] box of the layout ``y_desc`` copies) and stores it; the copy is waited for before the CTA exits,
+        chunk's wgmmas before the release), it writes each 64 rows of the tile transposed, bf16, into X's box
+        ``ROW0 // 64`` on (a [BM, 64] box of the layout ``y_desc`` copies; 128 rows: their halves are the
+        accumulator's own registers, row + 64) and stores them; the copies are waited for before the CTA exits,
         which frees the memory."""
         if ROW_NORM:
             out = out * gl.expand_dims(r, 0)
         if CONSUMERS == 2:
             last = n_chunks - 1
             mbarrier.wait(empty.index(last % STAGES), (last // STAGES) & 1)
-        buf = x_smem.index(ROW0 // 64)
-        buf.store(gl.permute(out.to(gl.bfloat16), (1, 0)))
+        out = out.to(gl.bfloat16)
+        if out.shape[0] == 64:
+            x_smem.index(ROW0 // 64).store(gl.permute(out, (1, 0)))
+        else:
+            gl.static_assert(out.shape[0] == 128, "64 or 128 rows of W per consumer")
+            lo, hi = gl.split(gl.permute(gl.reshape(out, [2, 64, out.shape[1]]), (1, 2, 0)))
+            x_smem.index(ROW0 // 64).store(gl.permute(lo, (1, 0)))
+            x_smem.index(ROW0 // 64 + 1).store(gl.permute(hi, (1, 0)))
         fence_async_shared()
-        gl.thread_barrier()  # every thread's part written (and fenced) before the copy is issued
-        tma.async_copy_shared_to_global(y_desc, [off_m, n0], buf)
+        gl.thread_barrier()  # every thread's part written (and fenced) before the copies are issued
+        for j in gl.static_range(out.shape[0] // 64):
+            tma.async_copy_shared_to_global(y_desc, [off_m, n0 + 64 * j], x_smem.index(ROW0 // 64 + j))
         tma.store_wait(0)
 
     @gluon.jit
@@ -1364,8 +1372,7 @@ if gluon is not None:
                        NORM_NT: gl.constexpr = 1, ADD_NORM: gl.constexpr = False, ROPE: gl.constexpr = False,
                        ROPE_BIAS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0,
                        TMA_STORE: gl.constexpr = False):
-        gl.static_assert(not TMA_STORE or (BN // CONSUMERS == 64 and not (GLU or ADD_NORM or ROPE)),
-                         "the TMA store takes the plain epilogue of 64-row consumers")
+        gl.static_assert(not TMA_STORE or not (GLU or ADD_NORM or ROPE), "the TMA store takes the plain epilogue")
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
@@ -2102,6 +2109,7 @@ def weight_descriptors(w: kern.KernelWeight, rows: int) -> tuple:
 # of X, with 64 W rows per consumer and no split of K (run 30: measured at M = 1024).
 TMA_STORE = True
 TMA_STORE_MIN_BM = 128
+TMA_STORE_ROWS = (64, 128)  # W rows per consumer the store takes
 
 
 def epilogue_flags(glu: bool, add_norm, rope) -> bool:
@@ -2113,10 +2121,10 @@ def epilogue_flags(glu: bool, add_norm, rope) -> bool:
 def tma_store_tiles(cfg: WsConfig, split: int, epilogue: bool, y: torch.Tensor) -> bool:
     """Whether ``ws_matmul`` launches ``cfg`` with its tiles stored by TMA (``_tma_store_tile``): the plain
     epilogue (no SiLU x up, residual + RMSNorm or RoPE; the RMSNorm row scale is fine) of an unsplit product on the
-    one-tile-per-CTA kernel, 64 W rows per consumer, at least ``TMA_STORE_MIN_BM`` rows of X per tile, into a bf16
-    ``y`` TMA can address (contiguous last dim, rows and base 16-byte aligned)."""
+    one-tile-per-CTA kernel, ``TMA_STORE_ROWS`` W rows per consumer, at least ``TMA_STORE_MIN_BM`` rows of X per
+    tile, into a bf16 ``y`` TMA can address (contiguous last dim, rows and base 16-byte aligned)."""
     return (TMA_STORE and not cfg.stream_k and split == 1 and not epilogue and cfg.bm >= TMA_STORE_MIN_BM
-            and cfg.bn // max(cfg.consumers, 1) == 64 and y.dtype == torch.bfloat16 and y.dim() == 2
+            and cfg.bn // max(cfg.consumers, 1) in TMA_STORE_ROWS and y.dtype == torch.bfloat16 and y.dim() == 2
             and y.stride(1) == 1 and y.stride(0) % 8 == 0 and y.data_ptr() % 16 == 0)
 
 
