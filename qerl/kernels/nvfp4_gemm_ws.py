@@ -54,9 +54,9 @@ under it (``_epilogue_operands``).
 
 The plain bf16 store of a tile (``TMA_STORE``, ``tma_store_tiles``): the accumulator's rows are W's, so each thread's
 values lie N apart in Y and stored from registers they go out as 2-byte pieces; instead, once both consumers are done
-with the ring, each writes its [BM, 64] slice of Y into a free X stage (the layout of Y's TMA box) and one TMA copy
-stores it, the rows past M and columns past N dropped by Y's descriptor (a shifted last tile, or one whose X came in
-small boxes, stores from registers). Run 30: the stores from registers took 9-16% of the forward's time at M = 1024.
+with the ring, each writes its [BM, 64] slices of Y (one per 64 rows of W) into free X boxes (the layout of Y's TMA
+box) and TMA copies store them, the rows past M and columns past N dropped by Y's descriptor (a shifted last tile, or
+one whose X came in small boxes, stores from registers). Run 30: the stores from registers took 9-16% of the forward's time at M = 1024.
 """
 
 from __future__ import annotations
@@ -1373,6 +1373,7 @@ if gluon is not None:
                        ROPE_BIAS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0,
                        TMA_STORE: gl.constexpr = False):
         gl.static_assert(not TMA_STORE or not (GLU or ADD_NORM or ROPE), "the TMA store takes the plain epilogue")
+        gl.static_assert(not TMA_STORE or BN <= 128 * STAGES, "the TMA store stages the tile in X's 2 * STAGES boxes")
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
         # The M tiles of one N tile run next to each other, so a W tile is read from DRAM once and from L2 after.
@@ -2106,7 +2107,7 @@ def weight_descriptors(w: kern.KernelWeight, rows: int) -> tuple:
 
 
 # The forward's tiles stored by TMA from shared memory (``_tma_store_tile``) on tiles of at least this many rows
-# of X, with 64 W rows per consumer and no split of K (run 30: measured at M = 1024).
+# of X, with ``TMA_STORE_ROWS`` W rows per consumer and no split of K (run 30: measured at M = 128-2048).
 TMA_STORE = True
 TMA_STORE_MIN_BM = 128
 TMA_STORE_ROWS = (64, 128)  # W rows per consumer the store takes
