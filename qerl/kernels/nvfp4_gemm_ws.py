@@ -2113,12 +2113,6 @@ TMA_STORE_MIN_BM = 128
 TMA_STORE_ROWS = (64, 128)  # W rows per consumer the store takes
 
 
-def epilogue_flags(glu: bool, add_norm, rope) -> bool:
-    """Whether ``ws_matmul`` runs an epilogue that stores other than Y's plain tile (SiLU x up, residual + RMSNorm,
-    RoPE + KV cache)."""
-    return bool(glu) or add_norm is not None or rope is not None
-
-
 def tma_store_tiles(cfg: WsConfig, split: int, epilogue: bool, y: torch.Tensor) -> bool:
     """Whether ``ws_matmul`` launches ``cfg`` with its tiles stored by TMA (``_tma_store_tile``): the plain
     epilogue (no SiLU x up, residual + RMSNorm or RoPE; the RMSNorm row scale is fine) of an unsplit product on the
@@ -2240,7 +2234,8 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     # Not shifted under the residual epilogue, which may write Y in place of the residual it reads, nor RoPE's.
     x_desc, xs_desc, shift, xb = x_boxes(x2, cfg.bm, x_l, add_norm is None and rope is None, cfg.bn)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
-    tma_store = tma_store_tiles(cfg, split, epilogue_flags(glu, add_norm, rope), y)
+    # (SiLU x up, the residual + RMSNorm and RoPE store their own way; the RMSNorm row scale only scales the tile.)
+    tma_store = tma_store_tiles(cfg, split, glu or add_norm is not None or rope is not None, y)
     y_desc = TensorDescriptor(y, [m, w.n], [y.stride(0), 1], [cfg.bm, 64], x_l) if tma_store else x_desc
     grid = (-(-m // cfg.bm) * -(-w.n // cfg.bn), split)
     # Split partials are [split, M, N] (N columns even where the epilogue stores fewer, as ``glu`` does).
