@@ -7,12 +7,15 @@ store is checked against the stores from registers (the same bits) and against d
     python benchmarks/tma_store.py --models 7b,14b,32b --ms 256,512,1024,2048,4096 --out benchmarks/out/tma_store
     python benchmarks/tma_store.py --ms 1024,2048 --candidates "256,128,3,1,2,False;128,128,4,1,2,False"
 
-``--candidates``: ``WsConfig`` fields per config (semicolon-separated), each also timed per cell on the
-warp-specialized kernel directly (``ws_matmul``, with the TMA store where it applies) and checked like the dispatch.
+``--candidates``: ``WsConfig`` fields per config (semicolon-separated; stream-K: all ten fields, e.g.
+"128,128,4,1,2,False,None,False,1,True"), each also timed per cell on the warp-specialized kernel directly
+(``ws_matmul``, with the TMA store where it applies) and checked like the dispatch; ``--both`` times each also with
+the stores from registers.
 
 Writes tma_store.json under --out and prints per cell: BF16 us, with / without the TMA store us, their ratio,
 NVFP4 / BF16 speed with it, and whether the dispatch reached the TMA store (``tma``: the warp-specialized kernel's
-one-tile-per-CTA launch with 64 W rows per consumer; stream-K, split-K and the slab path keep their stores).
+launch of whole tiles with 64 or 128 W rows per consumer, one per CTA or stream-K (run 31); split-K and the slab
+path keep their stores).
 """
 
 from __future__ import annotations
@@ -53,19 +56,25 @@ def _with_tma_store(on: bool, fn):
 
 
 def _reached(fn) -> bool:
-    """Whether ``fn`` launched the forward with the TMA store (``tma_store_tiles`` said yes at some launch)."""
+    """Whether ``fn`` launched the forward with the TMA store (``tma_store_tiles`` or, stream-K,
+    ``sk_tma_store_tiles`` said yes at some launch)."""
     seen = []
-    orig = ws.tma_store_tiles
+    names = ("tma_store_tiles", "sk_tma_store_tiles")
+    orig = {name: getattr(ws, name) for name in names}
 
-    def spy(*a, **k):
-        seen.append(orig(*a, **k))
-        return seen[-1]
+    def spy(name):
+        def call(*a, **k):
+            seen.append(orig[name](*a, **k))
+            return seen[-1]
+        return call
 
-    ws.tma_store_tiles = spy
+    for name in names:
+        setattr(ws, name, spy(name))
     try:
         fn()
     finally:
-        ws.tma_store_tiles = orig
+        for name in names:
+            setattr(ws, name, orig[name])
     return any(seen)
 
 
@@ -76,8 +85,13 @@ def _check(y: torch.Tensor, ref: torch.Tensor, what: str) -> float:
     return rel
 
 
+def _name(c: ws.WsConfig) -> str:
+    """A candidate's short name: its first six fields, then ``sk<n>`` (+ ``dp``) for stream-K."""
+    return "/".join(map(str, c[:6])) + (f"/sk{c.stream_k}" + ("dp" if c.dp_waves else "") if c.stream_k else "")
+
+
 def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, l2: int, log,
-            candidates: tuple = ()) -> list[dict]:
+            candidates: tuple = (), both: bool = False) -> list[dict]:
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
     kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2)
@@ -105,18 +119,25 @@ def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, 
         for c in candidates:
             _check(ws.ws_matmul(x, kws[0], c), ref, f"{model} {layer} M={m} {tuple(c)}")
             variants[c] = [lambda kw=kw, x=x, c=c: ws.ws_matmul(x, kw, c) for kw in kws]
+            if both:
+                regs = _with_tma_store(False, lambda x=x, c=c: ws.ws_matmul(x, kws[0], c))()
+                if not torch.equal(ws.ws_matmul(x, kws[0], c), regs):
+                    raise SystemExit(f"{model} {layer} M={m} {tuple(c)}: TMA store's bits differ from registers'")
+                variants[(c, "regs")] = [_with_tma_store(False, lambda kw=kw, x=x, c=c: ws.ws_matmul(x, kw, c))
+                                         for kw in kws]
         us = interleaved_us(variants)
         row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "layout": layout, "reached_tma": reached,
                "rel_err": rel, "bf16_us": us["bf16"], "tma_us": us["tma"], "regs_us": us["regs"],
                "tma_over_regs": us["tma"] / us["regs"], "speedup_tma": us["bf16"] / us["tma"],
                "speedup_regs": us["bf16"] / us["regs"],
-               "candidates": [{"config": c._asdict(), "us": us[c], "over_dispatch": us[c] / us["tma"]}
-                              for c in candidates]}
+               "candidates": [{"config": c._asdict(), "us": us[c], "over_dispatch": us[c] / us["tma"],
+                               **({"regs_us": us[(c, "regs")]} if both else {})} for c in candidates]}
         rows.append(row)
         log(f"{model} {layer:8} M={m:5} {'tma ' if reached else 'none'}  bf16 {us['bf16']:8.1f}  "
             f"tma {us['tma']:8.1f}  regs {us['regs']:8.1f}  tma/regs {row['tma_over_regs']:.3f}  "
             f"x{row['speedup_regs']:.3f} -> x{row['speedup_tma']:.3f}"
-            + "".join(f"  {'/'.join(map(str, c[:6]))} {us[c]:.1f}" for c in candidates))
+            + "".join(f"  {_name(c)} {us[c]:.1f}" + (f" (regs {us[(c, 'regs')]:.1f})" if both else "")
+                      for c in candidates))
     return rows
 
 
@@ -128,6 +149,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--layout", choices=("pairs", "words"), default="pairs",
                    help="the weight's code layout: 'pairs' (training's forward) or 'words' (the rollout's)")
     p.add_argument("--candidates", default="", help="WsConfig fields per config, ';'-separated (see above)")
+    p.add_argument("--both", action="store_true",
+                   help="time each candidate also with the stores from registers (checked for the same bits)")
     p.add_argument("--out", default="benchmarks/out/tma_store")
     args = p.parse_args(argv)
     if not torch.cuda.is_available() or not ws.available():
@@ -147,7 +170,8 @@ def main(argv: list[str] | None = None) -> None:
         for layer, n, k in SHAPES[model]:
             if layer not in args.layers.split(","):
                 continue
-            rows += measure(model, layer, n, k, ms, args.layout, l2, lambda s: print(s, flush=True), candidates)
+            rows += measure(model, layer, n, k, ms, args.layout, l2, lambda s: print(s, flush=True), candidates,
+                            args.both)
             (out / "tma_store.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     for m in ms:
         cells = [r for r in rows if r["m"] == m]

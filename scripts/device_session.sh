@@ -44,6 +44,10 @@ gemm_old_new_json() {  # as gemm_old_and_new (limit $1, work dir $2, then ARGS),
   done
   cp $w/new/gemm_nvfp4.md "$out/gemm_new.md"
 }
+# Run 31's stream-K candidates with whole tiles stored by TMA (WsConfig fields): 128 x 128 pure / whole waves,
+# 256 x 128 of 2 stages and 128 x 256 of 3 stages with whole waves.
+SK_CANDIDATES="128,128,4,1,2,False,None,False,1,False;128,128,4,1,2,False,None,False,1,True;\
+256,128,2,1,2,False,None,False,1,True;128,256,3,1,2,False,None,False,1,True"
 device_name() {  # the device's name, memory and driver into $out/device.txt
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 }
@@ -2947,5 +2951,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --out "$out/tma_store" 2>&1 | grep -v Warning | tee "$out/log_tma_store.txt" | tail -3
     timeout 45 python3 benchmarks/tma_store.py --layout words --models 7b --layers gate_up,down --ms 1024,2048 \
       --out "$out/tma_store_words" 2>&1 | grep -v Warning | tee "$out/log_tma_store_words.txt" | tail -2
+    ;;
+  65a)  # the stream-K kernel's whole tiles stored by TMA from boxes of their own (``_sk_tma_store_tile``): GPU tests,
+        # then per layer at M = 1024 the dispatch with / without it and four stream-K configs with it as candidates
+        # (pure stream-K and whole waves, 128 x 128, 256 x 128 of 2 stages, 128 x 256)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "tma_store or \
+      stream_k_leaves or dp_waves" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -6 | tee "$out/gpu_tests.txt"
+    timeout 330 python3 benchmarks/tma_store.py --models 7b,14b,32b --ms 1024 --candidates "$SK_CANDIDATES" \
+      --out "$out/tma_store" 2>&1 | grep -v Warning | tee "$out/log_tma_store.txt" | tail -3
     ;;
 esac

@@ -151,6 +151,45 @@ def test_tma_store_of_tiles_stays_out_of_the_chunk_loop():
             assert tma["registers"] <= cfg.maxnreg
 
 
+SK_TMA_STORE_CONFIGS = [ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
+                        ws.WsConfig(256, 128, 2, 1, 2, False, stream_k=1, dp_waves=True),
+                        ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True)]
+
+
+@needs_ptxas
+def test_stream_k_tma_store_has_boxes_of_its_own_and_leaves_the_chunk_loop():
+    """Run 31's TMA store of the stream-K kernel's whole tiles (``_sk_tma_store_tile``): one TMA store per 64 W
+    rows, the chunk loop's wgmmas, decode and barriers unchanged, the tile's own boxes (BN x BM bf16) added to the
+    shared memory and within sm_90's 227 KB (``sk_tma_store_tiles``' estimate covers the compiler's), the split
+    tiles' parts and sums still stored from registers, no more spills."""
+    for cfg in SK_TMA_STORE_CONFIGS:
+        tma, plain = (aot.ws_report(cfg, tma_store=v) for v in (True, False))
+        loop, ref = tma["chunk_loop_opcodes"], plain["chunk_loop_opcodes"]
+        for op in ("HGMMA", "LDS", "LDSM", "PRMT", "HMUL2", "HFMA2", "SYNCS"):
+            assert loop.get(op) == ref.get(op), (cfg, op, loop, ref)
+        assert tma["tma_stores"] == cfg.bn // 64 and plain["tma_stores"] == 0, (cfg, tma)
+        assert 0 < tma["global_stores"] < plain["global_stores"], (cfg, tma, plain)
+        assert tma["shared_bytes"] - plain["shared_bytes"] in range(cfg.bn * cfg.bm * 2, cfg.bn * cfg.bm * 2 + 65)
+        assert tma["shared_bytes"] <= ws.fwd_ring_bytes(cfg) + cfg.bn * cfg.bm * 2 + 1024 <= ws.SMEM_PER_CTA
+        assert tma["spill_bytes"] <= plain["spill_bytes"] and not tma["wgmma_serialized"], (cfg, tma, plain)
+
+
+def test_stream_k_tma_store_only_where_the_tile_fits_next_to_the_ring(monkeypatch):
+    """``sk_tma_store_tiles``: stream-K configs only, on ``tma_store_tiles``' rows and outputs, where the ring and a
+    tile's boxes fit the CTA's shared memory for ``stream_k`` CTAs per SM."""
+    y = torch.empty(256, 512, dtype=torch.bfloat16)
+    for cfg in SK_TMA_STORE_CONFIGS:
+        assert ws.sk_tma_store_tiles(cfg, y)
+        assert not ws.sk_tma_store_tiles(cfg, y.float())
+        assert not ws.sk_tma_store_tiles(cfg._replace(stream_k=0), y)  # one tile per CTA: ``tma_store_tiles``
+    assert not ws.sk_tma_store_tiles(ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1), y)  # 219 KB of ring
+    assert not ws.sk_tma_store_tiles(ws.WsConfig(128, 64, 3, 1, 1, False, 128, stream_k=2), y)  # two CTAs per SM
+    assert ws.sk_tma_store_tiles(ws.WsConfig(128, 64, 3, 1, 1, False, 128, stream_k=1), y)
+    assert not ws.sk_tma_store_tiles(ws.WsConfig(64, 64, 4, 1, 1, False, stream_k=1), y)  # below TMA_STORE_MIN_BM
+    monkeypatch.setattr(ws, "TMA_STORE", False)
+    assert not ws.sk_tma_store_tiles(SK_TMA_STORE_CONFIGS[0], y)
+
+
 def test_tma_store_only_for_plain_unsplit_tiles_of_64_row_consumers(monkeypatch):
     """``tma_store_tiles``: the forward's plain epilogue of an unsplit one-tile-per-CTA launch with 64 or 128 W rows
     per consumer and 128+ rows of X per tile, into a bf16 output TMA can address; nothing else."""

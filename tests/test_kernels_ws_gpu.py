@@ -76,7 +76,12 @@ def test_matches_fp32_reference(cfg, m, n, k):
 
 
 TMA_STORE_CONFIGS = [ws.WsConfig(256, 128, 3, 1, 2, False), ws.WsConfig(128, 128, 4, 1, 2, False),
-                     ws.WsConfig(128, 64, 4, 1, 1, True, 128), ws.WsConfig(128, 256, 3, 1, 2, False)]
+                     ws.WsConfig(128, 64, 4, 1, 1, True, 128), ws.WsConfig(128, 256, 3, 1, 2, False),
+                     # Run 31: the stream-K kernel's whole tiles (``_sk_tma_store_tile``; pure stream-K puts two or
+                     # more whole tiles and split ones on a CTA, so a tile's copies run under the next's chunks).
+                     ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
+                     ws.WsConfig(256, 128, 2, 1, 2, False, stream_k=1, dp_waves=True),
+                     ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True)]
 
 
 @hopper
@@ -90,7 +95,8 @@ def test_tma_store_gives_the_bits_of_the_register_store(cfg, m, n, spare, monkey
     there it must not write either: with ``spare`` X's storage holds NaN rows past M that the tile multiplies), the
     fp32 reference, every output written (NaN-poisoned before), with and without the RMSNorm row scale."""
     k = 1024
-    assert ws.tma_store_tiles(cfg, 1, False, torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
+    y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    assert ws.sk_tma_store_tiles(cfg, y) if cfg.stream_k else ws.tma_store_tiles(cfg, 1, False, y)
     for row_norm in (False, True):
         if row_norm:
             x, w, norm, ref = _norm_case(m, n, k, layout="pairs")

@@ -233,7 +233,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     row M (``_tile_m0``; also the input gradient's), as ``ws_matmul`` / ``ws_matmul_grad_input`` launch it where the
     last tile is short (``nvfp4_gemm_ws.shift_last_tile``). ``sub_box``: XB, the last tile's X (dY) copied in boxes
     of that many rows where it reaches past M (``_x_box``, ``nvfp4_gemm_ws.sub_box_rows``). ``tma_store``: the
-    forward's whole tiles stored by TMA from shared memory (``_tma_store_tile``)."""
+    forward's whole tiles stored by TMA from shared memory (``_tma_store_tile``; stream-K: ``_sk_tma_store_tile``)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -261,11 +261,12 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
         fn = ws._ws_fwd_sk_kernel
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages,
                  "CONSUMER_REGS": ws.CONSUMER_REGS, "WORDS": words, "ROW_NORM": row_norm, "NORM_NT": norm_nt,
-                 "SHIFT_LAST": bool(shift_last), "XB": sub_box}
+                 "SHIFT_LAST": bool(shift_last), "XB": sub_box, "TMA_STORE": tma_store}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>",
-                 "xs_desc": f"tensordesc<bf16[{sub_box or cfg.bm}, 64],{x_l!r}>"}
+                 "xs_desc": f"tensordesc<bf16[{sub_box or cfg.bm}, 64],{x_l!r}>",
+                 "y_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>"}
         pointers = {"y_ptr": "*bf16", "part_ptr": "*fp32", "cnt_ptr": "*i32", "gs_ptr": "*fp32",
                     "norm_ptr": "*fp32" if row_norm else "*bf16", "eps": "fp32"}
     else:

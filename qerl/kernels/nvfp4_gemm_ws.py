@@ -1186,19 +1186,26 @@ if gluon is not None:
         if CONSUMERS == 2:
             last = n_chunks - 1
             mbarrier.wait(empty.index(last % STAGES), (last // STAGES) & 1)
-        out = out.to(gl.bfloat16)
+        _copy_tile_out(y_desc, out.to(gl.bfloat16), x_smem, ROW0 // 64, off_m, n0)
+        tma.store_wait(0)
+
+    @gluon.jit
+    def _copy_tile_out(y_desc, out, boxes, box0, off_m, n0):
+        """Issue the TMA copies of a bf16 tile ``out`` [RB, BM] of Y^T (rows n0 .., columns off_m ..) into Y: each
+        64 rows written transposed into ``boxes.index(box0 + j)`` ([BM, 64] boxes of ``y_desc``'s layout; 128 rows:
+        their halves are the accumulator's own registers, row + 64), fenced, then one copy per box. The caller waits
+        for the copies (``tma.store_wait``) before the boxes are written again or the CTA exits."""
         if out.shape[0] == 64:
-            x_smem.index(ROW0 // 64).store(gl.permute(out, (1, 0)))
+            boxes.index(box0).store(gl.permute(out, (1, 0)))
         else:
             gl.static_assert(out.shape[0] == 128, "64 or 128 rows of W per consumer")
             lo, hi = gl.split(gl.permute(gl.reshape(out, [2, 64, out.shape[1]]), (1, 2, 0)))
-            x_smem.index(ROW0 // 64).store(gl.permute(lo, (1, 0)))
-            x_smem.index(ROW0 // 64 + 1).store(gl.permute(hi, (1, 0)))
+            boxes.index(box0).store(gl.permute(lo, (1, 0)))
+            boxes.index(box0 + 1).store(gl.permute(hi, (1, 0)))
         fence_async_shared()
         gl.thread_barrier()  # every thread's part written (and fenced) before the copies are issued
         for j in gl.static_range(out.shape[0] // 64):
-            tma.async_copy_shared_to_global(y_desc, [off_m, n0 + 64 * j], x_smem.index(ROW0 // 64 + j))
-        tma.store_wait(0)
+            tma.async_copy_shared_to_global(y_desc, [off_m, n0 + 64 * j], boxes.index(box0 + j))
 
     @gluon.jit
     def _store_tile(y_ptr, out, off_m, n0, M, N, stride_ym, r, res, gw, u_ptr, ssq_ptr, rbias, cos, sin, pos, k_ptr,
@@ -1449,14 +1456,15 @@ if gluon is not None:
 
     @gluon.jit
     def _sk_mma_partition(x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
-                          it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles, norm_k, eps,
+                          it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles, norm_k, eps, y_desc, y_smem,
                           BM: gl.constexpr, BN: gl.constexpr, ROW0: gl.constexpr, RB: gl.constexpr,
                           STAGES: gl.constexpr, CONSUMERS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr,
                           NORM_NT: gl.constexpr, SHIFT_LAST: gl.constexpr,
-                          XB: gl.constexpr):
+                          XB: gl.constexpr, TMA_STORE: gl.constexpr = False):
         """A consumer warpgroup over this CTA's run of steps (``_sk_load_worker``), rows ROW0 .. ROW0 + RB of each
-        tile. A tile the run covers whole is written as bf16; a part of one goes to ``_sk_merge_part``, and the
-        consumer that completes the tile writes its sum. ``ROW_NORM``: rows of X scaled as ``_store_tile``'s."""
+        tile. A tile the run covers whole is written as bf16 (``TMA_STORE``: by ``_sk_tma_store_tile`` unless shifted
+        or remapped by XB); a part of one goes to ``_sk_merge_part``, and the consumer that completes the tile writes
+        its sum. ``ROW_NORM``: rows of X scaled as ``_store_tile``'s."""
         mma: gl.constexpr = _mma_layout(BM)
         t0 = it_begin // n_chunks
         ME: gl.constexpr = ROW0 // RB
@@ -1487,12 +1495,35 @@ if gluon is not None:
                         r = _norm_scale(norm_ptr, _tile_m0(t % num_m, M, BM, SHIFT_LAST), 0, M, norm_tiles, norm_k,
                                         eps, NORM_NT, BM, gl.SliceLayout(0, mma), XB)
                     acc = acc * gl.expand_dims(r, 0)
-                _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB, SHIFT_LAST, XB)
+                if TMA_STORE:
+                    m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
+                    whole = m0 % BM == 0
+                    if XB != 0:
+                        whole = whole & (m0 + BM <= M)
+                    if whole:
+                        _sk_tma_store_tile(y_desc, y_smem, gs_ptr, acc, m0, (t // num_m) * BN + ROW0, ROW0)
+                    else:
+                        _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB, SHIFT_LAST,
+                                       XB)
+                else:
+                    _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB, SHIFT_LAST, XB)
             else:
                 if _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, c_hi - c_lo, n_chunks, CONSUMERS, ME):
                     _sk_sum_parts(part_ptr, y_ptr, gs_ptr, t, iters, n_chunks, _tile_m0(t % num_m, M, BM, SHIFT_LAST),
                                   (t // num_m) * BN + ROW0, M, N, stride_ym, norm_ptr, norm_tiles, norm_k, eps, RB,
                                   BM, CONSUMERS, ME, ROW_NORM, NORM_NT, r_first, m_first, SHIFT_LAST, XB)
+        if TMA_STORE:
+            tma.store_wait(0)  # the last tile's copies read the boxes before the CTA exits
+
+    @gluon.jit
+    def _sk_tma_store_tile(y_desc, y_smem, gs_ptr, acc, m0, n0, ROW0: gl.constexpr):
+        """A whole tile's rows n0 .. of Y^T (``acc``) into Y by TMA from this consumer's boxes of ``y_smem`` (boxes
+        ROW0 // 64 ..: a region of its own, so the consumers need not meet): it waits only for its previous tile's
+        copies to have read the boxes, so a tile's copies run under the next tile's chunks."""
+        out = (acc * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16)  # the tiles carry 2**-14, no 1 / global_scale
+        tma.store_wait(0)
+        gl.thread_barrier()  # the issuing thread's wait seen by the warpgroup before the boxes are written
+        _copy_tile_out(y_desc, out, y_smem, ROW0 // 64, m0, n0)
 
     @gluon.jit
     def _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM: gl.constexpr, BN: gl.constexpr,
@@ -1601,25 +1632,32 @@ if gluon is not None:
         return it_begin, it_end
 
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
-    def _ws_fwd_sk_kernel(x_desc, w_desc, s_desc, xs_desc, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
+    def _ws_fwd_sk_kernel(x_desc, w_desc, s_desc, xs_desc, y_desc, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
                           n_chunks, iters, sk_total, s_rows_per_chunk, norm_ptr, norm_tiles, norm_k, eps,
                           BM: gl.constexpr,
                           BN: gl.constexpr, CONSUMERS: gl.constexpr, STAGES: gl.constexpr,
                           CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr = False,
-                          NORM_NT: gl.constexpr = 1, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
+                          NORM_NT: gl.constexpr = 1, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0,
+                          TMA_STORE: gl.constexpr = False):
         """The forward as stream-K: CTA g takes steps g * iters .. of the first ``sk_total`` (tile, chunk) steps (so
         every SM gets the same work whatever the tile count: no last wave of idle SMs), and stays resident across
-        tiles; CTAs after those take one whole tile each (``_sk_run``)."""
+        tiles; CTAs after those take one whole tile each (``_sk_run``). ``TMA_STORE``: whole tiles leave by TMA from
+        boxes of their own (``y_smem``, the tile's size: the ring keeps loading the next tile's chunks meanwhile, so
+        X's stages are not free as in ``_tma_store_tile``)."""
         it_begin, it_end = _sk_run(iters, sk_total, n_chunks)
         num_m = gl.cdiv(M, BM)
         x_smem, w_smem, s_smem, ready, empty = _fwd_stages(x_desc, w_desc, s_desc, BM, BN, STAGES, CONSUMERS)
+        if TMA_STORE:
+            y_smem = gl.allocate_shared_memory(gl.bfloat16, [BN // 64, BM, 64], y_desc.layout)
+        else:
+            y_smem = x_smem  # not used
         RB: gl.constexpr = BN // CONSUMERS
         if CONSUMERS == 1:
             gl.warp_specialize([
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
-                                     norm_k, eps, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT,
-                                     SHIFT_LAST, XB)),
+                                     norm_k, eps, y_desc, y_smem, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS,
+                                     ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
                                    n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB)),
             ], [1], [40])
@@ -1628,12 +1666,12 @@ if gluon is not None:
             gl.warp_specialize([
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
-                                     norm_k, eps, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT,
-                                     SHIFT_LAST, XB)),
+                                     norm_k, eps, y_desc, y_smem, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS,
+                                     ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE)),
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
-                                     norm_k, eps, BM, BN, RB, RB, STAGES, CONSUMERS, WORDS, ROW_NORM, NORM_NT,
-                                     SHIFT_LAST, XB)),
+                                     norm_k, eps, y_desc, y_smem, BM, BN, RB, RB, STAGES, CONSUMERS, WORDS,
+                                     ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
                                    n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB)),
             ], [4, 1], [CONSUMER_REGS, 40])
@@ -2123,6 +2161,26 @@ def tma_store_tiles(cfg: WsConfig, split: int, epilogue: bool, y: torch.Tensor) 
             and y.stride(1) == 1 and y.stride(0) % 8 == 0 and y.data_ptr() % 16 == 0)
 
 
+# Shared memory an sm_90 CTA may opt into, and what an SM holds for all its CTAs (each also reserves 1 KB).
+SMEM_PER_CTA = 232448
+SMEM_PER_SM = 233472
+
+
+def fwd_ring_bytes(cfg: WsConfig) -> int:
+    """Shared-memory bytes of the forward's ring (``_fwd_stages``): per stage two [BM, 64] bf16 boxes of X, [BN, 64]
+    code bytes and BN / 32 rows of 256 scale bytes, plus the stages' two mbarriers."""
+    return cfg.stages * (2 * cfg.bm * 64 * 2 + cfg.bn * 64 + cfg.bn // 32 * 256 + 16)
+
+
+def sk_tma_store_tiles(cfg: WsConfig, y: torch.Tensor) -> bool:
+    """Whether ``_stream_k`` launches ``cfg`` with whole tiles stored by TMA (``_sk_tma_store_tile``): the rules of
+    ``tma_store_tiles`` for rows and Y, and the tile's own boxes ([BN, BM] bf16) fitting in shared memory next to the
+    ring for ``cfg.stream_k`` CTAs per SM (the 256-row configs of 3 stages do not: their ring takes 219 KB)."""
+    per_cta = fwd_ring_bytes(cfg) + cfg.bn * cfg.bm * 2 + 1024  # + Triton's alignment padding
+    return (TMA_STORE and cfg.stream_k > 0 and tma_store_tiles(cfg._replace(stream_k=0), 1, False, y)
+            and per_cta <= SMEM_PER_CTA and cfg.stream_k * (per_cta + 1024) <= SMEM_PER_SM)
+
+
 def tile_epilogue(cfg: WsConfig, w: kern.KernelWeight) -> bool:
     """Whether ``cfg`` on ``w`` hands each output tile whole to one CTA's epilogue, as ``ws_matmul``'s SiLU x up
     (``glu``) and residual + RMSNorm (``add_norm``) epilogues need (a gate row next to its up row; a tile's every
@@ -2356,13 +2414,15 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
     x_desc, xs_desc, shift, xb = x_boxes(x2, cfg.bm, x_l, bn=cfg.bn)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
+    tma_store = sk_tma_store_tiles(cfg, y)
+    y_desc = TensorDescriptor(y, [m, w.n], [y.stride(0), 1], [cfg.bm, 64], x_l) if tma_store else x_desc
     _ensure_cuda_context(x2.device)
-    _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, xs_desc, y, parts, counters, w.global_scale, m, w.n, w.n, kc,
-                               iters,
+    _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, xs_desc, y_desc, y, parts, counters, w.global_scale, m, w.n,
+                               w.n, kc, iters,
                                sk_total, scale_pitch(w), *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
                                STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words,
                                ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=shift, XB=xb,
-                               num_warps=4,
+                               TMA_STORE=tma_store, num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
