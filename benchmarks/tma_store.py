@@ -56,10 +56,10 @@ def _with_tma_store(on: bool, fn):
 
 
 def _reached(fn) -> bool:
-    """Whether ``fn`` launched the forward with the TMA store (``tma_store_tiles`` or, stream-K,
-    ``sk_tma_store_tiles`` said yes at some launch)."""
+    """Whether ``fn`` launched the forward with the TMA store (``tma_store_tiles`` or, stream-K, ``sk_tma_store``
+    said yes at some launch)."""
     seen = []
-    names = ("tma_store_tiles", "sk_tma_store_tiles")
+    names = ("tma_store_tiles", "sk_tma_store")
     orig = {name: getattr(ws, name) for name in names}
 
     def spy(name):
@@ -75,7 +75,7 @@ def _reached(fn) -> bool:
     finally:
         for name in names:
             setattr(ws, name, orig[name])
-    return any(seen)
+    return any(bool(v) for v in seen)
 
 
 def _check(y: torch.Tensor, ref: torch.Tensor, what: str) -> float:

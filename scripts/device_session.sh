@@ -2961,4 +2961,15 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 330 python3 benchmarks/tma_store.py --models 7b,14b,32b --ms 1024 --candidates "$SK_CANDIDATES" \
       --out "$out/tma_store" 2>&1 | grep -v Warning | tee "$out/log_tma_store.txt" | tail -3
     ;;
+  65b)  # whole tiles of the 3-stage 256-row stream-K configs stored through their last chunk's stage of the ring
+        # (``_sk_ring_store_tile``): per layer at M = 1024 / 2048 the dispatch with / without the TMA stores and the
+        # pure / whole-waves 256 x 128 stream-K configs, each both ways; then the GPU tests of the stream-K stores
+    device_name
+    timeout 240 python3 benchmarks/tma_store.py --models 7b,14b,32b --ms 1024,2048 --both \
+      --candidates "256,128,3,1,2,False,None,False,1,False;256,128,3,1,2,False,None,False,1,True" \
+      --out "$out/tma_store" 2>&1 | grep -v Warning | tee "$out/log_tma_store.txt" | tail -3
+    timeout 320 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "(tma_store and \
+      (x1xFalse or x1xTrue)) or stream_k_leaves or dp_waves" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -6 \
+      | tee "$out/gpu_tests.txt"
+    ;;
 esac

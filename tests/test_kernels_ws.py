@@ -154,40 +154,47 @@ def test_tma_store_of_tiles_stays_out_of_the_chunk_loop():
 SK_TMA_STORE_CONFIGS = [ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
                         ws.WsConfig(256, 128, 2, 1, 2, False, stream_k=1, dp_waves=True),
                         ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True)]
+SK_RING_STORE_CONFIGS = [ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1),
+                         ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1, dp_waves=True)]
 
 
 @needs_ptxas
-def test_stream_k_tma_store_has_boxes_of_its_own_and_leaves_the_chunk_loop():
-    """Run 31's TMA store of the stream-K kernel's whole tiles (``_sk_tma_store_tile``): one TMA store per 64 W
-    rows, the chunk loop's wgmmas, decode and barriers unchanged, the tile's own boxes (BN x BM bf16) added to the
-    shared memory and within sm_90's 227 KB (``sk_tma_store_tiles``' estimate covers the compiler's), the split
-    tiles' parts and sums still stored from registers, no more spills."""
-    for cfg in SK_TMA_STORE_CONFIGS:
-        tma, plain = (aot.ws_report(cfg, tma_store=v) for v in (True, False))
+def test_stream_k_tma_store_leaves_the_chunk_loop_as_it_was():
+    """Run 31's TMA store of the stream-K kernel's whole tiles: one TMA store per 64 W rows, the chunk loop's
+    wgmmas, decode and barriers unchanged, the split tiles' parts and sums still stored from registers, no more
+    spills. From boxes of their own (``_sk_tma_store_tile``): the tile's BN x BM bf16 added to the shared memory,
+    within sm_90's 227 KB (``sk_tma_store``'s estimate covers the compiler's). Through the ring's stage
+    (``_sk_ring_store_tile``, configs whose ring leaves no room): only the ``stored`` barriers added."""
+    for cfg, mode in [(c, 1) for c in SK_TMA_STORE_CONFIGS] + [(c, 2) for c in SK_RING_STORE_CONFIGS]:
+        tma, plain = (aot.ws_report(cfg, tma_store=v) for v in (mode, 0))
         loop, ref = tma["chunk_loop_opcodes"], plain["chunk_loop_opcodes"]
         for op in ("HGMMA", "LDS", "LDSM", "PRMT", "HMUL2", "HFMA2", "SYNCS"):
             assert loop.get(op) == ref.get(op), (cfg, op, loop, ref)
         assert tma["tma_stores"] == cfg.bn // 64 and plain["tma_stores"] == 0, (cfg, tma)
         assert 0 < tma["global_stores"] < plain["global_stores"], (cfg, tma, plain)
-        assert tma["shared_bytes"] - plain["shared_bytes"] in range(cfg.bn * cfg.bm * 2, cfg.bn * cfg.bm * 2 + 65)
-        assert tma["shared_bytes"] <= ws.fwd_ring_bytes(cfg) + cfg.bn * cfg.bm * 2 + 1024 <= ws.SMEM_PER_CTA
+        extra = tma["shared_bytes"] - plain["shared_bytes"]
+        tile = cfg.bn * cfg.bm * 2 if mode == 1 else 8 * cfg.stages
+        assert extra in range(tile, tile + 65), (cfg, extra)
+        assert tma["shared_bytes"] <= ws.fwd_ring_bytes(cfg) + tile + 1024 <= ws.SMEM_PER_CTA
         assert tma["spill_bytes"] <= plain["spill_bytes"] and not tma["wgmma_serialized"], (cfg, tma, plain)
 
 
-def test_stream_k_tma_store_only_where_the_tile_fits_next_to_the_ring(monkeypatch):
-    """``sk_tma_store_tiles``: stream-K configs only, on ``tma_store_tiles``' rows and outputs, where the ring and a
-    tile's boxes fit the CTA's shared memory for ``stream_k`` CTAs per SM."""
+def test_stream_k_tma_store_from_own_boxes_where_they_fit_else_through_the_ring(monkeypatch):
+    """``sk_tma_store``: stream-K configs only, on ``tma_store_tiles``' rows and outputs; boxes of the tile's own
+    where the ring and they fit the CTA's shared memory for ``stream_k`` CTAs per SM, else the ring's stage where
+    it holds two consumers' 64-row halves, else none."""
     y = torch.empty(256, 512, dtype=torch.bfloat16)
     for cfg in SK_TMA_STORE_CONFIGS:
-        assert ws.sk_tma_store_tiles(cfg, y)
-        assert not ws.sk_tma_store_tiles(cfg, y.float())
-        assert not ws.sk_tma_store_tiles(cfg._replace(stream_k=0), y)  # one tile per CTA: ``tma_store_tiles``
-    assert not ws.sk_tma_store_tiles(ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1), y)  # 219 KB of ring
-    assert not ws.sk_tma_store_tiles(ws.WsConfig(128, 64, 3, 1, 1, False, 128, stream_k=2), y)  # two CTAs per SM
-    assert ws.sk_tma_store_tiles(ws.WsConfig(128, 64, 3, 1, 1, False, 128, stream_k=1), y)
-    assert not ws.sk_tma_store_tiles(ws.WsConfig(64, 64, 4, 1, 1, False, stream_k=1), y)  # below TMA_STORE_MIN_BM
+        assert ws.sk_tma_store(cfg, y) == 1
+        assert ws.sk_tma_store(cfg, y.float()) == 0
+        assert ws.sk_tma_store(cfg._replace(stream_k=0), y) == 0  # one tile per CTA: ``tma_store_tiles``
+    for cfg in SK_RING_STORE_CONFIGS:
+        assert ws.sk_tma_store(cfg, y) == 2  # 219 KB of ring
+    assert ws.sk_tma_store(ws.WsConfig(128, 64, 3, 1, 1, False, 128, stream_k=2), y) == 0  # two CTAs, one consumer
+    assert ws.sk_tma_store(ws.WsConfig(128, 64, 3, 1, 1, False, 128, stream_k=1), y) == 1
+    assert ws.sk_tma_store(ws.WsConfig(64, 64, 4, 1, 1, False, stream_k=1), y) == 0  # below TMA_STORE_MIN_BM
     monkeypatch.setattr(ws, "TMA_STORE", False)
-    assert not ws.sk_tma_store_tiles(SK_TMA_STORE_CONFIGS[0], y)
+    assert ws.sk_tma_store(SK_TMA_STORE_CONFIGS[0], y) == 0
 
 
 def test_tma_store_only_for_plain_unsplit_tiles_of_64_row_consumers(monkeypatch):

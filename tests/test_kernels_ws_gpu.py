@@ -81,7 +81,10 @@ TMA_STORE_CONFIGS = [ws.WsConfig(256, 128, 3, 1, 2, False), ws.WsConfig(128, 128
                      # more whole tiles and split ones on a CTA, so a tile's copies run under the next's chunks).
                      ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
                      ws.WsConfig(256, 128, 2, 1, 2, False, stream_k=1, dp_waves=True),
-                     ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True)]
+                     ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True),
+                     # ... through the ring's stage of the tile's last chunk (``_sk_ring_store_tile``).
+                     ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1),
+                     ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1, dp_waves=True)]
 
 
 @hopper
@@ -96,7 +99,7 @@ def test_tma_store_gives_the_bits_of_the_register_store(cfg, m, n, spare, monkey
     fp32 reference, every output written (NaN-poisoned before), with and without the RMSNorm row scale."""
     k = 1024
     y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    assert ws.sk_tma_store_tiles(cfg, y) if cfg.stream_k else ws.tma_store_tiles(cfg, 1, False, y)
+    assert ws.sk_tma_store(cfg, y) if cfg.stream_k else ws.tma_store_tiles(cfg, 1, False, y)
     for row_norm in (False, True):
         if row_norm:
             x, w, norm, ref = _norm_case(m, n, k, layout="pairs")

@@ -223,7 +223,7 @@ _WGMMA_SERIALIZED = re.compile(r"\(C751\d\)[^\n]*wgmma[^\n]*serialized")
 
 def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = False, glu: bool = False,
               row_norm: bool = False, add_norm: bool = False, norm_nt: int = 64, rope: bool = False,
-              rows: bool = False, shift_last: bool = False, sub_box: int = 0, tma_store: bool = False) -> dict:
+              rows: bool = False, shift_last: bool = False, sub_box: int = 0, tma_store: bool | int = False) -> dict:
     """The warp-specialized kernel (``nvfp4_gemm_ws``) compiled for ``cfg`` as ``ws_matmul`` (a ``WsConfig``) or
     ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, threads per CTA, shared-memory
     bytes, spill bytes, whether ptxas
@@ -233,7 +233,8 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     row M (``_tile_m0``; also the input gradient's), as ``ws_matmul`` / ``ws_matmul_grad_input`` launch it where the
     last tile is short (``nvfp4_gemm_ws.shift_last_tile``). ``sub_box``: XB, the last tile's X (dY) copied in boxes
     of that many rows where it reaches past M (``_x_box``, ``nvfp4_gemm_ws.sub_box_rows``). ``tma_store``: the
-    forward's whole tiles stored by TMA from shared memory (``_tma_store_tile``; stream-K: ``_sk_tma_store_tile``)."""
+    forward's whole tiles stored by TMA from shared memory (``_tma_store_tile``; stream-K: 1 from boxes of their own,
+    ``_sk_tma_store_tile``, 2 through the ring's stage, ``_sk_ring_store_tile``)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -261,7 +262,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
         fn = ws._ws_fwd_sk_kernel
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages,
                  "CONSUMER_REGS": ws.CONSUMER_REGS, "WORDS": words, "ROW_NORM": row_norm, "NORM_NT": norm_nt,
-                 "SHIFT_LAST": bool(shift_last), "XB": sub_box, "TMA_STORE": tma_store}
+                 "SHIFT_LAST": bool(shift_last), "XB": sub_box, "TMA_STORE": int(tma_store)}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>",

@@ -1155,10 +1155,7 @@ if gluon is not None:
         elif TMA_STORE:
             # Y's descriptor holds M rows, so TMA drops the rows of a last tile past M; a shifted last tile (its first
             # rows are the tile before's) and one whose rows ``_x_box`` remapped (XB) store from registers.
-            whole = off_m % BM == 0
-            if XB != 0:
-                whole = whole & (off_m + BM <= M)
-            if whole:
+            if _rows_own(off_m, M, BM, XB):
                 _tma_store_tile(y_desc, out, x_smem, empty, n_chunks, r, off_m, off_n + ROW0, ROW0, STAGES, CONSUMERS,
                                 ROW_NORM)
             else:
@@ -1434,18 +1431,33 @@ if gluon is not None:
     @gluon.jit
     def _sk_load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end, n_chunks,
                         num_m, M, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
-                        SHIFT_LAST: gl.constexpr, xs_desc, XB: gl.constexpr):
+                        SHIFT_LAST: gl.constexpr, xs_desc, XB: gl.constexpr, stored, TMA_STORE: gl.constexpr = 0):
         """``_load_worker`` over this CTA's run of steps: chunks ``it_begin`` .. ``it_end`` of the tile-major sequence
         (tile t = step // n_chunks, M tiles of one N tile next to each other), one ring of stages throughout, so the
-        next tile's first chunks load while the consumers write the previous tile."""
+        next tile's first chunks load while the consumers write the previous tile. ``TMA_STORE`` 2: a stage that
+        held the last chunk of a tile stored through it (``_sk_ring_store_tile``) is refilled only once the consumers' copies of the
+        tile out of it completed ``stored`` (``pending``: such stages; ``flips``: each one's ``stored`` parity)."""
         nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
         i = 0
+        pending = 0
+        flips = 0
         for t in range(it_begin // n_chunks, (it_end - 1) // n_chunks + 1):
             off_m = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
             off_n = (t // num_m) * BN
+            ring_stored = False
+            if TMA_STORE == 2:  # the consumers' rule: a tile this run holds whole, of rows of its own
+                ring_stored = ((it_begin <= t * n_chunks) & (t * n_chunks + n_chunks <= it_end)
+                               & _rows_own(off_m, M, BM, XB))
             for c in range(gl.maximum(it_begin - t * n_chunks, 0), gl.minimum(it_end - t * n_chunks, n_chunks)):
                 s = i % STAGES
                 mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
+                if TMA_STORE == 2:
+                    held = ((pending >> s) & 1) != 0
+                    mbarrier.wait(stored.index(s), (flips >> s) & 1, pred=held)
+                    flips = flips ^ (held.to(gl.int32) << s)
+                    pending = pending & ~(1 << s)
+                    if ring_stored:
+                        pending = pending | ((c == n_chunks - 1).to(gl.int32) << s)
                 bar = ready.index(s)
                 mbarrier.expect(bar, nbytes)
                 _x_box(x_desc, xs_desc, off_m, c * 128, M, bar, x_smem.index(2 * s), BM, XB)
@@ -1457,14 +1469,15 @@ if gluon is not None:
     @gluon.jit
     def _sk_mma_partition(x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
                           it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles, norm_k, eps, y_desc, y_smem,
-                          BM: gl.constexpr, BN: gl.constexpr, ROW0: gl.constexpr, RB: gl.constexpr,
+                          stored, BM: gl.constexpr, BN: gl.constexpr, ROW0: gl.constexpr, RB: gl.constexpr,
                           STAGES: gl.constexpr, CONSUMERS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr,
                           NORM_NT: gl.constexpr, SHIFT_LAST: gl.constexpr,
-                          XB: gl.constexpr, TMA_STORE: gl.constexpr = False):
+                          XB: gl.constexpr, TMA_STORE: gl.constexpr = 0):
         """A consumer warpgroup over this CTA's run of steps (``_sk_load_worker``), rows ROW0 .. ROW0 + RB of each
-        tile. A tile the run covers whole is written as bf16 (``TMA_STORE``: by ``_sk_tma_store_tile`` unless shifted
-        or remapped by XB); a part of one goes to ``_sk_merge_part``, and the consumer that completes the tile writes
-        its sum. ``ROW_NORM``: rows of X scaled as ``_store_tile``'s."""
+        tile. A tile the run covers whole is written as bf16 (``TMA_STORE`` 1: by ``_sk_tma_store_tile`` from boxes of
+        its own, 2: by ``_sk_ring_store_tile`` through the stage of its last chunk; unless shifted or remapped by XB);
+        a part of one goes to ``_sk_merge_part``, and the consumer that completes the tile writes its sum.
+        ``ROW_NORM``: rows of X scaled as ``_store_tile``'s."""
         mma: gl.constexpr = _mma_layout(BM)
         t0 = it_begin // n_chunks
         ME: gl.constexpr = ROW0 // RB
@@ -1495,12 +1508,17 @@ if gluon is not None:
                         r = _norm_scale(norm_ptr, _tile_m0(t % num_m, M, BM, SHIFT_LAST), 0, M, norm_tiles, norm_k,
                                         eps, NORM_NT, BM, gl.SliceLayout(0, mma), XB)
                     acc = acc * gl.expand_dims(r, 0)
-                if TMA_STORE:
+                if TMA_STORE == 2:
                     m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
-                    whole = m0 % BM == 0
-                    if XB != 0:
-                        whole = whole & (m0 + BM <= M)
-                    if whole:
+                    if _rows_own(m0, M, BM, XB):
+                        _sk_ring_store_tile(y_desc, x_smem, empty, stored, gs_ptr, acc, i - 1, m0,
+                                            (t // num_m) * BN + ROW0, ME, STAGES)
+                    else:
+                        _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB, SHIFT_LAST,
+                                       XB)
+                elif TMA_STORE == 1:
+                    m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
+                    if _rows_own(m0, M, BM, XB):
                         _sk_tma_store_tile(y_desc, y_smem, gs_ptr, acc, m0, (t // num_m) * BN + ROW0, ROW0)
                     else:
                         _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB, SHIFT_LAST,
@@ -1512,8 +1530,33 @@ if gluon is not None:
                     _sk_sum_parts(part_ptr, y_ptr, gs_ptr, t, iters, n_chunks, _tile_m0(t % num_m, M, BM, SHIFT_LAST),
                                   (t // num_m) * BN + ROW0, M, N, stride_ym, norm_ptr, norm_tiles, norm_k, eps, RB,
                                   BM, CONSUMERS, ME, ROW_NORM, NORM_NT, r_first, m_first, SHIFT_LAST, XB)
-        if TMA_STORE:
+        if TMA_STORE == 1:
             tma.store_wait(0)  # the last tile's copies read the boxes before the CTA exits
+
+    @gluon.jit
+    def _rows_own(m0, M, BM: gl.constexpr, XB: gl.constexpr):
+        """Whether a whole tile starting at row m0 stores by TMA (``TMA_STORE``): its rows are X's own, not those of
+        a shifted last tile nor remapped by XB (rows past M the descriptor drops)."""
+        ok = m0 % BM == 0
+        if XB != 0:
+            ok = ok & (m0 + BM <= M)
+        return ok
+
+    @gluon.jit
+    def _sk_ring_store_tile(y_desc, x_smem, empty, stored, gs_ptr, acc, last, m0, n0, ME: gl.constexpr,
+                            STAGES: gl.constexpr):
+        """A whole tile's 64 rows n0 .. of Y^T (``acc``, consumer ME of two) into Y by TMA through X's box 2 s + ME of
+        stage s, where its last chunk (``last``) lay: once both consumers released that stage (its ``empty`` phase
+        completed: neither reads its X any more) this consumer writes its half there and copies it out; after the
+        copy has read it, it arrives on ``stored`` (both arrivals let the loader refill the stage). The ring keeps
+        the next tile's chunks in its other stages meanwhile; no shared memory beyond the ring."""
+        s = last % STAGES
+        out = (acc * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16)  # the tiles carry 2**-14, no 1 / global_scale
+        mbarrier.wait(empty.index(s), (last // STAGES) & 1)
+        _copy_tile_out(y_desc, out, x_smem, 2 * s + ME, m0, n0)
+        tma.store_wait(0)
+        gl.thread_barrier()  # the issuing thread's wait seen before the warpgroup's arrival
+        mbarrier.arrive(stored.index(s))
 
     @gluon.jit
     def _sk_tma_store_tile(y_desc, y_smem, gs_ptr, acc, m0, n0, ROW0: gl.constexpr):
@@ -1638,42 +1681,50 @@ if gluon is not None:
                           BN: gl.constexpr, CONSUMERS: gl.constexpr, STAGES: gl.constexpr,
                           CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr = False,
                           NORM_NT: gl.constexpr = 1, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0,
-                          TMA_STORE: gl.constexpr = False):
+                          TMA_STORE: gl.constexpr = 0):
         """The forward as stream-K: CTA g takes steps g * iters .. of the first ``sk_total`` (tile, chunk) steps (so
         every SM gets the same work whatever the tile count: no last wave of idle SMs), and stays resident across
-        tiles; CTAs after those take one whole tile each (``_sk_run``). ``TMA_STORE``: whole tiles leave by TMA from
-        boxes of their own (``y_smem``, the tile's size: the ring keeps loading the next tile's chunks meanwhile, so
-        X's stages are not free as in ``_tma_store_tile``)."""
+        tiles; CTAs after those take one whole tile each (``_sk_run``). ``TMA_STORE`` (``sk_tma_store``): whole tiles
+        leave by TMA, 1: from boxes of their own (``y_smem``, the tile's size: the ring keeps loading the next tile's
+        chunks meanwhile, so X's stages are not free as in ``_tma_store_tile``), 2: through their last chunk's stage,
+        which the loader refills after the copies (``stored``, where the ring leaves no room for the tile)."""
         it_begin, it_end = _sk_run(iters, sk_total, n_chunks)
         num_m = gl.cdiv(M, BM)
         x_smem, w_smem, s_smem, ready, empty = _fwd_stages(x_desc, w_desc, s_desc, BM, BN, STAGES, CONSUMERS)
-        if TMA_STORE:
+        y_smem = x_smem  # not used unless TMA_STORE == 1
+        stored = empty  # not used unless TMA_STORE == 2
+        if TMA_STORE == 1:
             y_smem = gl.allocate_shared_memory(gl.bfloat16, [BN // 64, BM, 64], y_desc.layout)
-        else:
-            y_smem = x_smem  # not used
+        if TMA_STORE == 2:
+            gl.static_assert(CONSUMERS == 2 and BN == 128, "the ring's stage holds two consumers' 64-row halves")
+            stored = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+            for s in gl.static_range(STAGES):
+                mbarrier.init(stored.index(s), count=CONSUMERS)
         RB: gl.constexpr = BN // CONSUMERS
         if CONSUMERS == 1:
             gl.warp_specialize([
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
-                                     norm_k, eps, y_desc, y_smem, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS,
+                                     norm_k, eps, y_desc, y_smem, stored, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS,
                                      ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
-                                   n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB)),
+                                   n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB,
+                                   stored, TMA_STORE)),
             ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
             gl.warp_specialize([
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
-                                     norm_k, eps, y_desc, y_smem, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS,
+                                     norm_k, eps, y_desc, y_smem, stored, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS,
                                      ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE)),
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
-                                     norm_k, eps, y_desc, y_smem, BM, BN, RB, RB, STAGES, CONSUMERS, WORDS,
+                                     norm_k, eps, y_desc, y_smem, stored, BM, BN, RB, RB, STAGES, CONSUMERS, WORDS,
                                      ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
-                                   n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB)),
+                                   n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB,
+                                   stored, TMA_STORE)),
             ], [4, 1], [CONSUMER_REGS, 40])
 
     # ------------------------------------------------------------------------------------------ input gradient
@@ -2172,13 +2223,18 @@ def fwd_ring_bytes(cfg: WsConfig) -> int:
     return cfg.stages * (2 * cfg.bm * 64 * 2 + cfg.bn * 64 + cfg.bn // 32 * 256 + 16)
 
 
-def sk_tma_store_tiles(cfg: WsConfig, y: torch.Tensor) -> bool:
-    """Whether ``_stream_k`` launches ``cfg`` with whole tiles stored by TMA (``_sk_tma_store_tile``): the rules of
-    ``tma_store_tiles`` for rows and Y, and the tile's own boxes ([BN, BM] bf16) fitting in shared memory next to the
-    ring for ``cfg.stream_k`` CTAs per SM (the 256-row configs of 3 stages do not: their ring takes 219 KB)."""
+def sk_tma_store(cfg: WsConfig, y: torch.Tensor) -> int:
+    """How ``_stream_k`` stores ``cfg``'s whole tiles (``_ws_fwd_sk_kernel``'s ``TMA_STORE``): 0 from registers, 1 by
+    TMA from boxes of their own ([BN, BM] bf16, where they fit in shared memory next to the ring for
+    ``cfg.stream_k`` CTAs per SM), 2 by TMA through the last chunk's stage of the ring (two consumers of 64 W rows,
+    where the boxes do not fit: the 256-row configs of 3 stages, whose ring takes 219 KB). On ``tma_store_tiles``'
+    rules for rows of X and for Y."""
+    if not (TMA_STORE and cfg.stream_k > 0 and tma_store_tiles(cfg._replace(stream_k=0), 1, False, y)):
+        return 0
     per_cta = fwd_ring_bytes(cfg) + cfg.bn * cfg.bm * 2 + 1024  # + Triton's alignment padding
-    return (TMA_STORE and cfg.stream_k > 0 and tma_store_tiles(cfg._replace(stream_k=0), 1, False, y)
-            and per_cta <= SMEM_PER_CTA and cfg.stream_k * (per_cta + 1024) <= SMEM_PER_SM)
+    if per_cta <= SMEM_PER_CTA and cfg.stream_k * (per_cta + 1024) <= SMEM_PER_SM:
+        return 1
+    return 2 if cfg.consumers == 2 and cfg.bn == 128 else 0
 
 
 def tile_epilogue(cfg: WsConfig, w: kern.KernelWeight) -> bool:
@@ -2414,7 +2470,7 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
     x_desc, xs_desc, shift, xb = x_boxes(x2, cfg.bm, x_l, bn=cfg.bn)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)
-    tma_store = sk_tma_store_tiles(cfg, y)
+    tma_store = sk_tma_store(cfg, y)
     y_desc = TensorDescriptor(y, [m, w.n], [y.stride(0), 1], [cfg.bm, 64], x_l) if tma_store else x_desc
     _ensure_cuda_context(x2.device)
     _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, xs_desc, y_desc, y, parts, counters, w.global_scale, m, w.n,
