@@ -48,6 +48,7 @@ gemm_old_new_json() {  # as gemm_old_and_new (limit $1, work dir $2, then ARGS),
 # 256 x 128 of 2 stages and 128 x 256 of 3 stages with whole waves.
 SK_CANDIDATES="128,128,4,1,2,False,None,False,1,False;128,128,4,1,2,False,None,False,1,True;\
 256,128,2,1,2,False,None,False,1,True;128,256,3,1,2,False,None,False,1,True"
+SK_RING="256,128,3,1,2,False,None,False,1,False;256,128,3,1,2,False,None,False,1,True"  # pure / whole waves
 device_name() {  # the device's name, memory and driver into $out/device.txt
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 }
@@ -2970,6 +2971,27 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
       --out "$out/tma_store" 2>&1 | grep -v Warning | tee "$out/log_tma_store.txt" | tail -3
     timeout 320 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "(tma_store and \
       (x1xFalse or x1xTrue)) or stream_k_leaves or dp_waves" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -6 \
+      | tee "$out/gpu_tests.txt"
+    ;;
+  65c)  # the 256 x 128 stream-K configs (stores through the ring) off the measured grid and at M = 4096 on gate_up /
+        # 14B down, on the rollout's "words" gate_up at M = 1024 / 2048; then the GPU tests of the stream-K stores,
+        # one process per config (compiling in parallel)
+    device_name
+    timeout 150 python3 benchmarks/tma_store.py --models 7b,14b,32b --layers gate_up --ms 1152,1536,1792,4096 \
+      --candidates "$SK_RING" --out "$out/off_grid" 2>&1 | grep -v Warning | tee "$out/log_off_grid.txt" | tail -2
+    timeout 60 python3 benchmarks/tma_store.py --models 14b --layers down --ms 1152,1536,1792,4096 \
+      --candidates "$SK_RING" --out "$out/off_grid_down" 2>&1 | grep -v Warning | tee "$out/log_off_grid_down.txt" \
+      | tail -2
+    timeout 80 python3 benchmarks/tma_store.py --layout words --models 7b,14b,32b --layers gate_up --ms 1024,2048 \
+      --candidates "$SK_RING" --out "$out/words" 2>&1 | grep -v Warning | tee "$out/log_words.txt" | tail -2
+    for c in 128x128x4 256x128x2 128x256x3 "256x128x3 and x1xFalse" "256x128x3 and x1xTrue"; do
+      timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "tma_store and \
+        (x1xFalse or x1xTrue) and $c" -rf --tb=short > "/tmp/t_${c%% *}_${#c}.txt" 2>&1 &
+    done
+    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "stream_k_leaves or \
+      dp_waves or default_dispatch" -rf --tb=short > /tmp/t_rest.txt 2>&1 &
+    wait
+    for f in /tmp/t_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
       | tee "$out/gpu_tests.txt"
     ;;
 esac
