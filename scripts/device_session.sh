@@ -2994,4 +2994,20 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     for f in /tmp/t_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
       | tee "$out/gpu_tests.txt"
     ;;
+  65d)  # the final tables (run 31's stream-K keys): GPU tests of the dispatch, then per layer at M = 1024 / 2048 with
+        # the one-tile 256 x 128 config (the gate_up entries before) as a candidate, and gate_up / down at M = 256-896
+        # (the earlier stream-K keys on 256 x 128 tiles now store through the ring)
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "default_dispatch or \
+      keys_between" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    timeout 200 python3 benchmarks/tma_store.py --models 7b,14b,32b --ms 1024,2048 --candidates "256,128,3,1,2,False" \
+      --out "$out/final" 2>&1 | grep -v Warning | tee "$out/log_final.txt" | tail -3
+    timeout 120 python3 benchmarks/tma_store.py --models 7b,14b,32b --layers gate_up,down --ms 256,512,896 \
+      --out "$out/small" 2>&1 | grep -v Warning | tee "$out/log_small.txt" | tail -4
+    ;;
+  65e)  # H100: gate_up / down at M = 1024 / 2048 on the final tables with the one-tile 256 x 128 config as a candidate
+    device_name
+    timeout 200 python3 benchmarks/tma_store.py --models 7b,14b,32b --layers gate_up,down --ms 1024,2048 \
+      --candidates "256,128,3,1,2,False" --out "$out/h100" 2>&1 | grep -v Warning | tee "$out/log_h100.txt" | tail -3
+    ;;
 esac

@@ -306,8 +306,10 @@ def test_pick_follows_the_tuned_buckets(monkeypatch):
     assert ws.pick(_x(1024, 5120), 5120, 5120, 5120) is None and ws.pick(_x(769, 5120), 5120, 5120, 5120) is None
     # ... unless a key between the buckets (run 26) is nearer: M = 513-768 take the M = 768 entry.
     assert ws.pick(_x(700, 5120), 5120, 5120, 5120) == ws.TUNED[(768, 5120, 5120)] is not None
-    # Above the largest measured bucket the slab path keeps M (no entry at 2048 or more).
-    assert ws.pick(_x(1500, k), n, k, k) is None
+    # Above the largest measured bucket the slab path keeps M (7B o: no entry above 1024) ...
+    assert ws.pick(_x(1500, 3584), 3584, 3584, 3584) is None
+    # ... and where run 31 measured stream-K through the ring faster up to M = 4096, its keys take M (7B gate_up).
+    assert ws.pick(_x(1500, k), n, k, k) == ws.TUNED[(1536, n, k)] == ws.TUNED[(4096, n, k)] == ws._SK_RING
 
 
 def test_keys_between_the_buckets_serve_the_m_down_to_the_next_key(monkeypatch):

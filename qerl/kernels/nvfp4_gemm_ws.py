@@ -276,7 +276,8 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (512, 37888, 3584): WsConfig(128, 256, 3, 1, consumers=2, in_flight=False),
     (1024, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.13x the previous entry
     # Run 30 (whole tiles stored by TMA): 0.95-0.96 (H200) / 0.91-0.93 (H100) of the slab path's time at M = 1536-2048;
-    # M = 1025-1536 keep the slab path (the same config 1.03-1.05x slower at M = 1152 / 1408 on the H200).
+    # M = 1025-1536 keep the slab path (the same config 1.03-1.05x slower at M = 1152 / 1408 on the H200). Run 31
+    # replaced these keys and M = 1024's (below: ``_SK_RING``).
     (1536, 37888, 3584): None,
     (2048, 37888, 3584): WsConfig(256, 128, 3, 1, 2, False),
     (1, 55296, 5120): None,  # 0.84x of the decode kernels
@@ -288,7 +289,8 @@ TUNED: dict[tuple[int, int, int], WsConfig | None] = {
     (256, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.07x the previous entry
     (512, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False),  # run 12: 1.15x the previous entry
     # Run 30: one tile per CTA with the TMA store, 0.97 / 0.96 of the stream-K entry's time (run 26's, M = 256's) at
-    # M = 1024 on the H200 / H100, and 0.87-0.99 / 0.84-0.92 of the slab path's at M = 1152-2048.
+    # M = 1024 on the H200 / H100, and 0.87-0.99 / 0.84-0.92 of the slab path's at M = 1152-2048 (run 31 replaced
+    # both, below).
     (1024, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False),
     (2048, 55296, 5120): WsConfig(256, 128, 3, 1, 2, False),
 }
@@ -327,6 +329,30 @@ TUNED.update({
     (192, 37888, 3584): WsConfig(64, 128, 4, 1, 1, False, 128),  # 1.07x (7B gate_up)
     (192, 7168, 5120): WsConfig(128, 128, 4, 1, 2, False),  # 1.60x (14B / 32B qkv)
     (192, 5120, 5120): WsConfig(64, 64, 4, 1, 1, True, 128),  # 1.19x (14B / 32B o)
+})
+# Run 31 (benchmarks/tma_store.py, H200): stream-K on 256 x 128 tiles with whole tiles stored by TMA through the ring
+# (``_sk_ring_store_tile``): pure stream-K gives each CTA a run of whole tiles (e.g. 9 of 7B gate_up's 1184 at
+# M = 1024), so a tile's copies and the next tile's first loads overlap its neighbours' work instead of waiting at the
+# CTA's exit. Time against the dispatch before, at M = 1024 / 2048 (65b) and off the grid (65c): gate_up 7B
+# 0.96 / 0.96 (1.02 at 1152, 0.90-0.95 at 1536-1792, 0.96 at 4096), 14B 0.96 / 0.90 (0.99 at 1152, 0.88 at
+# 1536-1792, 0.92 at 4096), 32B 0.93 / 0.93 (1.01 at 1152, 0.96-0.97 at 1536-1792, 0.90 at 4096); 14B down with whole
+# waves 0.97 / 0.93 (0.88 / 0.83 at 1536 / 1792, 0.95 at 4096; pure stream-K at 1152 0.96, whole waves 1.12 slower).
+_SK_RING = WsConfig(256, 128, 3, 1, 2, False, stream_k=1)
+TUNED.update({
+    (1024, 37888, 3584): _SK_RING,
+    (1536, 37888, 3584): _SK_RING,
+    (2048, 37888, 3584): _SK_RING,
+    (4096, 37888, 3584): _SK_RING,
+    (1024, 27648, 5120): _SK_RING,
+    (2048, 27648, 5120): _SK_RING,
+    (4096, 27648, 5120): _SK_RING,
+    (1024, 55296, 5120): _SK_RING,
+    (2048, 55296, 5120): _SK_RING,
+    (4096, 55296, 5120): _SK_RING,
+    (1024, 5120, 13824): _SK_RING._replace(dp_waves=True),
+    (1280, 5120, 13824): _SK_RING,
+    (2048, 5120, 13824): _SK_RING._replace(dp_waves=True),
+    (4096, 5120, 13824): _SK_RING._replace(dp_waves=True),
 })
 TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.05x the entry without
@@ -618,6 +644,10 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (2048, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (4096, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
 }
+# Run 31: the rollout's prefill ("words") on gate_up likewise: 0.93 / 0.94 (7B), 0.92 / 0.91 (14B), 0.89 / 0.91 (32B)
+# of the entries' time at M = 1024 / 2048 (65c).
+TUNED_WORDS.update({(m, n, k): _SK_RING for m in (1024, 2048)
+                    for n, k in ((37888, 3584), (27648, 5120), (55296, 5120))})
 # Run 26: keys between the powers of two, as ``TUNED``'s (benchmarks/routes.py --layout words at M = 384-2048, H200;
 # the same rule). 7B qkv's M = 1024 bucket sends M = 1024 to the slab path but left M = 513-1023 to the tile loop,
 # which decodes words in plain Triton (0.33-0.38x of BF16 at M = 640-896): its M = 512 config takes them to M = 896,
