@@ -57,6 +57,10 @@ values lie N apart in Y and stored from registers they go out as 2-byte pieces; 
 with the ring, each writes its [BM, 64] slices of Y (one per 64 rows of W) into free X boxes (the layout of Y's TMA
 box) and TMA copies store them, the rows past M and columns past N dropped by Y's descriptor (a shifted last tile, or
 one whose X came in small boxes, stores from registers). Run 30: the stores from registers took 9-16% of the forward's time at M = 1024.
+The stream-K kernel (``sk_tma_store``, run 31), whose ring holds the next tile's chunks while a tile is written, stores
+its whole tiles from boxes of their own where shared memory holds them, else through the stage of the tile's last
+chunk, which the loader refills only after the copy (``stored`` barriers); on runs of whole tiles (pure stream-K over
+many tiles) it is a persistent kernel whose tiles' copies overlap the next tiles' work.
 """
 
 from __future__ import annotations
