@@ -3010,9 +3010,9 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 200 python3 benchmarks/tma_store.py --models 7b,14b,32b --layers gate_up,down --ms 1024,2048 \
       --candidates "256,128,3,1,2,False" --out "$out/h100" 2>&1 | grep -v Warning | tee "$out/log_h100.txt" | tail -3
     ;;
-  65f)  # the stream-K stores where the tables reach them below M = 1024: the rollout's "words" forward at M = 100 / 128
-        # (the decode harness's batches 100-128) and 256 / 512, training's "pairs" at M = 256 / 512 (each cell with /
-        # without the TMA stores in the same rounds)
+  65f|65g)  # the stream-K stores where the tables reach them below M = 1024: the rollout's "words" forward at M = 100 /
+        # 128 (the decode harness's batches 100-128) and 256 / 512, training's "pairs" at M = 256 / 512 (each cell with /
+        # without the TMA stores in the same rounds); 65g: the same on an H100
     device_name
     timeout 200 python3 benchmarks/tma_store.py --layout words --models 7b,14b,32b --ms 100,128,256,512 \
       --out "$out/words" 2>&1 | grep -v Warning | tee "$out/log_words.txt" | tail -4
