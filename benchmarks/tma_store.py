@@ -85,6 +85,18 @@ def _check(y: torch.Tensor, ref: torch.Tensor, what: str) -> float:
     return rel
 
 
+def parse_candidates(text: str) -> tuple:
+    """``--candidates``: ``WsConfig`` fields in order per config ("True" / "False" / "None" as such, else integers),
+    configs separated by semicolons."""
+    words = {"True": True, "False": False, "None": None}
+    try:
+        return tuple(ws.WsConfig(*(words[v] if v in words else int(v) for v in c.split(",")))
+                     for c in text.split(";") if c)
+    except (ValueError, TypeError) as e:
+        raise SystemExit(f"--candidates: WsConfig fields in order, e.g. \"256,128,3,1,2,False,None,False,1,False\" "
+                         f"({e})") from None
+
+
 def _name(c: ws.WsConfig) -> str:
     """A candidate's short name: its first six fields, then ``sk<n>`` (+ ``dp``) for stream-K."""
     return "/".join(map(str, c[:6])) + (f"/sk{c.stream_k}" + ("dp" if c.dp_waves else "") if c.stream_k else "")
@@ -163,9 +175,7 @@ def main(argv: list[str] | None = None) -> None:
             "command": "python benchmarks/tma_store.py " + " ".join(sys.argv[1:] if argv is None else argv)}
     rows: list[dict] = []
     ms = [int(v) for v in args.ms.split(",")]
-    words = {"True": True, "False": False, "None": None}
-    candidates = tuple(ws.WsConfig(*(words[v] if v in words else int(v) for v in c.split(",")))
-                       for c in args.candidates.split(";") if c)
+    candidates = parse_candidates(args.candidates)
     for model in args.models.split(","):
         for layer, n, k in SHAPES[model]:
             if layer not in args.layers.split(","):

@@ -378,6 +378,23 @@ def test_gpu_benchmarks_refuse_without_cuda_before_writing(tmp_path, capsys):
         assert need in capsys.readouterr().err and not out.exists()
 
 
+def test_tma_store_candidates_parse_stream_k_configs_and_name_them():
+    """benchmarks/tma_store.py ``--candidates``: all ten ``WsConfig`` fields (run 31's stream-K configs) or the first
+    six, named in its log with their stream-K mode; a malformed one stops with the format to use."""
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    ts = _load("tma_store")
+    pure, waves, tile = ts.parse_candidates("256,128,3,1,2,False,None,False,1,False;"
+                                            "256,128,3,1,2,False,None,False,1,True;256,128,3,1,2,False")
+    assert pure == ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1) == ws._SK_RING
+    assert waves == pure._replace(dp_waves=True) and tile == pure._replace(stream_k=0)
+    assert [ts._name(c) for c in (pure, waves, tile)] == ["256/128/3/1/2/False/sk1", "256/128/3/1/2/False/sk1dp",
+                                                         "256/128/3/1/2/False"]
+    assert ts.parse_candidates("") == ()
+    with pytest.raises(SystemExit, match="WsConfig fields in order"):
+        ts.parse_candidates("256,128,three")
+
+
 def test_routes_candidates_and_the_previous_tables(tmp_path, monkeypatch):
     """benchmarks/routes.py: the table configs it times per cell are the distinct ones of the layer's buckets from
     M / 4 to 4 M (declined buckets left out); the tables it dumps (with ``FINE_MS`` and ``SLAB_RANGES``) load back
