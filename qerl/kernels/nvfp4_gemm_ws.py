@@ -1469,8 +1469,9 @@ if gluon is not None:
         """``_load_worker`` over this CTA's run of steps: chunks ``it_begin`` .. ``it_end`` of the tile-major sequence
         (tile t = step // n_chunks, M tiles of one N tile next to each other), one ring of stages throughout, so the
         next tile's first chunks load while the consumers write the previous tile. ``TMA_STORE`` 2: a stage that
-        held the last chunk of a tile stored through it (``_sk_ring_store_tile``) is refilled only once the consumers' copies of the
-        tile out of it completed ``stored`` (``pending``: such stages; ``flips``: each one's ``stored`` parity)."""
+        held the last chunk of a tile stored through it (``_sk_ring_store_tile``) is refilled only once the
+        consumers' copies of the tile out of it completed ``stored`` (``pending``: such stages, a bit each;
+        ``flips``: each one's ``stored`` parity)."""
         nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
         i = 0
         pending = 0
@@ -1542,21 +1543,13 @@ if gluon is not None:
                         r = _norm_scale(norm_ptr, _tile_m0(t % num_m, M, BM, SHIFT_LAST), 0, M, norm_tiles, norm_k,
                                         eps, NORM_NT, BM, gl.SliceLayout(0, mma), XB)
                     acc = acc * gl.expand_dims(r, 0)
-                if TMA_STORE == 2:
-                    m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
-                    if _rows_own(m0, M, BM, XB):
+                m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
+                if TMA_STORE != 0 and _rows_own(m0, M, BM, XB):
+                    if TMA_STORE == 2:
                         _sk_ring_store_tile(y_desc, x_smem, empty, stored, gs_ptr, acc, i - 1, m0,
                                             (t // num_m) * BN + ROW0, ME, STAGES)
                     else:
-                        _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB, SHIFT_LAST,
-                                       XB)
-                elif TMA_STORE == 1:
-                    m0 = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
-                    if _rows_own(m0, M, BM, XB):
                         _sk_tma_store_tile(y_desc, y_smem, gs_ptr, acc, m0, (t // num_m) * BN + ROW0, ROW0)
-                    else:
-                        _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB, SHIFT_LAST,
-                                       XB)
                 else:
                     _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB, SHIFT_LAST, XB)
             else:
