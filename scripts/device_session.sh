@@ -3019,4 +3019,11 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 120 python3 benchmarks/tma_store.py --models 7b,14b,32b --ms 256,512 --out "$out/pairs" 2>&1 \
       | grep -v Warning | tee "$out/log_pairs.txt" | tail -2
     ;;
+  65h)  # the decode harness at batches 64 / 100 / 128 with run 31's TMA stores (its gate_up at batch 100-128 runs the
+        # "words" stream-K entries of 128 x 128 tiles, which now store from boxes of their own)
+    device_name
+    timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --swiglu-epilogue --fused-norm \
+      --batches 64,100,128 --new-tokens 128 --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
+    tail -5 "$out/log_decode.txt"
+    ;;
 esac
