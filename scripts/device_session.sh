@@ -49,6 +49,22 @@ gemm_old_new_json() {  # as gemm_old_and_new (limit $1, work dir $2, then ARGS),
 SK_CANDIDATES="128,128,4,1,2,False,None,False,1,False;128,128,4,1,2,False,None,False,1,True;\
 256,128,2,1,2,False,None,False,1,True;128,256,3,1,2,False,None,False,1,True"
 SK_RING="256,128,3,1,2,False,None,False,1,False;256,128,3,1,2,False,None,False,1,True"  # pure / whole waves
+SK_IDS="(Falsex1xFalse or Falsex2xFalse or Falsex3xFalse or Falsex4xFalse or Falsex1xTrue)"  # stream-K configs' ids
+sk_gpu_tests() {  # the forward's stream-K GPU tests (limit $1 s), in parallel processes; summary in $out/gpu_tests.txt
+  local t="timeout $1 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -rf --tb=short"
+  $t -k "matches_fp32_reference and $SK_IDS and (128x256x3 or 128x128x4)" > /tmp/t_fp32a.txt 2>&1 &
+  $t -k "matches_fp32_reference and $SK_IDS and not (128x256x3 or 128x128x4)" > /tmp/t_fp32b.txt 2>&1 &
+  for c in 128x128x4 256x128x2 128x256x3 "256x128x3 and x1xFalse" "256x128x3 and x1xTrue"; do
+    $t -k "tma_store and $SK_IDS and $c" > "/tmp/t_tma_${c%% *}_${#c}.txt" 2>&1 &
+  done
+  $t -k "stream_k_completes or stream_k_leaves or dp_waves" > /tmp/t_sk.txt 2>&1 &
+  $t -k "(last_tile or rows_past) and not input_gradient and $SK_IDS" > /tmp/t_lasta.txt 2>&1 &
+  $t -k "(small_boxes or epilogues_on_boxes or words_layout_gives) and not input_gradient and $SK_IDS" \
+    > /tmp/t_lastb.txt 2>&1 &
+  wait
+  for f in /tmp/t_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
+    | tee "$out/gpu_tests.txt"
+}
 device_name() {  # the device's name, memory and driver into $out/device.txt
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 }
@@ -3025,5 +3041,14 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
     timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --swiglu-epilogue --fused-norm \
       --batches 64,100,128 --new-tokens 128 --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
     tail -5 "$out/log_decode.txt"
+    ;;
+  66a)  # stream-K's split tiles summed by the CTA holding their first chunk (_sk_add_parts) against the previous kernel
+        # file (carried: .device/old/qerl/kernels/nvfp4_gemm_ws.py, run 31's) on the same configs: per layer at
+        # M = 1024 / 2048 the dispatch's stream-K configs and the 256 x 128 ones (pure / whole waves) as candidates;
+        # then the forward's stream-K GPU tests, one process per group of configs (compiling in parallel)
+    device_name
+    timeout 270 python3 benchmarks/sk_fixup.py --previous .device/old/qerl/kernels/nvfp4_gemm_ws.py --ms 1024,2048 \
+      --candidates "$SK_RING" --out "$out/pairs" 2>&1 | grep -v Warning | tee "$out/log_pairs.txt" | tail -2
+    sk_gpu_tests 290
     ;;
 esac

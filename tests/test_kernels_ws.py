@@ -498,7 +498,8 @@ def test_fused_split_sum_compiles_with_counters_and_partition_barriers():
 
 @needs_ptxas
 def test_stream_k_compiles_with_tile_counters_and_a_clean_chunk_loop():
-    # The stream-K forward: per consumer one atomic add on a tile's counter and its reset by the last CTA, the epilogue
+    # The stream-K forward: per consumer one atomic add on a tile's counter (a part stored) and its reset by the CTA
+    # that sums the tile (its wait on the count is an acquiring load, not counted), the epilogue
     # barrier scoped to the consumer warpgroup, and the same chunk loop as the one-tile-per-CTA kernel (the same
     # wgmmas, nothing spilled inside it) on both code layouts.
     for cfg in (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2)):

@@ -51,7 +51,8 @@ CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64,
            # larger than the count (clamped to it).
            ws.WsConfig(8, 64, 6, 7, 1, True, 80, True), ws.WsConfig(16, 128, 5, 5, 1, False, 80),
            ws.WsConfig(8, 64, 6, 40, 1, True, 80, True),
-           # Stream-K: CTAs taking equal runs of (tile, chunk) steps across tiles, parts summed by the last one.
+           # Stream-K: CTAs taking equal runs of (tile, chunk) steps across tiles, a split tile summed by the CTA
+           # holding its first chunk.
            ws.WsConfig(128, 256, 3, 1, 2, False, stream_k=1), ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
            ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2),
            # ... three or four CTAs per SM on the decode tiles' 80 / 64 registers.
@@ -633,6 +634,37 @@ def test_stream_k_leaves_counters_zero_and_repeats_exactly(cfg, m, n, k):
         assert float((first.float() - want).norm() / want.norm()) < 4e-3
         torch.cuda.synchronize()
         assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
+
+
+@hopper
+@pytest.mark.parametrize("cfg,m,n", [(ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1), 1024, 4608),
+                                     (ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2), 128, 1024)],
+                         ids=["2x128", "1x64"])
+def test_stream_k_completes_with_more_ctas_than_the_gpu_holds(cfg, m, n, monkeypatch):
+    """A split tile is summed by the CTA holding its first chunk, which waits for the later CTAs' parts
+    (``_sk_add_parts``); each CTA stores its part before it waits for any, so a launch planned for four times the
+    CTAs the SMs hold (not all resident at once: later CTAs start only as earlier ones exit) completes too: tiles
+    split into several parts each, the fp32 reference, the same bits on every launch, the counters back at zero."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    k = 3584
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    w = prepare_weight(q.packed, q.scale, q.global_scale)
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    sms = kern._sms(x.device)
+    monkeypatch.setattr(kern, "_sms", lambda device=None: 4 * sms)
+    tiles, steps = -(-m // cfg.bm) * -(-n // cfg.bn), w.k_pad // kern.CHUNK
+    iters, _, grid = ws.sk_plan(tiles, steps, cfg.stream_k * 4 * sms)
+    assert grid > 2 * cfg.stream_k * sms and iters < steps // 2, (iters, grid)
+    first = ws.ws_matmul(x, w, cfg, out=torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16))
+    assert torch.isfinite(first).all()
+    want = _fp32_matmul(x.float(), ref_w.T)
+    assert float((first.float() - want).norm() / want.norm()) < 4e-3
+    for _ in range(2):
+        assert torch.equal(ws.ws_matmul(x, w, cfg, out=torch.full_like(first, float("nan"))), first)
+    torch.cuda.synchronize()
+    assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
 
 
 @hopper

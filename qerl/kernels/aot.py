@@ -303,7 +303,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     return {"registers": int(regs.group(1)), "spill_bytes": int(spills.group(1)), **meta,
             "wgmma_serialized": bool(_WGMMA_SERIALIZED.search(report)),
             "wgmma_waits": sorted({int(w, 16) for w in re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass)}),
-            "counter_atomics": len(re.findall(r"\bATOMG\.", sass)),
+            "counter_atomics": len(re.findall(r"\b(?:ATOMG|REDG)\.", sass)),
             "tma_stores": len(re.findall(r"\bUTMASTG\b", sass)),
             "global_stores": len(re.findall(r"\bSTG\.", sass)),
             "consumer_barriers": len(re.findall(r"BAR\.SYNC\S* 0x[0-9a-f]+, 0x80\b", sass)),

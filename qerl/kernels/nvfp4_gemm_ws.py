@@ -37,8 +37,11 @@ split-N write fp32 partials that ``_reduce`` sums.
 Stream-K (``WsConfig.stream_k`` / ``WsBwdConfig.stream_k``; ``_ws_fwd_sk_kernel``, ``_ws_bwd_sk_kernel``): one or
 two CTAs per SM, each taking an equal run of the product's (tile, chunk) steps across tile boundaries, so no SM idles
 in a last partial wave (e.g. 160 tiles on 132 SMs), and the loader fetches the next tile's chunks while the consumers
-write the previous one. A tile split between CTAs is summed by the CTA that completes its count of steps, in CTA order
-(the same bits whichever finishes last), reading the parts in slices with wide loads (``_sk_sum_parts``). With
+write the previous one. A tile split between CTAs is summed by the CTA whose run holds its first chunk (run 32,
+``_sk_add_parts``): that run ends inside the tile, while each later CTA's part of it is the start of its run, stored
+early; the CTA adds them to its accumulator in CTA order and stores the tile as a whole one (by TMA where whole tiles
+go so). Before run 32 the CTA that completed the tile's count of steps stored its own part too and summed all of them
+at the end of its run (``_sk_merge_part`` / ``_sk_sum_parts``, which the input gradient keeps). With
 ``dp_waves`` the whole waves of tiles run one per CTA and only the leftover tiles are split, in runs aligned to the
 tile (``sk_plan``), so that the CTAs of a wave read the same operand tiles at the same time (L2 serves them). The
 input gradient also runs two consumer warpgroups per CTA, one per half of the chunk (``WsBwdConfig.consumers``), so
@@ -1469,9 +1472,9 @@ if gluon is not None:
         """``_load_worker`` over this CTA's run of steps: chunks ``it_begin`` .. ``it_end`` of the tile-major sequence
         (tile t = step // n_chunks, M tiles of one N tile next to each other), one ring of stages throughout, so the
         next tile's first chunks load while the consumers write the previous tile. ``TMA_STORE`` 2: a stage that
-        held the last chunk of a tile stored through it (``_sk_ring_store_tile``) is refilled only once the
-        consumers' copies of the tile out of it completed ``stored`` (``pending``: such stages, a bit each;
-        ``flips``: each one's ``stored`` parity)."""
+        held this run's last chunk of a tile stored through it (``_sk_ring_store_tile``: the tiles the run holds from
+        their first chunk) is refilled only once the consumers' copies of the tile out of it completed ``stored``
+        (``pending``: such stages, a bit each; ``flips``: each one's ``stored`` parity)."""
         nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
         i = 0
         pending = 0
@@ -1479,11 +1482,11 @@ if gluon is not None:
         for t in range(it_begin // n_chunks, (it_end - 1) // n_chunks + 1):
             off_m = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
             off_n = (t // num_m) * BN
+            c_hi = gl.minimum(it_end - t * n_chunks, n_chunks)
             ring_stored = False
-            if TMA_STORE == 2:  # the consumers' rule: a tile this run holds whole, of rows of its own
-                ring_stored = ((it_begin <= t * n_chunks) & (t * n_chunks + n_chunks <= it_end)
-                               & _rows_own(off_m, M, BM, XB))
-            for c in range(gl.maximum(it_begin - t * n_chunks, 0), gl.minimum(it_end - t * n_chunks, n_chunks)):
+            if TMA_STORE == 2:  # the consumers' rule: a tile this run holds from its first chunk, of rows of its own
+                ring_stored = (it_begin <= t * n_chunks) & _rows_own(off_m, M, BM, XB)
+            for c in range(gl.maximum(it_begin - t * n_chunks, 0), c_hi):
                 s = i % STAGES
                 mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
                 if TMA_STORE == 2:
@@ -1492,7 +1495,7 @@ if gluon is not None:
                     flips = flips ^ (held.to(gl.int32) << s)
                     pending = pending & ~(1 << s)
                     if ring_stored:
-                        pending = pending | ((c == n_chunks - 1).to(gl.int32) << s)
+                        pending = pending | ((c == c_hi - 1).to(gl.int32) << s)
                 bar = ready.index(s)
                 mbarrier.expect(bar, nbytes)
                 _x_box(x_desc, xs_desc, off_m, c * 128, M, bar, x_smem.index(2 * s), BM, XB)
@@ -1509,10 +1512,11 @@ if gluon is not None:
                           NORM_NT: gl.constexpr, SHIFT_LAST: gl.constexpr,
                           XB: gl.constexpr, TMA_STORE: gl.constexpr = 0):
         """A consumer warpgroup over this CTA's run of steps (``_sk_load_worker``), rows ROW0 .. ROW0 + RB of each
-        tile. A tile the run covers whole is written as bf16 (``TMA_STORE`` 1: by ``_sk_tma_store_tile`` from boxes of
-        its own, 2: by ``_sk_ring_store_tile`` through the stage of its last chunk; unless shifted or remapped by XB);
-        a part of one goes to ``_sk_merge_part``, and the consumer that completes the tile writes its sum.
-        ``ROW_NORM``: rows of X scaled as ``_store_tile``'s."""
+        tile. A tile the run holds from its first chunk is written as bf16 (``TMA_STORE`` 1: by ``_sk_tma_store_tile``
+        from boxes of its own, 2: by ``_sk_ring_store_tile`` through the stage of its last chunk; unless shifted or
+        remapped by XB), if the run ends inside it after the later CTAs' parts are added (``_sk_add_parts``); a
+        part without the first chunk (only ever the run's first tile) goes to ``_sk_put_part``. ``ROW_NORM``: rows
+        of X scaled as ``_store_tile``'s."""
         mma: gl.constexpr = _mma_layout(BM)
         t0 = it_begin // n_chunks
         ME: gl.constexpr = ROW0 // RB
@@ -1532,7 +1536,9 @@ if gluon is not None:
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
                 i += 1
             # (The tile's first row made where each use needs it: kept live from here, ptxas spilled more, run 27.)
-            if c_hi - c_lo == n_chunks:
+            if c_lo == 0:
+                if c_hi < n_chunks:  # the run ends inside the tile: the later CTAs hold the rest of it
+                    acc = _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_chunks, CONSUMERS, ME)
                 if ROW_NORM:
                     if BM <= 32:
                         r = r_first
@@ -1553,10 +1559,7 @@ if gluon is not None:
                 else:
                     _sk_store_tile(y_ptr, gs_ptr, acc, t, num_m, M, N, stride_ym, BM, BN, ROW0, RB, SHIFT_LAST, XB)
             else:
-                if _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, c_hi - c_lo, n_chunks, CONSUMERS, ME):
-                    _sk_sum_parts(part_ptr, y_ptr, gs_ptr, t, iters, n_chunks, _tile_m0(t % num_m, M, BM, SHIFT_LAST),
-                                  (t // num_m) * BN + ROW0, M, N, stride_ym, norm_ptr, norm_tiles, norm_k, eps, RB,
-                                  BM, CONSUMERS, ME, ROW_NORM, NORM_NT, r_first, m_first, SHIFT_LAST, XB)
+                _sk_put_part(part_ptr, cnt_ptr, acc, t, t0, CONSUMERS, ME)
         if TMA_STORE == 1:
             tma.store_wait(0)  # the last tile's copies read the boxes before the CTA exits
 
@@ -1609,6 +1612,49 @@ if gluon is not None:
         mask = _own_rows(offs_m, m0, M, BM, SHIFT_LAST)[None, :] & (offs_n < N)[:, None]
         # The dequantized tiles carry 2**-14 and no 1 / global_scale.
         gl.store(ptrs, (acc * (16384.0 / gl.load(gs_ptr))).to(gl.bfloat16), mask=mask)
+
+    @gluon.jit
+    def _sk_part_offsets(acc, slot):
+        """Offsets of part ``slot``'s values (``acc``'s layout, [RB output columns, BM rows]) in the parts' buffer, in
+        ``acc``'s order: each thread's two neighbouring values along BM go as one 8-byte access, and a warp's access
+        covers whole 32-byte sectors."""
+        lay: gl.constexpr = acc.type.layout
+        RB: gl.constexpr = acc.type.shape[0]
+        BM: gl.constexpr = acc.type.shape[1]
+        rows = gl.arange(0, RB, layout=gl.SliceLayout(1, lay))
+        cols = gl.arange(0, BM, layout=gl.SliceLayout(0, lay))
+        return slot * (RB * BM) + (rows * BM)[:, None] + cols[None, :]
+
+    @gluon.jit
+    def _sk_put_part(part_ptr, cnt_ptr, acc, t, t0, CONSUMERS: gl.constexpr, ME: gl.constexpr):
+        """Consumer ME's part of tile t, which this CTA's run holds without the tile's first chunk (so t is the run's
+        first tile, t0), as fp32 into the CTA's slot; then one count on the tile's counter (one per tile and
+        consumer) for the CTA that holds the first chunk (``_sk_add_parts``)."""
+        # The slot is g (t - t0 is 0), written with t so that the offsets are a value of this tile: a tile-invariant
+        # offset tensor would be hoisted out of the callers' loops and held in registers across them (spills).
+        slot = (gl.program_id(0) + t - t0) * CONSUMERS + ME
+        gl.store(part_ptr + _sk_part_offsets(acc, slot), acc)
+        # The barrier orders the warpgroup's stores before the release.
+        gl.thread_barrier()
+        gl.atomic_add(cnt_ptr + t * CONSUMERS + ME, 1, sem="release", scope="gpu")
+
+    @gluon.jit
+    def _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_steps, CONSUMERS: gl.constexpr, ME: gl.constexpr):
+        """Tile t's sum in this CTA (its run holds the tile's first chunks, ``acc``; it ends inside the tile): waits
+        for the count of the later CTAs that hold the rest (``_sk_put_part``: each counts once its part is stored,
+        which is at the start of its run, so no CTA waits for one that waits) and adds their parts in CTA order, the
+        tile's sum then staying in registers for the store of a whole tile (the same bits as summing all the parts
+        in CTA order, ``_sk_sum_parts``). Resets the counter (counters stay zero between launches)."""
+        g = gl.program_id(0)
+        others = ((t + 1) * n_steps - 1) // iters - g
+        cnt = cnt_ptr + t * CONSUMERS + ME
+        seen = gl.atomic_add(cnt, 0, sem="acquire", scope="gpu")
+        while seen < others:
+            seen = gl.atomic_add(cnt, 0, sem="acquire", scope="gpu")
+        gl.atomic_xchg(cnt, 0, sem="relaxed", scope="gpu")
+        for h in range(g + 1, g + 1 + others):
+            acc += gl.load(part_ptr + _sk_part_offsets(acc, h * CONSUMERS + ME), cache_modifier=".cg")
+        return acc
 
     @gluon.jit
     def _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, steps, n_steps, CONSUMERS: gl.constexpr, ME: gl.constexpr):
@@ -2492,8 +2538,8 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     if counters is None:
         return False
     iters, sk_total, ctas = sk_plan(tiles, kc, cfg.stream_k * kern._sms(x2.device), cfg.dp_waves)
-    # Two tiles' parts per stream-K CTA at most (its first and last tile), per consumer.
-    parts = torch.empty(max(1, -(-sk_total // iters)) * 2 * cfg.bn * cfg.bm, dtype=torch.float32, device=x2.device)
+    # One tile's part per stream-K CTA at most (its first tile, ``_sk_put_part``), per consumer.
+    parts = torch.empty(max(1, -(-sk_total // iters)) * cfg.bn * cfg.bm, dtype=torch.float32, device=x2.device)
     x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
     x_desc, xs_desc, shift, xb = x_boxes(x2, cfg.bm, x_l, bn=cfg.bn)
     w_desc, s_desc = weight_descriptors(w, cfg.bn)

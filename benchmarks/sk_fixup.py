@@ -1,0 +1,164 @@
+"""Stream-K's split tiles summed by the CTA that holds their first chunk (``nvfp4_gemm_ws._sk_add_parts``, run 32)
+against the same launch configs on an earlier tree's kernel file (``--previous``), where the CTA that completed a
+tile's count of steps summed every part, its own included, after storing it (``_sk_merge_part`` / ``_sk_sum_parts``).
+
+Per layer, M and code layout: the stream-K config the default dispatch launches (if any) and each ``--candidates``
+config (``tma_store.py``'s format: ``WsConfig`` fields, ';'-separated) run on both kernel files, checked against
+dequantize-then-matmul in fp32 and against each other (the same sums in the same order: the same bits), then timed
+in the same rounds as cuBLAS's BF16 product and the default dispatch (``slab_plans.interleaved_us``: each version in
+its own CUDA graph over weight copies L2 does not serve, replayed in turn, medians). Cells where the dispatch runs no
+stream-K and no candidate is given are skipped.
+
+    git show 8bb2f68:qerl/kernels/nvfp4_gemm_ws.py > /tmp/prev_ws.py
+    python benchmarks/sk_fixup.py --previous /tmp/prev_ws.py --ms 1024,2048 \\
+        --candidates "256,128,3,1,2,False,None,False,1,False" --out benchmarks/out/sk_fixup
+    python benchmarks/sk_fixup.py --previous /tmp/prev_ws.py --layout words --ms 8,16,100,128,256,512
+
+Writes sk_fixup.json under --out and prints per cell: BF16 and dispatch us, then per config its time on this tree
+and on the previous file, their ratio, and its speed over BF16.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from gemm_nvfp4 import SHAPES  # noqa: E402
+from gemm_ws import _copies  # noqa: E402
+from slab_plans import interleaved_us  # noqa: E402
+from tma_store import _check, _name, parse_candidates  # noqa: E402
+
+from qerl import nvfp4  # noqa: E402
+from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
+from qerl.kernels import nvfp4_gemm_ws as ws  # noqa: E402
+
+
+def load_previous(path: str):
+    """The kernel module of another tree (a copy of its ``qerl/kernels/nvfp4_gemm_ws.py``), imported under a name of
+    its own next to this tree's (it shares ``nvfp4_gemm``: weights, counters, SM count)."""
+    name = "qerl.kernels._nvfp4_gemm_ws_previous"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or not Path(path).is_file():
+        raise SystemExit(f"--previous {path}: no such file (e.g. git show <commit>:qerl/kernels/nvfp4_gemm_ws.py > "
+                         f"{path})")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def dispatch_stream_k(fn) -> ws.WsConfig | None:
+    """The stream-K config ``fn`` (a default-dispatch call) launched, or None (it took another route)."""
+    seen = []
+    orig = ws._stream_k
+
+    def spy(x2, w, cfg, *a, **k):
+        seen.append(cfg)
+        return orig(x2, w, cfg, *a, **k)
+
+    ws._stream_k = spy
+    try:
+        fn()
+    finally:
+        ws._stream_k = orig
+    return seen[0] if seen else None
+
+
+def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, l2: int, prev, log,
+            candidates: tuple = ()) -> list[dict]:
+    torch.manual_seed(hash((model, layer)) % 2**31)
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2)
+    w16 = q.dequantize(torch.bfloat16)
+    dense = [w16] + [w16.clone() for _ in range(max(1, math.ceil(3 * l2 / w16.nbytes)) - 1)]
+    rows = []
+    for m in ms:
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        shipped = dispatch_stream_k(lambda x=x: kern.nvfp4_matmul(x, kws[0]))
+        configs = list(dict.fromkeys(([shipped] if shipped is not None else []) + list(candidates)))
+        if not configs:
+            continue
+        prev_tf32 = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        ref = x.float() @ ref_w.T
+        torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+        _check(kern.nvfp4_matmul(x, kws[0]), ref, f"{model} {layer} M={m} (dispatch)")
+        variants = {"bf16": [lambda w=w, x=x: x @ w.t() for w in dense],
+                    "dispatch": [lambda kw=kw, x=x: kern.nvfp4_matmul(x, kw) for kw in kws]}
+        for c in configs:
+            a = ws.ws_matmul(x, kws[0], c, out=torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16))
+            b = prev.ws_matmul(x, kws[0], c)
+            _check(a, ref, f"{model} {layer} M={m} {_name(c)}")
+            _check(b, ref, f"{model} {layer} M={m} {_name(c)} (previous)")
+            if not torch.equal(a, b):
+                raise SystemExit(f"{model} {layer} M={m} {_name(c)}: bits differ from the previous kernel's")
+            variants[(c, "new")] = [lambda kw=kw, x=x, c=c: ws.ws_matmul(x, kw, c) for kw in kws]
+            variants[(c, "prev")] = [lambda kw=kw, x=x, c=c: prev.ws_matmul(x, kw, c) for kw in kws]
+        us = interleaved_us(variants)
+        torch.cuda.synchronize()
+        if int(kern._split_counters(x.device, 1).abs().sum()):
+            raise SystemExit(f"{model} {layer} M={m}: tile counters left non-zero")
+        row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "layout": layout, "bf16_us": us["bf16"],
+               "dispatch_us": us["dispatch"], "dispatch_stream_k": None if shipped is None else shipped._asdict(),
+               "configs": [{"config": c._asdict(), "shipped": c == shipped, "us": us[(c, "new")],
+                            "previous_us": us[(c, "prev")], "over_previous": us[(c, "new")] / us[(c, "prev")],
+                            "speedup": us["bf16"] / us[(c, "new")]} for c in configs]}
+        rows.append(row)
+        log(f"{model} {layer:8} M={m:5} {layout:5} bf16 {us['bf16']:8.1f}  dispatch {us['dispatch']:8.1f} "
+            f"(x{us['bf16'] / us['dispatch']:.3f})"
+            + "".join(f"  {'*' if c == shipped else ''}{_name(c)} {us[(c, 'new')]:.1f} / {us[(c, 'prev')]:.1f} "
+                      f"= {us[(c, 'new')] / us[(c, 'prev')]:.3f} (x{us['bf16'] / us[(c, 'new')]:.3f})"
+                      for c in configs))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--previous", required=True, help="a copy of another tree's qerl/kernels/nvfp4_gemm_ws.py")
+    p.add_argument("--models", default="7b,14b,32b")
+    p.add_argument("--layers", default="qkv,o,gate_up,down")
+    p.add_argument("--ms", default="256,512,1024,2048")
+    p.add_argument("--layout", choices=("pairs", "words"), default="pairs",
+                   help="the weight's code layout: 'pairs' (training's forward) or 'words' (the rollout's)")
+    p.add_argument("--candidates", default="", help="WsConfig fields per config, ';'-separated (tma_store.py's)")
+    p.add_argument("--out", default="benchmarks/out/sk_fixup")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available() or not ws.available():
+        p.error("needs a Hopper GPU and Triton's Gluon")
+    prev = load_previous(args.previous)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    props = torch.cuda.get_device_properties(0)
+    l2 = getattr(props, "L2_cache_size", 50 * 2**20)
+    meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
+            "command": "python benchmarks/sk_fixup.py " + " ".join(sys.argv[1:] if argv is None else argv)}
+    rows: list[dict] = []
+    ms = [int(v) for v in args.ms.split(",")]
+    candidates = parse_candidates(args.candidates)
+    for model in args.models.split(","):
+        for layer, n, k in SHAPES[model]:
+            if layer in args.layers.split(","):
+                rows += measure(model, layer, n, k, ms, args.layout, l2, prev, lambda s: print(s, flush=True),
+                                candidates)
+                (out / "sk_fixup.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    shipped = [c for r in rows for c in r["configs"] if c["shipped"]]
+    if shipped:
+        geo = math.exp(sum(math.log(c["over_previous"]) for c in shipped) / len(shipped))
+        print(f"the dispatch's stream-K configs: {len(shipped)} cells, time over the previous kernel's geomean "
+              f"{geo:.3f} ({min(c['over_previous'] for c in shipped):.3f}-{max(c['over_previous'] for c in shipped):.3f})")
+
+
+if __name__ == "__main__":
+    main()
