@@ -16,6 +16,13 @@ temporary directory (the shipped kernels stay as they are; an edit whose anchor 
 - ``no_store``: the full kernel storing one value per consumer instead of its tile (the epilogue's stores left out,
   the TMA store of whole tiles too; the tile is still reduced, so the wgmmas stay);
 - ``regs_store``: the full kernel with every tile stored from registers (``TMA_STORE`` off: the stores before run 30).
+- ``sk_no_fixup`` (stream-K configs): the full kernel without the split tiles' parts: no part stored, counted,
+  waited for or added (``_sk_put_part`` / ``_sk_add_parts`` left out; the CTA holding a tile's first chunk stores
+  its own part as the tile).
+
+A stream-K config (the shipped one, or one made with ``--configs``, e.g. ``bm=256,stages=3,stream_k=1``) runs the
+variants that edit code it shares with the one-tile kernel (``full``, ``no_compute``, ``no_dequant``,
+``regs_store``) and ``sk_no_fixup``; the others are reported as not applicable.
 
 With ``--dir bwd`` the input gradient (``_ws_bwd_kernel``, one consumer; ``--bwd-layout`` "rows" or "pairs"):
 
@@ -94,7 +101,13 @@ _TILE_STORE = ('''            gl.store(y_ptr + offs_m[None, :].to(gl.int64) * st
 ''')
 _TMA_PATH = ("        elif TMA_STORE:\n", "        elif False:\n")
 _TMA_FLAG = ("\nTMA_STORE = True\n", "\nTMA_STORE = False\n")
-VARIANTS = ("full", "no_compute", "no_x", "no_scales", "codes_only", "empty", "no_dequant", "no_store", "regs_store")
+_SK_ADD = ("                    acc = _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_chunks, CONSUMERS, ME)\n",
+           "                    acc = acc * 1.0\n")
+_SK_PUT = ("                _sk_put_part(part_ptr, cnt_ptr, acc, t, t0, CONSUMERS, ME)\n",
+           "                acc = acc * 1.0\n")
+VARIANTS = ("full", "no_compute", "no_x", "no_scales", "codes_only", "empty", "no_dequant", "no_store", "regs_store",
+            "sk_no_fixup")
+SK_VARIANTS = ("full", "no_compute", "no_dequant", "regs_store", "sk_no_fixup")  # the ones that edit stream-K's code
 
 # The input gradient's anchors: _bwd_step from its code load to the release (kept), the scale warp's work, the copies.
 _BWD_STEP = ("        codes = _bwd_codes(w_smem, s)\n        lo_even, lo_odd, hi_even, hi_odd",
@@ -150,6 +163,8 @@ def variant_source(src: str, variant: str) -> str:
         return _replace_once(_replace_once(src, *_TILE_STORE, variant), *_TMA_PATH, variant)
     if variant == "regs_store":
         return _replace_once(src, *_TMA_FLAG, variant)
+    if variant == "sk_no_fixup":
+        return _replace_once(_replace_once(src, *_SK_ADD, variant), *_SK_PUT, variant)
     raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS}")
 
 
@@ -223,7 +238,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--variants", default=None, help="comma-separated; default: every variant of the direction")
     p.add_argument("--layers", default=None, help="comma-separated layer names (default: every layer)")
     p.add_argument("--configs", default="", help="the shipped config with fields replaced, one row each: "
-                   "semicolon-separated sets of field=value, e.g. 'stages=8;maxnreg=64,split_n=12' ('' the shipped)")
+                   "semicolon-separated sets of field=value, e.g. 'stages=8;maxnreg=64,split_n=12' ('' the shipped; "
+                   "the forward's cells without a config start from 256 x 128 tiles, one per CTA)")
     p.add_argument("--out", default="benchmarks/out/ws_probe")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -270,19 +286,28 @@ def main(argv: list[str] | None = None) -> None:
                            else [lambda w=w, x=x: x @ w for w in dense])
                     bf16_us = bench(fns) * 1e6
                 for edit in args.configs.split(";") if args.configs else [""]:
-                    c0 = replaced(cfg, edit) if cfg is not None else None
-                    # The edits apply to the one-tile-per-CTA kernels (the forward's, and the input gradient's with
-                    # one consumer); a config reaching another path (stream-K, two consumers, the slab path) is skipped.
-                    runnable = c0 is not None and not c0.stream_k and (args.dir == "fwd" or c0.consumers == 1)
+                    # An edit on a cell the dispatch sends elsewhere (the slab path) starts from the forward's 256 x 128
+                    # one-tile config.
+                    base = cfg if cfg is not None or not edit or args.dir != "fwd" else ws.WsConfig(256, 128, 3, 1, 2,
+                                                                                                     False)
+                    c0 = replaced(base, edit) if base is not None else None
+                    # The edits apply to the forward's kernels (stream-K: SK_VARIANTS) and to the input gradient's
+                    # one-tile-per-CTA kernel with one consumer; a config reaching another path is skipped.
+                    runnable = c0 is not None and (args.dir == "fwd" or (c0.consumers == 1 and not c0.stream_k))
                     if not runnable:
-                        print(f"{model} {layer} M={m}: {c0} is not the one-tile-per-CTA kernel the variants edit; "
-                              "skipped")
+                        print(f"{model} {layer} M={m}: {c0} is not a kernel the variants edit; skipped")
                         continue
                     row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "dir": args.dir,
                            "layout": layout, "config": c0._asdict(), "edit": edit}
                     if bf16_us is not None:
                         row["bf16_us"] = bf16_us
                     for v, mod in mods.items():
+                        if args.dir == "fwd" and c0.stream_k and v not in SK_VARIANTS:
+                            row[f"{v}_us"] = float("nan")  # the edit does not reach the stream-K kernel
+                            continue
+                        if args.dir == "fwd" and not c0.stream_k and v.startswith("sk_"):
+                            row[f"{v}_us"] = float("nan")
+                            continue
                         if args.dir == "fwd":
                             c = mod.WsConfig(*c0)
                             fns = [lambda kw=kw, c=c, mod=mod, x=x: mod.ws_matmul(x, kw, c) for kw in kws]

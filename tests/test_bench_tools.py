@@ -166,6 +166,11 @@ def test_probe_variants_edit_the_kernel_source():
     assert "offs_n[:, None], out.to(gl.bfloat16)" not in store and "gl.sum(gl.sum(out" in store
     assert "        elif False:\n" in no_store and "        elif TMA_STORE:\n" not in no_store
     assert "\nTMA_STORE = False\n" in wp.variant_source(src, "regs_store") and "\nTMA_STORE = True\n" in src
+    # Run 32's: the stream-K consumer without its split tiles' parts (none stored, waited for or added).
+    sk = wp.variant_source(src, "sk_no_fixup")
+    consumer = sk[sk.index("    def _sk_mma_partition("):sk.index("    def _rows_own(")]
+    assert "_sk_put_part(" not in consumer and "_sk_add_parts(" not in consumer and consumer.count("acc * 1.0") == 2
+    assert "_sk_put_part(" in src[src.index("    def _sk_mma_partition("):src.index("    def _rows_own(")]
     with pytest.raises(RuntimeError, match="anchor"):
         wp.variant_source(src.replace("is_async=True)\n        acc = warpgroup_mma(w_hi", "is_async=True)\n"
                                       "        acc = warpgroup_mma( w_hi"), "no_compute")
