@@ -3056,8 +3056,8 @@ json.dump(t, open(sys.argv[1], 'w'), indent=1)" "$out/tuned.json" $w/tune_fwd/tu
         # then 66a's comparison on the dispatch's stream-K cells below M = 1024 (the rollout's "words" and "pairs")
     device_name
     timeout 230 python3 benchmarks/ws_probe.py --models 7b,14b --layers qkv,o --ms 1024 --fwd-layout pairs --bf16 \
-      --variants full,sk_no_fixup,no_dequant,no_compute --configs "bm=256,stages=3,stream_k=1,dp_waves=False;\
-bm=256,stages=3,stream_k=0,dp_waves=False" --out "$out/probe" 2>&1 | grep -v Warning | tee "$out/log_probe.txt"
+      --variants full,sk_no_fixup,no_dequant,no_compute --configs "bm=256,bn=128,stages=3,consumers=2,stream_k=1,dp_waves=False;\
+bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe" 2>&1 | grep -v Warning | tee "$out/log_probe.txt"
     timeout 330 python3 benchmarks/sk_fixup.py --previous .device/old/qerl/kernels/nvfp4_gemm_ws.py --layout words \
       --ms 8,16,100,128,256,512,1024 --out "$out/words" 2>&1 | grep -v Warning | tee "$out/log_words.txt" | tail -2
     ;;
