@@ -20,6 +20,12 @@ temporary directory (the shipped kernels stay as they are; an edit whose anchor 
   waited for or added (``_sk_put_part`` / ``_sk_add_parts`` left out; the CTA holding a tile's first chunk stores
   its own part as the tile).
 
+- ``sk_no_wait``: the full kernel whose summing CTA adds the later CTAs' parts without waiting for their count (it
+  may add stale values: time only);
+- ``sk_no_add``: the summing CTA waits for the count but adds no part;
+- ``sk_no_put``: the part's stores left out (the count is still made, so the summing CTA waits and adds what the
+  buffer holds).
+
 A stream-K config (the shipped one, or one made with ``--configs``, e.g. ``bm=256,stages=3,stream_k=1``) runs the
 variants that edit code it shares with the one-tile kernel (``full``, ``no_compute``, ``no_dequant``,
 ``regs_store``) and ``sk_no_fixup``; the others are reported as not applicable.
@@ -105,9 +111,13 @@ _SK_ADD = ("                    acc = _sk_add_parts(part_ptr, cnt_ptr, acc, t, i
            "                    acc = acc * 1.0\n")
 _SK_PUT = ("                _sk_put_part(part_ptr, cnt_ptr, acc, t, t0, CONSUMERS, ME)\n",
            "                acc = acc * 1.0\n")
+_SK_WAIT = ("        while seen < others:\n", "        while seen < 0:\n")
+_SK_ADD_LOADS = ("            acc += gl.load(part_ptr + _sk_part_offsets(acc, h * CONSUMERS + ME), cache_modifier=\".cg\")\n",
+                 "            acc = acc * 1.0\n")
+_SK_PUT_STORE = ("        gl.store(part_ptr + _sk_part_offsets(acc, slot), acc)\n", "")
 VARIANTS = ("full", "no_compute", "no_x", "no_scales", "codes_only", "empty", "no_dequant", "no_store", "regs_store",
-            "sk_no_fixup")
-SK_VARIANTS = ("full", "no_compute", "no_dequant", "regs_store", "sk_no_fixup")  # the ones that edit stream-K's code
+            "sk_no_fixup", "sk_no_wait", "sk_no_add", "sk_no_put")
+SK_VARIANTS = ("full", "no_compute", "no_dequant", "regs_store")  # with sk_*: the ones that edit stream-K's code
 
 # The input gradient's anchors: _bwd_step from its code load to the release (kept), the scale warp's work, the copies.
 _BWD_STEP = ("        codes = _bwd_codes(w_smem, s)\n        lo_even, lo_odd, hi_even, hi_odd",
@@ -165,6 +175,12 @@ def variant_source(src: str, variant: str) -> str:
         return _replace_once(src, *_TMA_FLAG, variant)
     if variant == "sk_no_fixup":
         return _replace_once(_replace_once(src, *_SK_ADD, variant), *_SK_PUT, variant)
+    if variant == "sk_no_wait":
+        return _replace_once(src, *_SK_WAIT, variant)
+    if variant == "sk_no_add":
+        return _replace_once(src, *_SK_ADD_LOADS, variant)
+    if variant == "sk_no_put":
+        return _replace_once(src, *_SK_PUT_STORE, variant)
     raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS}")
 
 
@@ -302,7 +318,7 @@ def main(argv: list[str] | None = None) -> None:
                     if bf16_us is not None:
                         row["bf16_us"] = bf16_us
                     for v, mod in mods.items():
-                        if args.dir == "fwd" and c0.stream_k and v not in SK_VARIANTS:
+                        if args.dir == "fwd" and c0.stream_k and v not in SK_VARIANTS and not v.startswith("sk_"):
                             row[f"{v}_us"] = float("nan")  # the edit does not reach the stream-K kernel
                             continue
                         if args.dir == "fwd" and not c0.stream_k and v.startswith("sk_"):

@@ -3061,4 +3061,12 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     timeout 330 python3 benchmarks/sk_fixup.py --previous .device/old/qerl/kernels/nvfp4_gemm_ws.py --layout words \
       --ms 8,16,100,128,256,512,1024 --out "$out/words" 2>&1 | grep -v Warning | tee "$out/log_words.txt" | tail -2
     ;;
+  66c)  # 66b's stream-K probe taken apart: the summing CTA without its wait, without adding the parts, the parts'
+        # stores left out (7B qkv / o, 14B o at M = 1024, pure stream-K on 256 x 128 tiles)
+    device_name
+    timeout 300 python3 benchmarks/ws_probe.py --models 7b,14b --layers qkv,o --ms 1024 --fwd-layout pairs --bf16 \
+      --variants full,sk_no_fixup,sk_no_wait,sk_no_add,sk_no_put \
+      --configs "bm=256,bn=128,stages=3,consumers=2,stream_k=1,dp_waves=False" --out "$out/probe" 2>&1 \
+      | grep -v Warning | tee "$out/log_probe.txt"
+    ;;
 esac
