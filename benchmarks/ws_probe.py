@@ -109,6 +109,8 @@ _TMA_PATH = ("        elif TMA_STORE:\n", "        elif False:\n")
 _TMA_FLAG = ("\nTMA_STORE = True\n", "\nTMA_STORE = False\n")
 _SK_ADD = ("                    acc = _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_chunks, CONSUMERS, ME)\n",
            "                    acc = acc * 1.0\n")
+_SK_SEED = ("                acc = _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_chunks, CONSUMERS, ME)\n",
+            "                acc = acc * 1.0\n")
 _SK_PUT = ("                _sk_put_part(part_ptr, cnt_ptr, acc, t, t0, CONSUMERS, ME)\n",
            "                acc = acc * 1.0\n")
 _SK_WAIT = ("        while seen < others:\n", "        while seen < 0:\n")
@@ -174,7 +176,8 @@ def variant_source(src: str, variant: str) -> str:
     if variant == "regs_store":
         return _replace_once(src, *_TMA_FLAG, variant)
     if variant == "sk_no_fixup":
-        return _replace_once(_replace_once(src, *_SK_ADD, variant), *_SK_PUT, variant)
+        src = _replace_once(_replace_once(src, *_SK_ADD, variant), *_SK_SEED, variant)
+        return _replace_once(src, *_SK_PUT, variant)
     if variant == "sk_no_wait":
         return _replace_once(src, *_SK_WAIT, variant)
     if variant == "sk_no_add":

@@ -3069,4 +3069,14 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --configs "bm=256,bn=128,stages=3,consumers=2,stream_k=1,dp_waves=False" --out "$out/probe" 2>&1 \
       | grep -v Warning | tee "$out/log_probe.txt"
     ;;
+  66d)  # the summing CTA's accumulator seeded with the later CTA's part where runs are at least a tile long: 66a's
+        # comparison again (M = 1024 / 2048, the 256 x 128 candidates), 66c's probe, then the stream-K GPU tests
+    device_name
+    timeout 250 python3 benchmarks/sk_fixup.py --previous .device/old/qerl/kernels/nvfp4_gemm_ws.py --ms 1024,2048 \
+      --candidates "$SK_RING" --out "$out/pairs" 2>&1 | grep -v Warning | tee "$out/log_pairs.txt" | tail -2
+    timeout 100 python3 benchmarks/ws_probe.py --models 7b,14b --layers qkv,o --ms 1024 --fwd-layout pairs --bf16 \
+      --variants full,sk_no_fixup,sk_no_add --configs "bm=256,bn=128,stages=3,consumers=2,stream_k=1,dp_waves=False" \
+      --out "$out/probe" 2>&1 | grep -v Warning | tee "$out/log_probe.txt"
+    sk_gpu_tests 220
+    ;;
 esac

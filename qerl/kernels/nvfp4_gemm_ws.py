@@ -1532,12 +1532,19 @@ if gluon is not None:
             c_lo = gl.maximum(it_begin - t * n_chunks, 0)
             c_hi = gl.minimum(it_end - t * n_chunks, n_chunks)
             acc = gl.zeros([RB, BM], gl.float32, mma)
+            # The run ends inside the tile (its first chunks): the later CTAs hold the rest of it. Runs at least a
+            # tile long leave one such part, the start of the next run, stored by the time this one reaches the tile:
+            # it seeds the accumulator, its loads spread over the CTAs' different start times there; with shorter
+            # runs the parts are added after the chunks (every CTA at its run's end: the loads come all at once).
+            split_head = (c_lo == 0) & (c_hi < n_chunks)
+            if split_head & (iters >= n_chunks):
+                acc = _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_chunks, CONSUMERS, ME)
             for _c in range(c_lo, c_hi):
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
                 i += 1
             # (The tile's first row made where each use needs it: kept live from here, ptxas spilled more, run 27.)
             if c_lo == 0:
-                if c_hi < n_chunks:  # the run ends inside the tile: the later CTAs hold the rest of it
+                if split_head & (iters < n_chunks):
                     acc = _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_chunks, CONSUMERS, ME)
                 if ROW_NORM:
                     if BM <= 32:
@@ -1640,11 +1647,12 @@ if gluon is not None:
 
     @gluon.jit
     def _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_steps, CONSUMERS: gl.constexpr, ME: gl.constexpr):
-        """Tile t's sum in this CTA (its run holds the tile's first chunks, ``acc``; it ends inside the tile): waits
-        for the count of the later CTAs that hold the rest (``_sk_put_part``: each counts once its part is stored,
-        which is at the start of its run, so no CTA waits for one that waits) and adds their parts in CTA order, the
-        tile's sum then staying in registers for the store of a whole tile (the same bits as summing all the parts
-        in CTA order, ``_sk_sum_parts``). Resets the counter (counters stay zero between launches)."""
+        """The later CTAs' parts of tile t (this CTA's run holds the tile's first chunks and ends inside it) added to
+        ``acc``: waits for the count of the CTAs that hold the rest (``_sk_put_part``: each counts once its part is
+        stored, which is at the start of its run, so no CTA waits for one that waits) and adds their parts in CTA
+        order; the tile's sum then stays in registers for the store of a whole tile. Before the tile's chunks (the
+        accumulator seeded: one part) or after them (``acc`` this CTA's part: the sum in CTA order, as
+        ``_sk_sum_parts``). Resets the counter (counters stay zero between launches)."""
         g = gl.program_id(0)
         others = ((t + 1) * n_steps - 1) // iters - g
         cnt = cnt_ptr + t * CONSUMERS + ME
