@@ -4,7 +4,8 @@ tile's count of steps summed every part, its own included, after storing it (``_
 
 Per layer, M and code layout: the stream-K config the default dispatch launches (if any) and each ``--candidates``
 config (``tma_store.py``'s format: ``WsConfig`` fields, ';'-separated) run on both kernel files, checked against
-dequantize-then-matmul in fp32 and against each other (the same sums in the same order: the same bits), then timed
+dequantize-then-matmul in fp32 (and whether they give the same bits: the same sums in the same order; runs at least
+a tile long now seed the summing CTA's accumulator with the other part, a different order), then timed
 in the same rounds as cuBLAS's BF16 product and the default dispatch (``slab_plans.interleaved_us``: each version in
 its own CUDA graph over weight copies L2 does not serve, replayed in turn, medians). Cells where the dispatch runs no
 stream-K and no candidate is given are skipped.
@@ -95,6 +96,7 @@ def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, 
         ref = x.float() @ ref_w.T
         torch.backends.cuda.matmul.allow_tf32 = prev_tf32
         _check(kern.nvfp4_matmul(x, kws[0]), ref, f"{model} {layer} M={m} (dispatch)")
+        same_bits = {}
         variants = {"bf16": [lambda w=w, x=x: x @ w.t() for w in dense],
                     "dispatch": [lambda kw=kw, x=x: kern.nvfp4_matmul(x, kw) for kw in kws]}
         for c in configs:
@@ -102,8 +104,7 @@ def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, 
             b = prev.ws_matmul(x, kws[0], c)
             _check(a, ref, f"{model} {layer} M={m} {_name(c)}")
             _check(b, ref, f"{model} {layer} M={m} {_name(c)} (previous)")
-            if not torch.equal(a, b):
-                raise SystemExit(f"{model} {layer} M={m} {_name(c)}: bits differ from the previous kernel's")
+            same_bits[c] = torch.equal(a, b)
             variants[(c, "new")] = [lambda kw=kw, x=x, c=c: ws.ws_matmul(x, kw, c) for kw in kws]
             variants[(c, "prev")] = [lambda kw=kw, x=x, c=c: prev.ws_matmul(x, kw, c) for kw in kws]
         us = interleaved_us(variants)
@@ -114,12 +115,14 @@ def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, 
                "dispatch_us": us["dispatch"], "dispatch_stream_k": None if shipped is None else shipped._asdict(),
                "configs": [{"config": c._asdict(), "shipped": c == shipped, "us": us[(c, "new")],
                             "previous_us": us[(c, "prev")], "over_previous": us[(c, "new")] / us[(c, "prev")],
+                            "same_bits": same_bits[c],
                             "speedup": us["bf16"] / us[(c, "new")]} for c in configs]}
         rows.append(row)
         log(f"{model} {layer:8} M={m:5} {layout:5} bf16 {us['bf16']:8.1f}  dispatch {us['dispatch']:8.1f} "
             f"(x{us['bf16'] / us['dispatch']:.3f})"
             + "".join(f"  {'*' if c == shipped else ''}{_name(c)} {us[(c, 'new')]:.1f} / {us[(c, 'prev')]:.1f} "
                       f"= {us[(c, 'new')] / us[(c, 'prev')]:.3f} (x{us['bf16'] / us[(c, 'new')]:.3f})"
+                      + ("" if same_bits[c] else " (other bits)")
                       for c in configs))
     return rows
 

@@ -20,9 +20,9 @@ temporary directory (the shipped kernels stay as they are; an edit whose anchor 
   waited for or added (``_sk_put_part`` / ``_sk_add_parts`` left out; the CTA holding a tile's first chunk stores
   its own part as the tile).
 
-- ``sk_no_wait``: the full kernel whose summing CTA adds the later CTAs' parts without waiting for their count (it
-  may add stale values: time only);
-- ``sk_no_add``: the summing CTA waits for the count but adds no part;
+- ``sk_no_wait``: the full kernel whose summing CTA adds the later CTAs' parts (or seeds its accumulator with one)
+  without waiting for their count (it may read stale values: time only);
+- ``sk_no_add``: the summing CTA waits for the count but neither adds a part nor loads its seed;
 - ``sk_no_put``: the part's stores left out (the count is still made, so the summing CTA waits and adds what the
   buffer holds).
 
@@ -109,8 +109,11 @@ _TMA_PATH = ("        elif TMA_STORE:\n", "        elif False:\n")
 _TMA_FLAG = ("\nTMA_STORE = True\n", "\nTMA_STORE = False\n")
 _SK_ADD = ("                    acc = _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_chunks, CONSUMERS, ME)\n",
            "                    acc = acc * 1.0\n")
-_SK_SEED = ("                acc = _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_chunks, CONSUMERS, ME)\n",
+_SK_SEED = ("                acc = _sk_seed_part(part_ptr, cnt_ptr, acc, t, CONSUMERS, ME)\n",
             "                acc = acc * 1.0\n")
+_SK_SEED_WAIT = ("        while seen < 1:\n", "        while seen < 0:\n")
+_SK_SEED_LOAD = ("        return gl.load(part_ptr + _sk_part_offsets(like, (gl.program_id(0) + 1) * CONSUMERS + ME),\n"
+                 "                       cache_modifier=\".cg\")\n", "        return gl.zeros_like(like)\n")
 _SK_PUT = ("                _sk_put_part(part_ptr, cnt_ptr, acc, t, t0, CONSUMERS, ME)\n",
            "                acc = acc * 1.0\n")
 _SK_WAIT = ("        while seen < others:\n", "        while seen < 0:\n")
@@ -179,9 +182,9 @@ def variant_source(src: str, variant: str) -> str:
         src = _replace_once(_replace_once(src, *_SK_ADD, variant), *_SK_SEED, variant)
         return _replace_once(src, *_SK_PUT, variant)
     if variant == "sk_no_wait":
-        return _replace_once(src, *_SK_WAIT, variant)
+        return _replace_once(_replace_once(src, *_SK_WAIT, variant), *_SK_SEED_WAIT, variant)
     if variant == "sk_no_add":
-        return _replace_once(src, *_SK_ADD_LOADS, variant)
+        return _replace_once(_replace_once(src, *_SK_ADD_LOADS, variant), *_SK_SEED_LOAD, variant)
     if variant == "sk_no_put":
         return _replace_once(src, *_SK_PUT_STORE, variant)
     raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS}")

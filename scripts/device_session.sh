@@ -3079,4 +3079,16 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --out "$out/probe" 2>&1 | grep -v Warning | tee "$out/log_probe.txt"
     sk_gpu_tests 220
     ;;
+  66e)  # the seed loaded into the accumulator's own registers (_sk_seed_part): 66d's comparison and probe, 66b's
+        # "words" cells below M = 1024, then the stream-K GPU tests
+    device_name
+    timeout 200 python3 benchmarks/sk_fixup.py --previous .device/old/qerl/kernels/nvfp4_gemm_ws.py --ms 1024,2048 \
+      --candidates "$SK_RING" --out "$out/pairs" 2>&1 | grep -v Warning | tee "$out/log_pairs.txt" | tail -2
+    timeout 60 python3 benchmarks/ws_probe.py --models 7b,14b --layers qkv,o --ms 1024 --fwd-layout pairs --bf16 \
+      --variants full,sk_no_fixup,sk_no_add --configs "bm=256,bn=128,stages=3,consumers=2,stream_k=1,dp_waves=False" \
+      --out "$out/probe" 2>&1 | grep -v Warning | tee "$out/log_probe.txt"
+    timeout 100 python3 benchmarks/sk_fixup.py --previous .device/old/qerl/kernels/nvfp4_gemm_ws.py --layout words \
+      --ms 8,16,100,128,256,512 --out "$out/words" 2>&1 | grep -v Warning | tee "$out/log_words.txt" | tail -1
+    sk_gpu_tests 200
+    ;;
 esac

@@ -1534,11 +1534,12 @@ if gluon is not None:
             acc = gl.zeros([RB, BM], gl.float32, mma)
             # The run ends inside the tile (its first chunks): the later CTAs hold the rest of it. Runs at least a
             # tile long leave one such part, the start of the next run, stored by the time this one reaches the tile:
-            # it seeds the accumulator, its loads spread over the CTAs' different start times there; with shorter
-            # runs the parts are added after the chunks (every CTA at its run's end: the loads come all at once).
+            # it seeds the accumulator (loaded into the accumulator's own registers, all at once); with shorter runs
+            # the parts are added after the chunks (each load needs registers beside the accumulator's: ptxas issues
+            # them a few at a time, run 32's probe: 3-9 us at M = 1024).
             split_head = (c_lo == 0) & (c_hi < n_chunks)
             if split_head & (iters >= n_chunks):
-                acc = _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_chunks, CONSUMERS, ME)
+                acc = _sk_seed_part(part_ptr, cnt_ptr, acc, t, CONSUMERS, ME)
             for _c in range(c_lo, c_hi):
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
                 i += 1
@@ -1646,13 +1647,26 @@ if gluon is not None:
         gl.atomic_add(cnt_ptr + t * CONSUMERS + ME, 1, sem="release", scope="gpu")
 
     @gluon.jit
+    def _sk_seed_part(part_ptr, cnt_ptr, like, t, CONSUMERS: gl.constexpr, ME: gl.constexpr):
+        """The accumulator of tile t seeded with the next CTA's part, the tile's only other one (runs at least a tile
+        long, ``_sk_add_parts``), before this CTA's chunks of it: waits for its count (stored at the start of the
+        next run, which waits for nothing before), loads it in ``like``'s layout and resets the counter."""
+        cnt = cnt_ptr + t * CONSUMERS + ME
+        seen = gl.atomic_add(cnt, 0, sem="acquire", scope="gpu")
+        while seen < 1:
+            seen = gl.atomic_add(cnt, 0, sem="acquire", scope="gpu")
+        gl.atomic_xchg(cnt, 0, sem="relaxed", scope="gpu")
+        return gl.load(part_ptr + _sk_part_offsets(like, (gl.program_id(0) + 1) * CONSUMERS + ME),
+                       cache_modifier=".cg")
+
+    @gluon.jit
     def _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_steps, CONSUMERS: gl.constexpr, ME: gl.constexpr):
         """The later CTAs' parts of tile t (this CTA's run holds the tile's first chunks and ends inside it) added to
         ``acc``: waits for the count of the CTAs that hold the rest (``_sk_put_part``: each counts once its part is
         stored, which is at the start of its run, so no CTA waits for one that waits) and adds their parts in CTA
-        order; the tile's sum then stays in registers for the store of a whole tile. Before the tile's chunks (the
-        accumulator seeded: one part) or after them (``acc`` this CTA's part: the sum in CTA order, as
-        ``_sk_sum_parts``). Resets the counter (counters stay zero between launches)."""
+        order (after the tile's chunks: ``acc`` this CTA's part, the sum in CTA order as ``_sk_sum_parts``'); the
+        tile's sum then stays in registers for the store of a whole tile. Resets the counter (counters stay zero
+        between launches). Runs at least a tile long seed the accumulator instead (``_sk_seed_part``)."""
         g = gl.program_id(0)
         others = ((t + 1) * n_steps - 1) // iters - g
         cnt = cnt_ptr + t * CONSUMERS + ME
