@@ -3091,4 +3091,13 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --ms 8,16,100,128,256,512 --out "$out/words" 2>&1 | grep -v Warning | tee "$out/log_words.txt" | tail -1
     sk_gpu_tests 200
     ;;
+  66f)  # the parts stored in the accumulator registers' order (a warp's access on two lines, not eight): 66e's
+        # comparisons on "pairs" at M = 1024 / 2048 and on "words" below, then the stream-K GPU tests
+    device_name
+    timeout 200 python3 benchmarks/sk_fixup.py --previous .device/old/qerl/kernels/nvfp4_gemm_ws.py --ms 1024,2048 \
+      --candidates "$SK_RING" --out "$out/pairs" 2>&1 | grep -v Warning | tee "$out/log_pairs.txt" | tail -2
+    timeout 100 python3 benchmarks/sk_fixup.py --previous .device/old/qerl/kernels/nvfp4_gemm_ws.py --layout words \
+      --ms 8,16,100,128,256,512 --out "$out/words" 2>&1 | grep -v Warning | tee "$out/log_words.txt" | tail -1
+    sk_gpu_tests 190
+    ;;
 esac

@@ -1624,14 +1624,18 @@ if gluon is not None:
     @gluon.jit
     def _sk_part_offsets(acc, slot):
         """Offsets of part ``slot``'s values (``acc``'s layout, [RB output columns, BM rows]) in the parts' buffer, in
-        ``acc``'s order: each thread's two neighbouring values along BM go as one 8-byte access, and a warp's access
-        covers whole 32-byte sectors."""
+        the order of wgmma's accumulator registers: value (r, c) of a warp's pair of registers p (c // 8 and r % 16
+        // 8) at lane (r % 8, c % 8 // 2), so that one 8-byte access of a warp covers 256 contiguous bytes (two
+        lines; rows of [BM] floats took eight, run 32: the reads of a part cost 3-9 us at M = 1024). Any
+        bijection would do (the same offsets store and load a part); this one follows ``_mma_layout``."""
         lay: gl.constexpr = acc.type.layout
         RB: gl.constexpr = acc.type.shape[0]
         BM: gl.constexpr = acc.type.shape[1]
-        rows = gl.arange(0, RB, layout=gl.SliceLayout(1, lay))
-        cols = gl.arange(0, BM, layout=gl.SliceLayout(0, lay))
-        return slot * (RB * BM) + (rows * BM)[:, None] + cols[None, :]
+        r = gl.arange(0, RB, layout=gl.SliceLayout(1, lay))
+        c = gl.arange(0, BM, layout=gl.SliceLayout(0, lay))
+        row_part = (r % 16 // 8) * (RB * 4) + (r // 16) * 64 + (r % 8) * 8
+        col_part = (c // 8) * (RB * 8) + c % 8
+        return slot * (RB * BM) + row_part[:, None] + col_part[None, :]
 
     @gluon.jit
     def _sk_put_part(part_ptr, cnt_ptr, acc, t, t0, CONSUMERS: gl.constexpr, ME: gl.constexpr):
