@@ -3100,4 +3100,12 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --ms 8,16,100,128,256,512 --out "$out/words" 2>&1 | grep -v Warning | tee "$out/log_words.txt" | tail -1
     sk_gpu_tests 190
     ;;
+  66g)  # the final tables (run 32's stream-K keys: 7B qkv / down, 14B / 32B qkv / o at M = 1024, 7B o at 2048): GPU
+        # tests of the dispatch, then per layer at M = 1024 / 2048 the dispatch against BF16 (with / without TMA stores)
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "default_dispatch or \
+      keys_between" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    timeout 230 python3 benchmarks/tma_store.py --models 7b,14b,32b --ms 1024,2048 --out "$out/final" 2>&1 \
+      | grep -v Warning | tee "$out/log_final.txt" | tail -3
+    ;;
 esac

@@ -302,12 +302,15 @@ def test_pick_follows_the_tuned_buckets(monkeypatch):
     assert ws.pick(_x(64, 512), 96, 512, 512) is None  # no tuned entry for this shape
     assert ws.pick(_x(300, k), n, k, k) == ws.TUNED[(512, n, k)]
     # A bucket where the search found the other path faster is declined, also for M that round up to it ...
-    assert ws.TUNED[(1024, 5120, 5120)] is None
-    assert ws.pick(_x(1024, 5120), 5120, 5120, 5120) is None and ws.pick(_x(769, 5120), 5120, 5120, 5120) is None
-    # ... unless a key between the buckets (run 26) is nearer: M = 513-768 take the M = 768 entry.
+    assert ws.TUNED[(16, 4608, 3584)] is None
+    assert ws.pick(_x(16, 3584), 4608, 3584, 3584) is None and ws.pick(_x(12, 3584), 4608, 3584, 3584) is None
+    # ... and a key between the buckets (run 26) is nearer than the bucket: M = 513-768 take the M = 768 entry, M =
+    # 769-1024 the M = 1024 one (run 32's stream-K; nvfp4_matmul's slab range sends M = 769-896 elsewhere first).
     assert ws.pick(_x(700, 5120), 5120, 5120, 5120) == ws.TUNED[(768, 5120, 5120)] is not None
-    # Above the largest measured bucket the slab path keeps M (7B o: no entry above 1024) ...
-    assert ws.pick(_x(1500, 3584), 3584, 3584, 3584) is None
+    assert ws.pick(_x(1000, 5120), 5120, 5120, 5120) == ws.TUNED[(1024, 5120, 5120)] == ws._SK_RING
+    # Above the largest measured bucket the slab path keeps M (7B o: no entry above 2048, run 32's key) ...
+    assert ws.pick(_x(1500, 3584), 3584, 3584, 3584) == ws.TUNED[(2048, 3584, 3584)] == ws._SK_RING
+    assert ws.pick(_x(3000, 3584), 3584, 3584, 3584) is None
     # ... and where run 31 measured stream-K through the ring faster up to M = 4096, its keys take M (7B gate_up).
     assert ws.pick(_x(1500, k), n, k, k) == ws.TUNED[(1536, n, k)] == ws.TUNED[(4096, n, k)] == ws._SK_RING
 

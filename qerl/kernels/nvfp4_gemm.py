@@ -1360,10 +1360,10 @@ SCRATCH_ELEMENTS = 64 * 2**20
 # table's config at M = 640-1024 (the forward) and 1.12-1.13x at M = 640 (the input gradient), and below a key that
 # lost off the measured grid. {(direction, N, K): ((first M, last M), ...)}
 SLAB_RANGES: dict[tuple[str, int, int], tuple[tuple[int, int], ...]] = {
-    ("fwd", 4608, 3584): ((769, 1024),),  # 7B qkv: 1.07x / 1.17x at 896 / 1024
+    ("fwd", 4608, 3584): ((769, 896),),  # 7B qkv: 1.07x at 896 (M = 897-1024: TUNED's stream-K, run 32)
     ("fwd", 3584, 3584): ((513, 768),),  # 7B o: 1.30x / 1.18x at 640 / 768 (M = 897-1024: an H100 1.11x slower at 960)
     ("fwd", 7168, 5120): ((513, 896),),  # 14B / 32B qkv: 1.32x / 1.22x / 1.10x at 640 / 768 / 896
-    ("fwd", 5120, 5120): ((769, 1024),),  # 14B / 32B o: 1.83x at 896 (the tile loop's)
+    ("fwd", 5120, 5120): ((769, 896),),  # 14B / 32B o: 1.83x at 896 (the tile loop's; above: TUNED's, run 32)
     ("words", 4608, 3584): ((897, 1024),),  # 7B qkv on "words": M = 1024's route (the tile loop's below it)
     ("words", 3584, 3584): ((513, 768),),  # 7B o on "words": 1.19x / 1.08x at 640 / 768
     ("words", 7168, 5120): ((513, 640),),  # 14B / 32B qkv on "words": 1.22x at 640

@@ -361,6 +361,21 @@ TUNED.update({
     (2048, 5120, 13824): _SK_RING._replace(dp_waves=True),
     (4096, 5120, 13824): _SK_RING._replace(dp_waves=True),
 })
+# Run 32 (benchmarks/sk_fixup.py, H200, 66f): pure stream-K on 256 x 128 tiles where about one tile falls to each SM,
+# now that a split tile is summed by the CTA holding its first chunk, its accumulator seeded with the next CTA's part
+# (``_sk_seed_part``): time against the dispatch before at M = 1024 / 2048 (the slab path unless said): 7B qkv 0.96,
+# 14B / 32B o 0.91 (both at M = 897-1024: ``nvfp4_gemm.SLAB_RANGES`` keeps M = 769-896, where the slab path's time
+# falls with M and this kernel's, on four row tiles, does not), 7B down 0.96 (the one-tile entry's), 14B / 32B qkv 0.94
+# (one tile per CTA before), 7B o at M = 2048 0.89 (M = 1025-2048). Below 0.97 only; 7B o at M = 1024 (112 tiles, runs
+# of 24 steps: shorter than a tile, so the parts are added at the runs' end) stays one tile per CTA (1.08x its time).
+TUNED.update({
+    (768, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # M = 513-768: M = 1024's entry before
+    (1024, 4608, 3584): _SK_RING,
+    (1024, 3584, 18944): _SK_RING,
+    (1024, 7168, 5120): _SK_RING,
+    (1024, 5120, 5120): _SK_RING,
+    (2048, 3584, 3584): _SK_RING,
+})
 TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.05x the entry without
     (8, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80),  # run 10: 1.11x the Triton kernels
