@@ -3108,4 +3108,9 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     timeout 230 python3 benchmarks/tma_store.py --models 7b,14b,32b --ms 1024,2048 --out "$out/final" 2>&1 \
       | grep -v Warning | tee "$out/log_final.txt" | tail -3
     ;;
+  66h)  # H100: the layers of run 32's keys (qkv / o / down) at M = 1024 / 2048 on the final tables
+    device_name
+    timeout 220 python3 benchmarks/tma_store.py --models 7b,14b,32b --layers qkv,o,down --ms 1024,2048 \
+      --out "$out/h100" 2>&1 | grep -v Warning | tee "$out/log_h100.txt" | tail -3
+    ;;
 esac
