@@ -3113,4 +3113,11 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     timeout 220 python3 benchmarks/tma_store.py --models 7b,14b,32b --layers qkv,o,down --ms 1024,2048 \
       --out "$out/h100" 2>&1 | grep -v Warning | tee "$out/log_h100.txt" | tail -3
     ;;
+  66i)  # the decode harness at batches 64 / 100 / 128 on run 32's code (its gate_up at batch 100-128 runs the "words"
+        # stream-K entries of 128 x 128 tiles, whose split tiles are now summed by the CTA holding their first chunk)
+    device_name
+    timeout 230 python3 benchmarks/decode_nvfp4.py --compile --layout words --swiglu-epilogue --fused-norm \
+      --batches 64,100,128 --new-tokens 128 --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
+    tail -5 "$out/log_decode.txt"
+    ;;
 esac
