@@ -583,6 +583,32 @@ def test_stream_k_plans_cover_every_step_once(tiles, steps):
 
 
 @needs_ptxas
+@pytest.mark.parametrize("tiles,steps", [(144, 28), (160, 40), (112, 28), (112, 40), (1184, 28), (200, 108),
+                                         (36, 28), (3, 16)])
+def test_stream_k_split_tiles_are_summed_where_their_first_chunk_is(tiles, steps):
+    """Run 32's sum of a split tile (``_sk_add_parts`` / ``_sk_seed_part``) on the runs ``sk_plan`` makes for a wave
+    of 132 CTAs: the CTA whose run holds the tile's first chunk ends its run inside the tile; each other CTA holding
+    part of it starts its run inside it (its part, its run's first tile, is stored before it waits for anything), and
+    their number is the count the summing CTA waits for. Where runs are at least a tile long there is one such CTA,
+    the next, and its part is stored (in steps from the runs' common start) before the summing CTA reaches the tile,
+    so the seed's wait costs nothing in a wave that runs together."""
+    for dp_waves in (False, True):
+        iters, sk_total, grid = plan = ws.sk_plan(tiles, steps, 132, dp_waves=dp_waves)
+        runs = _runs(plan, steps)
+        for t in range(sk_total // steps):
+            holders = [g for g, (b, e) in enumerate(runs) if b < (t + 1) * steps and e > t * steps]
+            if len(holders) == 1:
+                continue
+            head, others = holders[0], holders[1:]
+            b, e = runs[head]
+            assert b <= t * steps < e < (t + 1) * steps, (t, runs[head])
+            assert all(t * steps < runs[g][0] for g in others)
+            assert ((t + 1) * steps - 1) // iters - head == len(others)  # the kernel's count of the other parts
+            if iters >= steps:
+                assert others == [head + 1]
+                assert (t + 1) * steps - runs[head + 1][0] <= t * steps - b, (t, runs[head], runs[head + 1])
+
+
 def test_two_consumer_input_gradient_decodes_one_half_each():
     # One consumer per half of the chunk: each dequantizes one nibble of the code bytes (half the scale products of the
     # one-consumer step, which dequantizes both) and issues the wgmmas of one accumulator; as stream-K too.
