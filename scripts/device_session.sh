@@ -3120,4 +3120,9 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --batches 64,100,128 --new-tokens 128 --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
     tail -5 "$out/log_decode.txt"
     ;;
+  66j)  # the seeded sum's own GPU test (runs a tile long: 7B qkv's and 14B o's shapes at M = 1024, 64 x 64 tiles)
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "seeded_sum" -rf \
+      --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    ;;
 esac

@@ -668,6 +668,35 @@ def test_stream_k_completes_with_more_ctas_than_the_gpu_holds(cfg, m, n, monkeyp
 
 
 @hopper
+@pytest.mark.parametrize("cfg,m,n", [(ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1), 1024, 4608),
+                                     (ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1), 1024, 5120),
+                                     (ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2), 1000, 3584)],
+                         ids=["7b_qkv", "o_5120", "1x64"])
+def test_stream_k_seeded_sum_matches_fp32(cfg, m, n):
+    """Runs at least a tile long (run 32's 7B qkv / 14B o entries at M = 1024): a split tile's summing CTA seeds its
+    accumulator with the next CTA's part (``_sk_seed_part``): the fp32 reference, the same bits on every launch, the
+    counters back at zero."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    k = n if n == 5120 else 3584
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    w = prepare_weight(q.packed, q.scale, q.global_scale)
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    tiles, steps = -(-m // cfg.bm) * -(-n // cfg.bn), w.k_pad // kern.CHUNK
+    iters, total, _ = ws.sk_plan(tiles, steps, cfg.stream_k * kern._sms(x.device))
+    assert iters >= steps and iters % steps and total > iters, (iters, steps)  # runs a tile long, tiles split
+    first = ws.ws_matmul(x, w, cfg, out=torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16))
+    assert torch.isfinite(first).all()
+    want = _fp32_matmul(x.float(), ref_w.T)
+    assert float((first.float() - want).norm() / want.norm()) < 4e-3
+    for _ in range(2):
+        assert torch.equal(ws.ws_matmul(x, w, cfg, out=torch.full_like(first, float("nan"))), first)
+    torch.cuda.synchronize()
+    assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
+
+
+@hopper
 def test_dp_waves_runs_whole_waves_and_splits_the_leftover_tiles():
     """``dp_waves`` on shapes with more tiles than a wave of CTAs and a leftover that is split (checked on the plan
     the launcher makes): the fp32 reference, the same bits on every launch, the tile counters back at zero."""
