@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import math
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -35,12 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from gemm_nvfp4 import SHAPES  # noqa: E402
-from gemm_ws import _copies  # noqa: E402
 from slab_plans import interleaved_us  # noqa: E402
-from tma_store import _check, _name, parse_candidates  # noqa: E402
+from tma_store import _check, _name, cell_args, fp32_ref, layer_weights, parse_candidates, run_layers, run_meta  # noqa: E402,E501
 
-from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
 from qerl.kernels import nvfp4_gemm_ws as ws  # noqa: E402
 
@@ -79,11 +74,7 @@ def dispatch_stream_k(fn) -> ws.WsConfig | None:
 def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, l2: int, prev, log,
             candidates: tuple = ()) -> list[dict]:
     torch.manual_seed(hash((model, layer)) % 2**31)
-    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
-    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
-    kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2)
-    w16 = q.dequantize(torch.bfloat16)
-    dense = [w16] + [w16.clone() for _ in range(max(1, math.ceil(3 * l2 / w16.nbytes)) - 1)]
+    ref_w, kws, dense = layer_weights(n, k, layout, l2)
     rows = []
     for m in ms:
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
@@ -91,10 +82,7 @@ def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, 
         configs = list(dict.fromkeys(([shipped] if shipped is not None else []) + list(candidates)))
         if not configs:
             continue
-        prev_tf32 = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = False
-        ref = x.float() @ ref_w.T
-        torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+        ref = fp32_ref(x, ref_w)
         _check(kern.nvfp4_matmul(x, kws[0]), ref, f"{model} {layer} M={m} (dispatch)")
         same_bits = {}
         variants = {"bf16": [lambda w=w, x=x: x @ w.t() for w in dense],
@@ -130,32 +118,16 @@ def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--previous", required=True, help="a copy of another tree's qerl/kernels/nvfp4_gemm_ws.py")
-    p.add_argument("--models", default="7b,14b,32b")
-    p.add_argument("--layers", default="qkv,o,gate_up,down")
-    p.add_argument("--ms", default="256,512,1024,2048")
-    p.add_argument("--layout", choices=("pairs", "words"), default="pairs",
-                   help="the weight's code layout: 'pairs' (training's forward) or 'words' (the rollout's)")
+    cell_args(p, "256,512,1024,2048")
     p.add_argument("--candidates", default="", help="WsConfig fields per config, ';'-separated (tma_store.py's)")
     p.add_argument("--out", default="benchmarks/out/sk_fixup")
     args = p.parse_args(argv)
-    if not torch.cuda.is_available() or not ws.available():
-        p.error("needs a Hopper GPU and Triton's Gluon")
+    meta, l2 = run_meta(p, "sk_fixup.py", argv)
     prev = load_previous(args.previous)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    props = torch.cuda.get_device_properties(0)
-    l2 = getattr(props, "L2_cache_size", 50 * 2**20)
-    meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
-            "command": "python benchmarks/sk_fixup.py " + " ".join(sys.argv[1:] if argv is None else argv)}
-    rows: list[dict] = []
     ms = [int(v) for v in args.ms.split(",")]
     candidates = parse_candidates(args.candidates)
-    for model in args.models.split(","):
-        for layer, n, k in SHAPES[model]:
-            if layer in args.layers.split(","):
-                rows += measure(model, layer, n, k, ms, args.layout, l2, prev, lambda s: print(s, flush=True),
-                                candidates)
-                (out / "sk_fixup.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    rows = run_layers(args, Path(args.out), "sk_fixup.json", meta, lambda model, layer, n, k: measure(
+        model, layer, n, k, ms, args.layout, l2, prev, lambda s: print(s, flush=True), candidates))
     shipped = [c for r in rows for c in r["configs"] if c["shipped"]]
     if shipped:
         geo = math.exp(sum(math.log(c["over_previous"]) for c in shipped) / len(shipped))

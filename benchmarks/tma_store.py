@@ -102,13 +102,30 @@ def _name(c: ws.WsConfig) -> str:
     return "/".join(map(str, c[:6])) + (f"/sk{c.stream_k}" + ("dp" if c.dp_waves else "") if c.stream_k else "")
 
 
-def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, l2: int, log,
-            candidates: tuple = (), both: bool = False) -> list[dict]:
+def layer_weights(n: int, k: int, layout: str, l2: int) -> tuple:
+    """(the fp32 dequantized weight, the kernel weight's copies, cuBLAS's bf16 copies) of a random N x K NVFP4
+    weight, in enough copies each that L2 serves none of them between calls."""
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
     kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2)
     w16 = q.dequantize(torch.bfloat16)
     dense = [w16] + [w16.clone() for _ in range(max(1, math.ceil(3 * l2 / w16.nbytes)) - 1)]
+    return ref_w, kws, dense
+
+
+def fp32_ref(x: torch.Tensor, ref_w: torch.Tensor) -> torch.Tensor:
+    """x @ W^T in fp32 (TF32 off for the call)."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return x.float() @ ref_w.T
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+
+
+def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, l2: int, log,
+            candidates: tuple = (), both: bool = False) -> list[dict]:
+    ref_w, kws, dense = layer_weights(n, k, layout, l2)
     rows = []
     for m in ms:
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
@@ -116,10 +133,7 @@ def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, 
         reached = _reached(with_tma)
         a = with_tma()
         b = _with_tma_store(False, lambda x=x: kern.nvfp4_matmul(x, kws[0]))()
-        prev = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = False
-        ref = x.float() @ ref_w.T
-        torch.backends.cuda.matmul.allow_tf32 = prev
+        ref = fp32_ref(x, ref_w)
         rel = _check(a, ref, f"{model} {layer} M={m} (dispatch, TMA store)")
         if not torch.equal(a, b):
             raise SystemExit(f"{model} {layer} M={m}: the TMA store's bits differ from the stores from registers")
@@ -153,36 +167,51 @@ def measure(model: str, layer: str, n: int, k: int, ms: list[int], layout: str, 
     return rows
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def cell_args(p: argparse.ArgumentParser, ms: str) -> None:
+    """The per-cell options this script shares with ``sk_fixup.py``: models, layers, M values, code layout."""
     p.add_argument("--models", default="7b,14b,32b")
     p.add_argument("--layers", default="qkv,o,gate_up,down")
-    p.add_argument("--ms", default="256,512,1024,2048,4096")
+    p.add_argument("--ms", default=ms)
     p.add_argument("--layout", choices=("pairs", "words"), default="pairs",
                    help="the weight's code layout: 'pairs' (training's forward) or 'words' (the rollout's)")
+
+
+def run_meta(p: argparse.ArgumentParser, script: str, argv: list[str] | None) -> tuple[dict, int]:
+    """(the JSON's meta, the L2 size) on a Hopper with Gluon, else ``p.error``."""
+    if not torch.cuda.is_available() or not ws.available():
+        p.error("needs a Hopper GPU and Triton's Gluon")
+    props = torch.cuda.get_device_properties(0)
+    meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
+            "command": f"python benchmarks/{script} " + " ".join(sys.argv[1:] if argv is None else argv)}
+    return meta, getattr(props, "L2_cache_size", 50 * 2**20)
+
+
+def run_layers(args, out: Path, name: str, meta: dict, measure_layer) -> list[dict]:
+    """The rows of ``measure_layer(model, layer, n, k)`` over ``--models`` / ``--layers``, the JSON ``out / name``
+    rewritten after each layer (a run cut short keeps what it measured)."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    for model in args.models.split(","):
+        for layer, n, k in SHAPES[model]:
+            if layer in args.layers.split(","):
+                rows += measure_layer(model, layer, n, k)
+                (out / name).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cell_args(p, "256,512,1024,2048,4096")
     p.add_argument("--candidates", default="", help="WsConfig fields per config, ';'-separated (see above)")
     p.add_argument("--both", action="store_true",
                    help="time each candidate also with the stores from registers (checked for the same bits)")
     p.add_argument("--out", default="benchmarks/out/tma_store")
     args = p.parse_args(argv)
-    if not torch.cuda.is_available() or not ws.available():
-        p.error("needs a Hopper GPU and Triton's Gluon")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    props = torch.cuda.get_device_properties(0)
-    l2 = getattr(props, "L2_cache_size", 50 * 2**20)
-    meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
-            "command": "python benchmarks/tma_store.py " + " ".join(sys.argv[1:] if argv is None else argv)}
-    rows: list[dict] = []
+    meta, l2 = run_meta(p, "tma_store.py", argv)
     ms = [int(v) for v in args.ms.split(",")]
     candidates = parse_candidates(args.candidates)
-    for model in args.models.split(","):
-        for layer, n, k in SHAPES[model]:
-            if layer not in args.layers.split(","):
-                continue
-            rows += measure(model, layer, n, k, ms, args.layout, l2, lambda s: print(s, flush=True), candidates,
-                            args.both)
-            (out / "tma_store.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    rows = run_layers(args, Path(args.out), "tma_store.json", meta, lambda model, layer, n, k: measure(
+        model, layer, n, k, ms, args.layout, l2, lambda s: print(s, flush=True), candidates, args.both))
     for m in ms:
         cells = [r for r in rows if r["m"] == m]
         if cells:

@@ -387,6 +387,39 @@ def test_gpu_benchmarks_refuse_without_cuda_before_writing(tmp_path, capsys):
         assert need in capsys.readouterr().err and not out.exists()
 
 
+def test_layer_runs_keep_each_layers_rows_and_stop_without_a_gpu(tmp_path):
+    """tma_store.py / sk_fixup.py (run 32): the layers named by --models / --layers, in order, the JSON rewritten
+    after each one (a run cut short keeps what it measured); fp32_ref leaves TF32 as it found it; without a Hopper
+    GPU both scripts stop."""
+    import argparse
+    import json
+
+    import torch
+
+    ts = _load("tma_store")
+    args = argparse.Namespace(models="7b,32b", layers="o,down")
+    seen = []
+
+    def measure_layer(model, layer, n, k):
+        seen.append((model, layer, n, k))
+        if len(seen) == 3:  # what the JSON held when the third layer began
+            seen.append(json.loads((tmp_path / "r.json").read_text())["rows"])
+        return [{"layer": f"{model} {layer}"}]
+
+    rows = ts.run_layers(args, tmp_path, "r.json", {"device": "x"}, measure_layer)
+    assert [r["layer"] for r in rows] == ["7b o", "7b down", "32b o", "32b down"]
+    assert seen[:3] == [("7b", "o", 3584, 3584), ("7b", "down", 3584, 18944), ("32b", "o", 5120, 5120)]
+    assert seen[3] == rows[:2]
+    assert json.loads((tmp_path / "r.json").read_text()) == {"meta": {"device": "x"}, "rows": rows}
+    before = torch.backends.cuda.matmul.allow_tf32
+    x, w = torch.randn(3, 8), torch.randn(5, 8)
+    assert torch.equal(ts.fp32_ref(x, w), x @ w.T) and torch.backends.cuda.matmul.allow_tf32 == before
+    if not torch.cuda.is_available():
+        for name, argv in (("tma_store", []), ("sk_fixup", ["--previous", str(tmp_path / "none.py")])):
+            with pytest.raises(SystemExit):
+                _load(name).main(argv)
+
+
 def test_tma_store_candidates_parse_stream_k_configs_and_name_them():
     """benchmarks/tma_store.py ``--candidates``: all ten ``WsConfig`` fields (run 31's stream-K configs) or the first
     six, named in its log with their stream-K mode; a malformed one stops with the format to use."""

@@ -636,6 +636,22 @@ def test_stream_k_leaves_counters_zero_and_repeats_exactly(cfg, m, n, k):
         assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
 
 
+def _check_stream_k_launch(x, w, ref_w, cfg) -> None:
+    """The forward on ``cfg`` into a NaN-poisoned output: finite, the fp32 reference, the same bits on two more
+    launches, the tile counters back at zero."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    first = ws.ws_matmul(x, w, cfg, out=torch.full((x.shape[0], w.n), float("nan"), device="cuda",
+                                                   dtype=torch.bfloat16))
+    assert torch.isfinite(first).all()
+    want = _fp32_matmul(x.float(), ref_w.T)
+    assert float((first.float() - want).norm() / want.norm()) < 4e-3
+    for _ in range(2):
+        assert torch.equal(ws.ws_matmul(x, w, cfg, out=torch.full_like(first, float("nan"))), first)
+    torch.cuda.synchronize()
+    assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
+
+
 @hopper
 @pytest.mark.parametrize("cfg,m,n", [(ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1), 1024, 4608),
                                      (ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2), 128, 1024)],
@@ -657,14 +673,7 @@ def test_stream_k_completes_with_more_ctas_than_the_gpu_holds(cfg, m, n, monkeyp
     tiles, steps = -(-m // cfg.bm) * -(-n // cfg.bn), w.k_pad // kern.CHUNK
     iters, _, grid = ws.sk_plan(tiles, steps, cfg.stream_k * 4 * sms)
     assert grid > 2 * cfg.stream_k * sms and iters < steps // 2, (iters, grid)
-    first = ws.ws_matmul(x, w, cfg, out=torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16))
-    assert torch.isfinite(first).all()
-    want = _fp32_matmul(x.float(), ref_w.T)
-    assert float((first.float() - want).norm() / want.norm()) < 4e-3
-    for _ in range(2):
-        assert torch.equal(ws.ws_matmul(x, w, cfg, out=torch.full_like(first, float("nan"))), first)
-    torch.cuda.synchronize()
-    assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
+    _check_stream_k_launch(x, w, ref_w, cfg)
 
 
 @hopper
@@ -686,14 +695,7 @@ def test_stream_k_seeded_sum_matches_fp32(cfg, m, n):
     tiles, steps = -(-m // cfg.bm) * -(-n // cfg.bn), w.k_pad // kern.CHUNK
     iters, total, _ = ws.sk_plan(tiles, steps, cfg.stream_k * kern._sms(x.device))
     assert iters >= steps and iters % steps and total > iters, (iters, steps)  # runs a tile long, tiles split
-    first = ws.ws_matmul(x, w, cfg, out=torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16))
-    assert torch.isfinite(first).all()
-    want = _fp32_matmul(x.float(), ref_w.T)
-    assert float((first.float() - want).norm() / want.norm()) < 4e-3
-    for _ in range(2):
-        assert torch.equal(ws.ws_matmul(x, w, cfg, out=torch.full_like(first, float("nan"))), first)
-    torch.cuda.synchronize()
-    assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
+    _check_stream_k_launch(x, w, ref_w, cfg)
 
 
 @hopper
