@@ -111,12 +111,11 @@ _SK_ADD = ("                    acc = _sk_add_parts(part_ptr, cnt_ptr, acc, t, i
            "                    acc = acc * 1.0\n")
 _SK_SEED = ("                acc = _sk_seed_part(part_ptr, cnt_ptr, acc, t, CONSUMERS, ME)\n",
             "                acc = acc * 1.0\n")
-_SK_SEED_WAIT = ("        while seen < 1:\n", "        while seen < 0:\n")
 _SK_SEED_LOAD = ("        return gl.load(part_ptr + _sk_part_offsets(like, (gl.program_id(0) + 1) * CONSUMERS + ME),\n"
                  "                       cache_modifier=\".cg\")\n", "        return gl.zeros_like(like)\n")
 _SK_PUT = ("                _sk_put_part(part_ptr, cnt_ptr, acc, t, t0, CONSUMERS, ME)\n",
            "                acc = acc * 1.0\n")
-_SK_WAIT = ("        while seen < others:\n", "        while seen < 0:\n")
+_SK_WAIT = ("        while seen < count:\n", "        while seen < 0:\n")
 _SK_ADD_LOADS = ("            acc += gl.load(part_ptr + _sk_part_offsets(acc, h * CONSUMERS + ME), cache_modifier=\".cg\")\n",
                  "            acc = acc * 1.0\n")
 _SK_PUT_STORE = ("        gl.store(part_ptr + _sk_part_offsets(acc, slot), acc)\n", "")
@@ -182,7 +181,7 @@ def variant_source(src: str, variant: str) -> str:
         src = _replace_once(_replace_once(src, *_SK_ADD, variant), *_SK_SEED, variant)
         return _replace_once(src, *_SK_PUT, variant)
     if variant == "sk_no_wait":
-        return _replace_once(_replace_once(src, *_SK_WAIT, variant), *_SK_SEED_WAIT, variant)
+        return _replace_once(src, *_SK_WAIT, variant)
     if variant == "sk_no_add":
         return _replace_once(_replace_once(src, *_SK_ADD_LOADS, variant), *_SK_SEED_LOAD, variant)
     if variant == "sk_no_put":

@@ -171,7 +171,7 @@ def test_probe_variants_edit_the_kernel_source():
     consumer = sk[sk.index("    def _sk_mma_partition("):sk.index("    def _rows_own(")]
     assert "_sk_put_part(" not in consumer and "_sk_add_parts(" not in consumer and consumer.count("acc * 1.0") == 3
     assert "_sk_put_part(" in src[src.index("    def _sk_mma_partition("):src.index("    def _rows_own(")]
-    for variant, gone in (("sk_no_wait", "while seen < others:"), ("sk_no_wait", "while seen < 1:"),
+    for variant, gone in (("sk_no_wait", "while seen < count:"),
                           ("sk_no_add", "acc += gl.load(part_ptr"), ("sk_no_add", "return gl.load(part_ptr + _sk_part_offsets(like"),
                           ("sk_no_put", "gl.store(part_ptr + _sk_part_offsets(acc, slot), acc)")):
         assert gone in src and gone not in wp.variant_source(src, variant), variant

@@ -1666,15 +1666,20 @@ if gluon is not None:
         gl.atomic_add(cnt_ptr + t * CONSUMERS + ME, 1, sem="release", scope="gpu")
 
     @gluon.jit
+    def _sk_wait_count(cnt, count):
+        """Waits until the tile counter ``cnt`` reaches ``count`` (its acquire lets this warpgroup read the parts
+        counted), then resets it (counters stay zero between launches; nothing else reads it in this launch)."""
+        seen = gl.atomic_add(cnt, 0, sem="acquire", scope="gpu")
+        while seen < count:
+            seen = gl.atomic_add(cnt, 0, sem="acquire", scope="gpu")
+        gl.atomic_xchg(cnt, 0, sem="relaxed", scope="gpu")
+
+    @gluon.jit
     def _sk_seed_part(part_ptr, cnt_ptr, like, t, CONSUMERS: gl.constexpr, ME: gl.constexpr):
         """The accumulator of tile t seeded with the next CTA's part, the tile's only other one (runs at least a tile
         long, ``_sk_add_parts``), before this CTA's chunks of it: waits for its count (stored at the start of the
-        next run, which waits for nothing before), loads it in ``like``'s layout and resets the counter."""
-        cnt = cnt_ptr + t * CONSUMERS + ME
-        seen = gl.atomic_add(cnt, 0, sem="acquire", scope="gpu")
-        while seen < 1:
-            seen = gl.atomic_add(cnt, 0, sem="acquire", scope="gpu")
-        gl.atomic_xchg(cnt, 0, sem="relaxed", scope="gpu")
+        next run, which waits for nothing before) and loads it in ``like``'s layout."""
+        _sk_wait_count(cnt_ptr + t * CONSUMERS + ME, 1)
         return gl.load(part_ptr + _sk_part_offsets(like, (gl.program_id(0) + 1) * CONSUMERS + ME),
                        cache_modifier=".cg")
 
@@ -1683,16 +1688,12 @@ if gluon is not None:
         """The later CTAs' parts of tile t (this CTA's run holds the tile's first chunks and ends inside it) added to
         ``acc``: waits for the count of the CTAs that hold the rest (``_sk_put_part``: each counts once its part is
         stored, which is at the start of its run, so no CTA waits for one that waits) and adds their parts in CTA
-        order (after the tile's chunks: ``acc`` this CTA's part, the sum in CTA order as ``_sk_sum_parts``'); the
-        tile's sum then stays in registers for the store of a whole tile. Resets the counter (counters stay zero
-        between launches). Runs at least a tile long seed the accumulator instead (``_sk_seed_part``)."""
+        order (after the tile's chunks: ``acc`` this CTA's part, the sum in CTA order as ``_sk_sum_parts``'s); the
+        tile's sum then stays in registers for the store of a whole tile. Runs at least a tile long seed the
+        accumulator instead (``_sk_seed_part``)."""
         g = gl.program_id(0)
         others = ((t + 1) * n_steps - 1) // iters - g
-        cnt = cnt_ptr + t * CONSUMERS + ME
-        seen = gl.atomic_add(cnt, 0, sem="acquire", scope="gpu")
-        while seen < others:
-            seen = gl.atomic_add(cnt, 0, sem="acquire", scope="gpu")
-        gl.atomic_xchg(cnt, 0, sem="relaxed", scope="gpu")
+        _sk_wait_count(cnt_ptr + t * CONSUMERS + ME, others)
         for h in range(g + 1, g + 1 + others):
             acc += gl.load(part_ptr + _sk_part_offsets(acc, h * CONSUMERS + ME), cache_modifier=".cg")
         return acc
