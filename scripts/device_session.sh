@@ -65,6 +65,19 @@ sk_gpu_tests() {  # the forward's stream-K GPU tests (limit $1 s), in parallel p
   for f in /tmp/t_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
     | tee "$out/gpu_tests.txt"
 }
+# The input gradient's stream-K configs' ids (WsBwdConfig: ...x<fused>x<stream_k>x<consumers>x...)
+SK_BWD_IDS="(xFalsex1x2x or xFalsex2x2x)"
+sk_bwd_gpu_tests() {  # the input gradient's stream-K GPU tests (limit $1 s), in parallel processes, as sk_gpu_tests
+  local t="timeout $1 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -rf --tb=short"
+  $t -k "input_gradient_matches_fp32 and $SK_BWD_IDS and 256x4" > /tmp/b_fp32a.txt 2>&1 &
+  $t -k "input_gradient_matches_fp32 and $SK_BWD_IDS and not 256x4" > /tmp/b_fp32b.txt 2>&1 &
+  $t -k "rows_layout_input_gradient and $SK_BWD_IDS" > /tmp/b_rows.txt 2>&1 &
+  $t -k "input_gradient and (last_tile or rows_past) and $SK_BWD_IDS" > /tmp/b_last.txt 2>&1 &
+  $t -k "stream_k_completes or stream_k_leaves or dp_waves or seeded" > /tmp/b_sk.txt 2>&1 &
+  wait
+  for f in /tmp/b_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
+    | tee "$out/gpu_tests.txt"
+}
 device_name() {  # the device's name, memory and driver into $out/device.txt
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 }
@@ -3124,5 +3137,14 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     device_name
     timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "seeded_sum" -rf \
       --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    ;;
+  67a)  # run 32's sum of a split tile ported to the input gradient's stream-K kernel: sk_fixup.py --grad-input at M =
+        # 1024 / 2048 (the dispatch's stream-K configs, pure stream-K on 256-row tiles of 4 / 5 stages; each on this
+        # kernel file and run 32's), then the input gradient's stream-K GPU tests
+    device_name
+    timeout 280 python3 benchmarks/sk_fixup.py --previous .device/old/qerl/kernels/nvfp4_gemm_ws.py --grad-input \
+      --ms 1024,2048 --candidates "256,4,1,None,False,1,2;256,5,1,None,False,1,2" --out "$out/bwd" 2>&1 \
+      | grep -v Warning | tee "$out/log_bwd.txt" | tail -2
+    sk_bwd_gpu_tests 240
     ;;
 esac

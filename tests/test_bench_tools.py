@@ -437,6 +437,29 @@ def test_tma_store_candidates_parse_stream_k_configs_and_name_them():
         ts.parse_candidates("256,128,three")
 
 
+def test_sk_fixup_grad_input_candidates_and_the_dispatch_spy(monkeypatch):
+    """benchmarks/sk_fixup.py ``--grad-input`` (run 33): ``WsBwdConfig`` candidates, named as the input gradient's;
+    the spy reports the config the dispatch gave the input gradient's stream-K launcher (not the forward's) and puts
+    the launcher back; a malformed candidate stops with the format to use."""
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    sf = _load("sk_fixup")
+    pure, waves = sf.parse_bwd_candidates("256,4,1,None,False,1,2;256,5,1,None,False,1,2,True")
+    assert pure == ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2) and waves == pure._replace(stages=5,
+                                                                                                 dp_waves=True)
+    assert [sf.config_name(c) for c in (pure, waves, ws._SK_RING)] == ["bwd 256/4/1/sk1", "bwd 256/5/1/sk1dp",
+                                                                      "256/128/3/1/2/False/sk1"]
+    with pytest.raises(SystemExit, match="WsBwdConfig fields in order"):
+        sf.parse_bwd_candidates("256,four")
+    launched = []
+    monkeypatch.setattr(ws, "_stream_k_grad_input", lambda dy2, w, cfg, *a: launched.append(cfg) or True)
+    monkeypatch.setattr(ws, "_stream_k", lambda *a: pytest.fail("the forward's launcher"))
+    spy_target = ws._stream_k_grad_input
+    assert sf.dispatch_stream_k(lambda: ws._stream_k_grad_input(None, None, pure, None, 1, 80), grad=True) == pure
+    assert launched == [pure] and ws._stream_k_grad_input is spy_target
+    assert sf.dispatch_stream_k(lambda: None, grad=True) is None
+
+
 def test_routes_candidates_and_the_previous_tables(tmp_path, monkeypatch):
     """benchmarks/routes.py: the table configs it times per cell are the distinct ones of the layer's buckets from
     M / 4 to 4 M (declined buckets left out); the tables it dumps (with ``FINE_MS`` and ``SLAB_RANGES``) load back

@@ -584,10 +584,13 @@ def test_stream_k_plans_cover_every_step_once(tiles, steps):
 
 @needs_ptxas
 @pytest.mark.parametrize("tiles,steps", [(144, 28), (160, 40), (112, 28), (112, 40), (1184, 28), (200, 108),
-                                         (36, 28), (3, 16)])
+                                         (36, 28), (3, 16),
+                                         # the input gradient's (256-row tiles of dY by 128 columns of K, steps of 64
+                                         # rows of W) at M = 1024: 7B down, 14B o, 14B qkv, 32B gate_up; 7B down at 256
+                                         (592, 56), (160, 80), (160, 112), (160, 864), (148, 56)])
 def test_stream_k_split_tiles_are_summed_where_their_first_chunk_is(tiles, steps):
-    """Run 32's sum of a split tile (``_sk_add_parts`` / ``_sk_seed_part``) on the runs ``sk_plan`` makes for a wave
-    of 132 CTAs: the CTA whose run holds the tile's first chunk ends its run inside the tile; each other CTA holding
+    """Run 32's sum of a split tile (``_sk_add_parts`` / ``_sk_seed_part``; the input gradient's since run 33) on the
+    runs ``sk_plan`` makes for a wave of 132 CTAs: the CTA whose run holds the tile's first chunk ends its run inside the tile; each other CTA holding
     part of it starts its run inside it (its part, its run's first tile, is stored before it waits for anything), and
     their number is the count the summing CTA waits for. Where runs are at least a tile long there is one such CTA,
     the next, and its part is stored (in steps from the runs' common start) before the summing CTA reaches the tile,
@@ -619,7 +622,8 @@ def test_two_consumer_input_gradient_decodes_one_half_each():
         assert not two["wgmma_serialized"] and "LDL" not in loop and "STL" not in loop, (cfg, two)
         assert loop["HGMMA"] * 2 == ref["HGMMA"], (loop, ref)
         assert loop["HMUL2"] * 2 == ref["HMUL2"], (loop, ref)  # the FMAs with -0: multiplies in SASS
-        assert two["counter_atomics"] == (4 if cfg.stream_k else 0), (cfg, two)
+        # Stream-K: per consumer a part's count (``_sk_put_part``) and the summing CTA's two resets (seeded, added).
+        assert two["counter_atomics"] == (6 if cfg.stream_k else 0), (cfg, two)
 
 
 @needs_ptxas

@@ -636,66 +636,82 @@ def test_stream_k_leaves_counters_zero_and_repeats_exactly(cfg, m, n, k):
         assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
 
 
-def _check_stream_k_launch(x, w, ref_w, cfg) -> None:
-    """The forward on ``cfg`` into a NaN-poisoned output: finite, the fp32 reference, the same bits on two more
-    launches, the tile counters back at zero."""
+def _check_stream_k_launch(inp, w, ref_w, cfg) -> None:
+    """The forward (``cfg`` a ``WsConfig``; ``inp`` X) or the input gradient (a ``WsBwdConfig``; ``inp`` dY) into a
+    NaN-poisoned output: finite, the fp32 reference, the same bits on two more launches, the tile counters back at
+    zero."""
     from qerl.kernels import nvfp4_gemm as kern
 
-    first = ws.ws_matmul(x, w, cfg, out=torch.full((x.shape[0], w.n), float("nan"), device="cuda",
-                                                   dtype=torch.bfloat16))
+    bwd = isinstance(cfg, ws.WsBwdConfig)
+    run = ws.ws_matmul_grad_input if bwd else ws.ws_matmul
+    first = run(inp, w, cfg, out=torch.full((inp.shape[0], w.k if bwd else w.n), float("nan"), device="cuda",
+                                            dtype=torch.bfloat16))
     assert torch.isfinite(first).all()
-    want = _fp32_matmul(x.float(), ref_w.T)
+    want = _fp32_matmul(inp.float(), ref_w if bwd else ref_w.T)
     assert float((first.float() - want).norm() / want.norm()) < 4e-3
     for _ in range(2):
-        assert torch.equal(ws.ws_matmul(x, w, cfg, out=torch.full_like(first, float("nan"))), first)
+        assert torch.equal(run(inp, w, cfg, out=torch.full_like(first, float("nan"))), first)
     torch.cuda.synchronize()
-    assert int(kern._split_counters(x.device, 1).abs().sum()) == 0
+    assert int(kern._split_counters(inp.device, 1).abs().sum()) == 0
+
+
+def _stream_k_case(cfg, m: int, n: int, k: int) -> tuple:
+    """A random weight [n, k] and the launch's input for ``cfg`` (X [m, k] for the forward, dY [m, n] for the input
+    gradient), with the stream-K plan's tiles and steps per tile (``_stream_k`` / ``_stream_k_grad_input``)."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    w = prepare_weight(q.packed, q.scale, q.global_scale)
+    if isinstance(cfg, ws.WsBwdConfig):
+        inp = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+        tiles, steps = -(-m // cfg.bm) * (w.k_pad // kern.CHUNK), -(-n // 64)
+    else:
+        inp = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        tiles, steps = -(-m // cfg.bm) * -(-n // cfg.bn), w.k_pad // kern.CHUNK
+    return inp, w, ref_w, tiles, steps
+
+
+SK_BWD = ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2)
 
 
 @hopper
 @pytest.mark.parametrize("cfg,m,n", [(ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1), 1024, 4608),
-                                     (ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2), 128, 1024)],
-                         ids=["2x128", "1x64"])
+                                     (ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2), 128, 1024),
+                                     (SK_BWD, 1024, 5120)],
+                         ids=["2x128", "1x64", "grad_input"])
 def test_stream_k_completes_with_more_ctas_than_the_gpu_holds(cfg, m, n, monkeypatch):
     """A split tile is summed by the CTA holding its first chunk, which waits for the later CTAs' parts
     (``_sk_add_parts``); each CTA stores its part before it waits for any, so a launch planned for four times the
     CTAs the SMs hold (not all resident at once: later CTAs start only as earlier ones exit) completes too: tiles
-    split into several parts each, the fp32 reference, the same bits on every launch, the counters back at zero."""
+    split into several parts each, the fp32 reference, the same bits on every launch, the counters back at zero
+    (the forward and the input gradient)."""
     from qerl.kernels import nvfp4_gemm as kern
 
-    k = 3584
-    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
-    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
-    w = prepare_weight(q.packed, q.scale, q.global_scale)
-    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-    sms = kern._sms(x.device)
+    inp, w, ref_w, tiles, steps = _stream_k_case(cfg, m, n, 3584)
+    sms = kern._sms(inp.device)
     monkeypatch.setattr(kern, "_sms", lambda device=None: 4 * sms)
-    tiles, steps = -(-m // cfg.bm) * -(-n // cfg.bn), w.k_pad // kern.CHUNK
     iters, _, grid = ws.sk_plan(tiles, steps, cfg.stream_k * 4 * sms)
     assert grid > 2 * cfg.stream_k * sms and iters < steps // 2, (iters, grid)
-    _check_stream_k_launch(x, w, ref_w, cfg)
+    _check_stream_k_launch(inp, w, ref_w, cfg)
 
 
 @hopper
-@pytest.mark.parametrize("cfg,m,n", [(ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1), 1024, 4608),
-                                     (ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1), 1024, 5120),
-                                     (ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2), 1000, 3584)],
-                         ids=["7b_qkv", "o_5120", "1x64"])
-def test_stream_k_seeded_sum_matches_fp32(cfg, m, n):
-    """Runs at least a tile long (run 32's 7B qkv / 14B o entries at M = 1024): a split tile's summing CTA seeds its
-    accumulator with the next CTA's part (``_sk_seed_part``): the fp32 reference, the same bits on every launch, the
-    counters back at zero."""
+@pytest.mark.parametrize("cfg,m,n,k", [(ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1), 1024, 4608, 3584),
+                                       (ws.WsConfig(256, 128, 3, 1, 2, False, stream_k=1), 1024, 5120, 5120),
+                                       (ws.WsConfig(64, 64, 3, 1, 1, False, 128, stream_k=2), 1000, 3584, 3584),
+                                       (SK_BWD, 1024, 5120, 5120), (SK_BWD, 1024, 3584, 18944)],
+                         ids=["7b_qkv", "o_5120", "1x64", "grad_input_o_5120", "grad_input_7b_down"])
+def test_stream_k_seeded_sum_matches_fp32(cfg, m, n, k):
+    """Runs at least a tile long (run 32's 7B qkv / 14B o entries at M = 1024; the input gradient of 14B o and 7B
+    down there): a split tile's summing CTA seeds its accumulator with the next CTA's part (``_sk_seed_part``): the
+    fp32 reference, the same bits on every launch, the counters back at zero."""
     from qerl.kernels import nvfp4_gemm as kern
 
-    k = n if n == 5120 else 3584
-    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
-    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
-    w = prepare_weight(q.packed, q.scale, q.global_scale)
-    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-    tiles, steps = -(-m // cfg.bm) * -(-n // cfg.bn), w.k_pad // kern.CHUNK
-    iters, total, _ = ws.sk_plan(tiles, steps, cfg.stream_k * kern._sms(x.device))
+    inp, w, ref_w, tiles, steps = _stream_k_case(cfg, m, n, k)
+    iters, total, _ = ws.sk_plan(tiles, steps, cfg.stream_k * kern._sms(inp.device))
     assert iters >= steps and iters % steps and total > iters, (iters, steps)  # runs a tile long, tiles split
-    _check_stream_k_launch(x, w, ref_w, cfg)
+    _check_stream_k_launch(inp, w, ref_w, cfg)
 
 
 @hopper

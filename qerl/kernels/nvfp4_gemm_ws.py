@@ -40,8 +40,8 @@ in a last partial wave (e.g. 160 tiles on 132 SMs), and the loader fetches the n
 write the previous one. A tile split between CTAs is summed by the CTA whose run holds its first chunk (run 32,
 ``_sk_add_parts``): that run ends inside the tile, while each later CTA's part of it is the start of its run, stored
 early; the CTA adds them to its accumulator in CTA order and stores the tile as a whole one (by TMA where whole tiles
-go so). Before run 32 the CTA that completed the tile's count of steps stored its own part too and summed all of them
-at the end of its run (``_sk_merge_part`` / ``_sk_sum_parts``, which the input gradient keeps). With
+go so); the input gradient's split tiles the same way since run 33. Before that the CTA that completed the tile's
+count of steps stored its own part too and summed all of them at the end of its run. With
 ``dp_waves`` the whole waves of tiles run one per CTA and only the leftover tiles are split, in runs aligned to the
 tile (``sk_plan``), so that the CTAs of a wave read the same operand tiles at the same time (L2 serves them). The
 input gradient also runs two consumer warpgroups per CTA, one per half of the chunk (``WsBwdConfig.consumers``), so
@@ -1688,7 +1688,7 @@ if gluon is not None:
         """The later CTAs' parts of tile t (this CTA's run holds the tile's first chunks and ends inside it) added to
         ``acc``: waits for the count of the CTAs that hold the rest (``_sk_put_part``: each counts once its part is
         stored, which is at the start of its run, so no CTA waits for one that waits) and adds their parts in CTA
-        order (after the tile's chunks: ``acc`` this CTA's part, the sum in CTA order as ``_sk_sum_parts``'s); the
+        order (after the tile's chunks: ``acc`` this CTA's part, so the sum runs in CTA order); the
         tile's sum then stays in registers for the store of a whole tile. Runs at least a tile long seed the
         accumulator instead (``_sk_seed_part``)."""
         g = gl.program_id(0)
@@ -1697,82 +1697,6 @@ if gluon is not None:
         for h in range(g + 1, g + 1 + others):
             acc += gl.load(part_ptr + _sk_part_offsets(acc, h * CONSUMERS + ME), cache_modifier=".cg")
         return acc
-
-    @gluon.jit
-    def _sk_merge_part(part_ptr, cnt_ptr, acc, t, t0, steps, n_steps, CONSUMERS: gl.constexpr, ME: gl.constexpr):
-        """Consumer ME's share of tile t when this CTA ran only ``steps`` of its ``n_steps``: the part (``acc``
-        [RB output columns, BM rows], in the output's column order) goes as fp32 to the CTA's slot (its first tile t0
-        or its last one), stored as [BM, RB] rows like the output's, and the steps count on the tile's counter (one
-        per tile and consumer). True in the consumer that completes the count (it resets the counter and then sums
-        the parts, ``_sk_sum_parts``)."""
-        lay: gl.constexpr = acc.type.layout
-        RB: gl.constexpr = acc.type.shape[0]
-        BM: gl.constexpr = acc.type.shape[1]
-        g = gl.program_id(0)
-        rows = gl.arange(0, RB, layout=gl.SliceLayout(1, lay))
-        cols = gl.arange(0, BM, layout=gl.SliceLayout(0, lay))
-        # Part offsets [RB, BM] built from the slot (a value of this tile): a tile-invariant offset tensor would be
-        # hoisted out of the callers' loops and held in registers across them (spills).
-        slot = (g * 2 + (t != t0).to(gl.int32)) * CONSUMERS + ME
-        gl.store(part_ptr + slot * (RB * BM) + rows[:, None] + (cols * RB)[None, :], acc)
-        # The barrier orders the warpgroup's stores before the release; the acquire lets the last one see the other
-        # CTAs' parts (as ``_last_split``).
-        gl.thread_barrier()
-        done = gl.atomic_add(cnt_ptr + t * CONSUMERS + ME, steps, sem="acq_rel", scope="gpu")
-        last = done + steps == n_steps
-        if last:
-            gl.atomic_xchg(cnt_ptr + t * CONSUMERS + ME, 0, sem="relaxed", scope="gpu")
-        return last
-
-    @gluon.jit
-    def _sk_part_slice(part_ptr, h, h1, t, iters, n_steps, offs, PART: gl.constexpr, CONSUMERS: gl.constexpr,
-                       ME: gl.constexpr):
-        """CTA h's part of tile t at ``offs`` (zeros for h >= h1: no such CTA), through L2 (``.cg``). The mask is the
-        scalar ``h < h1`` broadcast over ``offs`` (``offs >= 0`` holds everywhere)."""
-        h_slot = (h * 2 + (t != (h * iters) // n_steps).to(gl.int32)) * CONSUMERS + ME
-        return gl.load(part_ptr + h_slot * PART + offs, mask=(offs >= 0) & (h < h1), other=0.0, cache_modifier=".cg")
-
-    @gluon.jit
-    def _sk_sum_parts(part_ptr, out_ptr, gs_ptr, t, iters, n_steps, m0, col0, M, N, stride_om, norm_ptr, norm_tiles,
-                      norm_k, eps, RB: gl.constexpr, BM: gl.constexpr, CONSUMERS: gl.constexpr, ME: gl.constexpr,
-                      ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, r_first, m_first, SHIFT_LAST: gl.constexpr = False,
-                      XB: gl.constexpr = 0):
-        """Tile t's sum over every CTA's part (``_sk_merge_part``), in CTA order (the same bits whichever CTA
-        finishes last), into ``out[m0 + m, col0 + r]`` as bf16. Read in slices of the [BM, RB] parts in a layout of
-        whole 16-byte runs along the output's columns, the first four parts' loads of a slice issued together: the
-        accumulator's layout held the whole tile in registers and left a few 8-byte loads in flight per thread."""
-        TR: gl.constexpr = RB // 4 if RB // 4 <= 32 else 32
-        lay: gl.constexpr = gl.BlockedLayout([4, 1], [TR, 32 // TR], [1, 4], [0, 1])
-        # Rows of the output per slice: 32 values per thread and part (the whole tile if it has fewer rows).
-        SM: gl.constexpr = 4096 // RB if 4096 // RB <= BM else BM
-        h0 = (t * n_steps) // iters
-        h1 = (t * n_steps + n_steps - 1) // iters + 1
-        scale = 16384.0 / gl.load(gs_ptr)  # the dequantized tiles carry 2**-14 and no 1 / global_scale
-        r = gl.arange(0, RB, layout=gl.SliceLayout(1, lay))
-        for s0 in gl.static_range(0, BM, SM):
-            mm = s0 + gl.arange(0, SM, layout=gl.SliceLayout(0, lay))
-            offs = r[:, None] + (mm * RB)[None, :]
-            p0 = _sk_part_slice(part_ptr, h0, h1, t, iters, n_steps, offs, RB * BM, CONSUMERS, ME)
-            p1 = _sk_part_slice(part_ptr, h0 + 1, h1, t, iters, n_steps, offs, RB * BM, CONSUMERS, ME)
-            p2 = _sk_part_slice(part_ptr, h0 + 2, h1, t, iters, n_steps, offs, RB * BM, CONSUMERS, ME)
-            p3 = _sk_part_slice(part_ptr, h0 + 3, h1, t, iters, n_steps, offs, RB * BM, CONSUMERS, ME)
-            total = (((gl.zeros([RB, SM], gl.float32, lay) + p0) + p1) + p2) + p3
-            for h in range(h0 + 4, h1):
-                total += _sk_part_slice(part_ptr, h, h1, t, iters, n_steps, offs, RB * BM, CONSUMERS, ME)
-            rows = _rows_held(m0, mm, M, XB)
-            ptrs = out_ptr + rows[None, :].to(gl.int64) * stride_om + (col0 + r)[:, None]
-            mask = _own_rows(rows, m0, M, BM, SHIFT_LAST)[None, :] & (col0 + r < N)[:, None]
-            if ROW_NORM:  # rows of X scaled as ``_store_tile``'s (the partition's prefetched scale if it is theirs)
-                if SM == BM and BM <= 32:
-                    rs = gl.convert_layout(r_first, gl.SliceLayout(0, lay))
-                    if m0 != m_first:
-                        rs = _norm_scale(norm_ptr, m0, 0, M, norm_tiles, norm_k, eps, NORM_NT, SM,
-                                         gl.SliceLayout(0, lay), XB)
-                else:
-                    rs = _norm_scale(norm_ptr, m0, s0, M, norm_tiles, norm_k, eps, NORM_NT, SM,
-                                     gl.SliceLayout(0, lay), XB)
-                total = total * gl.expand_dims(rs, 0)
-            gl.store(ptrs, (total * scale).to(gl.bfloat16), mask=mask)
 
     @gluon.jit
     def _sk_run(iters, sk_total, n_steps):
@@ -2182,8 +2106,10 @@ if gluon is not None:
                                STAGES: gl.constexpr, HALF: gl.constexpr, ROWS: gl.constexpr = False,
                                SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0):
         """A consumer of the stream-K input gradient: half HALF of each chunk (``_bwd_half_step``) over this CTA's run
-        of (tile, step) pairs (``_sk_bwd_load_worker``); a whole tile is written as bf16, a part goes to
-        ``_sk_merge_part`` (as consumer HALF of two), and the consumer that completes the tile writes its sum."""
+        of (tile, step) pairs (``_sk_bwd_load_worker``). A split tile is summed as the forward's (``_sk_mma_partition``,
+        as consumer HALF of two): by the CTA whose run holds its first step, seeded with the next CTA's part where runs
+        are at least a tile long (``_sk_seed_part``) or adding the later parts after its steps (``_sk_add_parts``),
+        then written as a whole tile; a part without the first step goes to ``_sk_put_part``."""
         mma: gl.constexpr = _mma_layout(BM)
         t0 = it_begin // n_steps
         i = 0
@@ -2191,16 +2117,18 @@ if gluon is not None:
             j_lo = gl.maximum(it_begin - t * n_steps, 0)
             j_hi = gl.minimum(it_end - t * n_steps, n_steps)
             acc = gl.zeros([64, BM], gl.float32, mma)
+            split_head = (j_lo == 0) & (j_hi < n_steps)
+            if split_head & (iters >= n_steps):
+                acc = _sk_seed_part(part_ptr, cnt_ptr, acc, t, 2, HALF)
             for _j in range(j_lo, j_hi):
                 acc = _bwd_half_step(dy_smem, w_smem, s_smem, ready, empty, acc, i, STAGES, HALF, ROWS)
                 i += 1
-            if j_hi - j_lo == n_steps:
+            if j_lo == 0:
+                if split_head & (iters < n_steps):
+                    acc = _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_steps, 2, HALF)
                 _sk_bwd_store_tile(dx_ptr, gs_ptr, acc, t, HALF, num_m, M, K, stride_xm, BM, SHIFT_LAST, XB)
             else:
-                if _sk_merge_part(part_ptr, cnt_ptr, _bwd_k_order(acc), t, t0, j_hi - j_lo, n_steps, 2, HALF):
-                    _sk_sum_parts(part_ptr, dx_ptr, gs_ptr, t, iters, n_steps, _tile_m0(t % num_m, M, BM, SHIFT_LAST),
-                                  (t // num_m) * 128 + 64 * HALF, M, K, stride_xm, gs_ptr, 0, 1, 0.0, 64, BM, 2, HALF,
-                                  False, 1, 1.0, 0, SHIFT_LAST, XB)
+                _sk_put_part(part_ptr, cnt_ptr, acc, t, t0, 2, HALF)
 
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
     def _ws_bwd_sk_kernel(dy_desc, w_desc, s_desc, dys_desc, dx_ptr, part_ptr, cnt_ptr, gs_ptr, M, K, stride_xm,
@@ -2607,7 +2535,8 @@ def _stream_k_grad_input(dy2: torch.Tensor, w: kern.KernelWeight, cfg: WsBwdConf
     if counters is None:
         return False
     iters, sk_total, ctas = sk_plan(tiles, steps, cfg.stream_k * kern._sms(dy2.device), cfg.dp_waves)
-    parts = torch.empty(max(1, -(-sk_total // iters)) * 2 * 128 * cfg.bm, dtype=torch.float32, device=dy2.device)
+    # One tile's part per stream-K CTA at most (its first tile, ``_sk_put_part``): 64 columns of K per consumer.
+    parts = torch.empty(max(1, -(-sk_total // iters)) * 128 * cfg.bm, dtype=torch.float32, device=dy2.device)
     dy_l = dy_layout(cfg.bm)
     dy_desc, dys_desc, shift, xb = x_boxes(dy2, cfg.bm, dy_l)
     w_desc, s_desc = weight_descriptors(w, 64)
