@@ -3147,4 +3147,18 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       | grep -v Warning | tee "$out/log_bwd.txt" | tail -2
     sk_bwd_gpu_tests 240
     ;;
+  67b)  # 67a's picks as TUNED_BWD keys (pure stream-K: 14B / 32B o at M = 1024 / 2048, 7B qkv / o at 2048): the input
+        # gradient against run 32's tables at M = 832-2048 (routes.py --verify), then the dispatch's GPU tests
+    device_name
+    timeout 300 python3 benchmarks/routes.py --verify --dirs bwd --models 7b,14b --layers qkv,o \
+      --previous-tables benchmarks/results/run33_2026-11-28/previous_tables.json \
+      --ms 832,896,960,1024,1152,1280,1536,1792,2048 --out "$out/verify_bwd" 2>&1 | grep -v Warning \
+      | tee "$out/log_verify.txt" | tail -2
+    t="timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -rf --tb=short"
+    $t -k "default_dispatch or keys_between" > /tmp/d_dispatch.txt 2>&1 &
+    $t -k "module_backward or rows_layout_default" > /tmp/d_module.txt 2>&1 &
+    wait
+    for f in /tmp/d_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
+      | tee "$out/gpu_tests.txt"
+    ;;
 esac

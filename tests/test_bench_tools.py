@@ -477,8 +477,8 @@ def test_routes_candidates_and_the_previous_tables(tmp_path, monkeypatch):
     assert set(cands.values()) == {cfg for (m, tn, tk), cfg in ws.TUNED.items()
                                    if (tn, tk) == (n, k) and cfg is not None and 160 <= m <= 2560}
     assert len(cands) == len(set(cands.values())) and all(int(label[3:]) >= 160 for label in cands)
-    assert ws.TUNED_BWD[(1024, 5120, 5120)] is None
-    assert rt.ws_candidates(ws.TUNED_BWD, 1024, 5120, 5120).get("ws@1024") is None  # declined there
+    assert ws.TUNED[(16, 4608, 3584)] is None
+    assert rt.ws_candidates(ws.TUNED, 16, 4608, 3584).get("ws@16") is None  # declined there
     path = tmp_path / "tables.json"
     rt.dump_tables(str(path))
     tables = rt.load_tables(str(path))

@@ -433,11 +433,11 @@ def test_rows_layout_default_dispatch_and_its_refusals(m):
 
 
 @hopper
-@pytest.mark.parametrize("m", [16, 64, 2048])
+@pytest.mark.parametrize("m", [16, 64, 2048, 4096])
 def test_module_backward_takes_the_rows_copy_where_the_kernel_covers_it(m, monkeypatch):
     """A packed layer with the "rows" copy: the same output as without it and the input gradient of the fp32 product
     (bit for bit where both layouts' tables pick the same config); it runs on "rows" where the kernel's table covers M
-    (16, 64) and on "pairs" past it (2048: the slab path)."""
+    (16, 64, 2048: run 33's stream-K key) and on "pairs" past it (4096: the slab path)."""
     from torch import nn
 
     from qerl.modules import NVFP4Linear
@@ -467,7 +467,7 @@ def test_module_backward_takes_the_rows_copy_where_the_kernel_covers_it(m, monke
     dy = g.reshape(-1, 3584)
     if ws.pick_grad_input(dy, 3584, 3584, 3584) == ws.pick_grad_input(dy, 3584, 3584, 3584, rows=True):
         assert torch.equal(grads[0][1], grads[1][1])
-    assert layouts == ([] if m == 2048 else ["pairs", "rows"])
+    assert layouts == ([] if m == 4096 else ["pairs", "rows"])
 
 
 @hopper

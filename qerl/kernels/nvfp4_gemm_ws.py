@@ -413,7 +413,7 @@ TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (128, 5120, 5120): WsBwdConfig(128, 4, 4, maxnreg=128),
     (256, 5120, 5120): WsBwdConfig(128, 6, 1, stream_k=1, consumers=2),  # run 12: 1.08x the previous entry
     (512, 5120, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # run 14: stream-K, 1.10x the previous entry
-    (1024, 5120, 5120): None,  # 0.65x of the previous path
+    (1024, 5120, 5120): None,  # 0.65x of the previous path (run 33: stream-K, below)
     (1, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.22x (run 23: its pick ran level, not taken)
     (8, 5120, 13824): WsBwdConfig(8, 6, 4, maxnreg=64),  # run 10: 1.43x the previous entry
     (16, 5120, 13824): WsBwdConfig(16, 4, 2, maxnreg=80),  # run 10: 1.20x (run 23: its pick 0.90-0.97x on an H100)
@@ -489,6 +489,17 @@ TUNED_BWD.update({
     (1536, 7168, 5120): WsBwdConfig(256, 4, 1, stream_k=1, consumers=2),  # M = 512's, 1.03x (slab)
     (384, 5120, 13824): WsBwdConfig(128, 4, 1, in_flight=True),  # M = 128's, 1.04x
     (384, 5120, 27648): WsBwdConfig(128, 4, 1, maxnreg=128),  # M = 128's, 1.18x
+})
+
+# Run 33: pure stream-K on 256-row tiles, its split tiles now summed by the CTA holding their first step (as the
+# forward's since run 32): time against the dispatch before, H200 (benchmarks/RESULTS.md run 33): 14B / 32B o at M =
+# 1024 0.90 (the slab path's; declined above before) and 2048 0.95, 7B qkv / o at 2048 0.88 / 0.91 (the slab path's).
+_SK_BWD = WsBwdConfig(256, 4, 1, stream_k=1, consumers=2)
+TUNED_BWD.update({
+    (1024, 5120, 5120): _SK_BWD,
+    (2048, 5120, 5120): _SK_BWD,
+    (2048, 4608, 3584): _SK_BWD,
+    (2048, 3584, 3584): _SK_BWD,
 })
 
 # The input gradient on weights of the "rows" code layout (``prepare_weight(layout="rows")``), where it differs from
