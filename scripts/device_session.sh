@@ -3161,4 +3161,16 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     for f in /tmp/d_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
       | tee "$out/gpu_tests.txt"
     ;;
+  67c)  # M = 1025-1152 of 7B qkv / o and 14B / 32B o's input gradient back on the slab path (SLAB_RANGES, FINE_MS
+        # 1152): the input gradient against run 32's tables at M = 1088-1216 there, then every layer at M = 1024 / 2048
+        # (the final tables), then the dispatch's GPU tests
+    device_name
+    v="python3 benchmarks/routes.py --verify --dirs bwd --previous-tables \
+      benchmarks/results/run33_2026-11-28/previous_tables.json"
+    timeout 120 $v --models 7b,14b --layers qkv,o --ms 1088,1152,1216 --out "$out/between" 2>&1 | grep -v Warning \
+      | tee "$out/log_between.txt" | tail -1
+    timeout 200 $v --ms 1024,2048 --out "$out/final" 2>&1 | grep -v Warning | tee "$out/log_final.txt" | tail -1
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "default_dispatch or \
+      keys_between" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
+    ;;
 esac

@@ -476,6 +476,9 @@ def test_module_backward_takes_the_rows_copy_where_the_kernel_covers_it(m, monke
     ("fwd", 800, 5120, 5120, "slab"),  # ... and SLAB_RANGES past it
     ("fwd", 600, 3584, 3584, "slab"),  # 7B o
     ("bwd", 600, 3584, 3584, "slab"),
+    ("bwd", 1100, 4608, 3584, "slab"),  # run 33: 7B qkv's M = 1025-1152 below its M = 2048 stream-K key ...
+    ("bwd", 1200, 4608, 3584, 2048),  # ... which serves M = 1153-2048
+    ("bwd", 1000, 5120, 5120, 1024),  # 14B / 32B o: run 33's M = 1024 key (declined before)
     ("bwd", 300, 37888, 3584, 384),  # 7B gate_up's input gradient on its M = 384 key
     ("words", 700, 4608, 3584, 896),  # 7B qkv on "words": the M = 896 key (the tile loop's M before)
     ("words", 960, 4608, 3584, "slab"),

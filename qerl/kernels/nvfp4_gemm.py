@@ -1214,8 +1214,8 @@ def _m_bucket(m: int) -> int:
 # from the next key below it (every M = 385-512 has four 128-row tiles), and an entry measured at the key holds for
 # them; 96 and 192 likewise for 32- / 64- / 128-row and 64- / 128-row tiles (M = 65-96: three 32-row tiles; M =
 # 129-192: three 64-row tiles); 1280 / 1536 each span two or more tile counts, so their entries were checked at M
-# between the keys.
-FINE_MS = (96, 192, 384, 640, 768, 896, 1280, 1536)
+# between the keys; 1152 (run 33) bounds slab ranges where M = 1025-1152 leaves a 256-row tile mostly empty.
+FINE_MS = (96, 192, 384, 640, 768, 896, 1152, 1280, 1536)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1367,9 +1367,12 @@ SLAB_RANGES: dict[tuple[str, int, int], tuple[tuple[int, int], ...]] = {
     ("words", 4608, 3584): ((897, 1024),),  # 7B qkv on "words": M = 1024's route (the tile loop's below it)
     ("words", 3584, 3584): ((513, 768),),  # 7B o on "words": 1.19x / 1.08x at 640 / 768
     ("words", 7168, 5120): ((513, 640),),  # 14B / 32B qkv on "words": 1.22x at 640
-    ("bwd", 4608, 3584): ((513, 640),),  # 7B qkv: 1.12x at 640
+    # 7B qkv: 1.12x at 640; M = 1025-1152 (below the 256-row tiles' fifth whole one): run 33's M = 2048 stream-K key
+    # 1.16x slower at 1152
+    ("bwd", 4608, 3584): ((513, 640), (1025, 1152)),
     ("bwd", 37888, 3584): ((1025, 1536),),  # 7B gate_up: TUNED_BWD's M = 2048 entry 1.09-1.10x slower at 1152 / 1408
-    ("bwd", 3584, 3584): ((513, 640),),  # 7B o: 1.13x at 640
+    ("bwd", 3584, 3584): ((513, 640), (1025, 1152)),  # 7B o: 1.13x at 640; run 33's M = 2048 key 1.10x slower at 1152
+    ("bwd", 5120, 5120): ((1025, 1152),),  # 14B / 32B o: run 33's M = 2048 key 1.03x slower at 1152
 }
 
 
