@@ -3173,4 +3173,11 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "default_dispatch or \
       keys_between" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -4 | tee "$out/gpu_tests.txt"
     ;;
+  67d)  # the input gradient's other stream-K cells (the dispatch's, M = 256-768 and 4096: shorter runs, tiles split
+        # among several CTAs; 32B gate_up / down's M = 4096 keys): this kernel file against run 32's, as 67a
+    device_name
+    timeout 400 python3 benchmarks/sk_fixup.py --previous .device/old/qerl/kernels/nvfp4_gemm_ws.py --grad-input \
+      --ms 256,384,512,640,768,4096 --out "$out/bwd_other" 2>&1 | grep -v Warning | tee "$out/log_bwd_other.txt" \
+      | tail -2
+    ;;
 esac
