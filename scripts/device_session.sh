@@ -3180,4 +3180,15 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --ms 256,384,512,640,768,4096 --out "$out/bwd_other" 2>&1 | grep -v Warning | tee "$out/log_bwd_other.txt" \
       | tail -2
     ;;
+  67e)  # the issue's benchmark on the final code: gemm_nvfp4.py (no Marlin) on the 7B / 32B layers at the issue's M grid,
+        # forward and input gradient; then 7B qkv's forward at M = 1024 on other pure stream-K tiles (sk_fixup.py)
+    device_name
+    timeout 480 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,32b --ms 1,4,16,64,128,256,1024,4096 \
+      --dirs fwd,bwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
+    tail -14 "$out/log_gemm.txt"
+    timeout 90 python3 benchmarks/sk_fixup.py --previous .device/old/qerl/kernels/nvfp4_gemm_ws.py --models 7b \
+      --layers qkv --ms 1024 --candidates "128,128,4,1,2,False,None,False,1,False;\
+128,256,3,1,2,False,None,False,1,False;128,128,4,1,2,False,None,False,1,True" --out "$out/qkv" 2>&1 \
+      | grep -v Warning | tee "$out/log_qkv.txt" | tail -2
+    ;;
 esac
