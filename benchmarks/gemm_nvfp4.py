@@ -1,5 +1,10 @@
-"""NVFP4 x BF16 GEMM benchmark: qerl's Triton kernels vs cuBLAS BF16 (torch) and, if vLLM is importable, vLLM's
-Marlin NVFP4 GEMM, on Qwen2.5-7B / 14B / 32B linear-layer shapes. Forward (Y = X W^T) and input gradient (dX = dY W).
+"""NVFP4 x BF16 GEMM benchmark: qerl's kernels vs cuBLAS BF16 (torch) and, if vLLM is importable, vLLM's Marlin
+NVFP4 GEMM, on Qwen2.5-7B / 14B / 32B linear-layer shapes. Forward (Y = X W^T) and input gradient (dX = dY W).
+
+Per cell: "ours", the Triton tile kernels (``nvfp4_gemm``) on the config ``nvfp4_matmul`` would give them (or the
+fastest of ``--tune``'s candidates), and "dispatch", the default dispatch with no config: what training and vLLM's
+engine run (on Hopper the warp-specialized kernels where their tables say, the slab path at large M), on the
+weight's "pairs" layout (training's forward and input gradient) and, forward only, on "words" (the rollout's).
 
 Every number comes from this run on this device: CUDA-graph replays of one call per weight copy (enough copies
 that the weights are not served from L2), median over replays; the device copy bandwidth is measured in the same
@@ -299,6 +304,11 @@ def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, lo
     kws = [kw0] + [kern.KernelWeight(kw0.codes.clone(), kw0.scales.clone(), kw0.global_scale.clone(), n, k)
                    for _ in range(n_fp4 - 1)]
     wbs = [w_bf16] + [w_bf16.clone() for _ in range(n_bf16 - 1)]
+    words = []
+    if "fwd" in args.dirs:  # the rollout's code layout, for the default dispatch's forward
+        words0 = kern.prepare_weight(q.packed, q.scale, q.global_scale, layout="words")
+        words = [words0] + [words0._replace(codes=words0.codes.clone(), scales=words0.scales.clone(),
+                                            global_scale=words0.global_scale.clone()) for _ in range(n_fp4 - 1)]
     marlins = []
     marlin_note = None
     if marlin_make is not None and "fwd" in args.dirs:
@@ -360,6 +370,11 @@ def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, lo
             t_bf16 = bench([lambda wb=wb: base(wb) for wb in wbs])
             row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "dir": direction,
                    "bf16_us": t_bf16 * 1e6, "bf16_gbps": (bf16_bytes + io_bytes) / t_bf16 / 1e9}
+            fn = kern.nvfp4_matmul if direction == "fwd" else kern.nvfp4_matmul_grad_input
+            for name, weights in (("dispatch", kws), ("words", words if direction == "fwd" else [])):
+                if weights:
+                    row.update(time_dispatch(name, fn, x, weights, out_shape, ref, fp4_bytes + io_bytes, bw, t_bf16,
+                                             log, f"{model} {layer} {direction} M={m}"))
             if best is not None:
                 t, cfg, err = best
                 row.update({"ours_us": t * 1e6, "speedup": t_bf16 / t, "rel_err": err, "config": cfg._asdict(),
@@ -377,17 +392,39 @@ def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, lo
                 row["bf16_over_marlin"] = t_bf16 / t_m
                 if best is not None:
                     row["ours_over_marlin"] = t_m / best[0]
+                for name in ("dispatch", "words"):
+                    if f"{name}_us" in row:
+                        row[f"{name}_over_marlin"] = row["marlin_us"] / row[f"{name}_us"]
             elif direction == "fwd" and marlin_note:
                 row["marlin_error"] = marlin_note
             rows.append(row)
             log(f"{model:4s} {layer:8s} {direction} M={m:5d} bf16 {row['bf16_us']:9.1f}us ours "
                 f"{row.get('ours_us', float('nan')):9.1f}us x{row.get('speedup', float('nan')):5.2f} "
+                f"dispatch {row.get('dispatch_us', float('nan')):9.1f}us x{row.get('dispatch_speedup', float('nan')):5.2f} "
+                f"words {row.get('words_us', float('nan')):9.1f}us x{row.get('words_speedup', float('nan')):5.2f} "
                 f"marlin {row.get('marlin_us', float('nan')):9.1f}us rel {row.get('rel_err', float('nan')):.1e} "
                 f"{row.get('config')}")
             del x, ref
-    del kws, wbs, marlins, ref_w, kw0, w_bf16
+    del kws, wbs, marlins, ref_w, kw0, w_bf16, words
     torch.cuda.empty_cache()
     return rows
+
+
+def time_dispatch(name: str, fn, x: torch.Tensor, weights: list, out_shape: tuple[int, int], ref: torch.Tensor,
+                  nbytes: int, bw: float, t_bf16: float, log, cell: str) -> dict:
+    """``fn(x, w)`` with no config (the default dispatch) on ``weights`` (one layout's copies): checked on a
+    NaN-poisoned output, then timed as the rest; the row's ``{name}_*`` fields, or ``{name}_error``."""
+    try:
+        err, finite = checked(lambda out: fn(x, weights[0], out=out), out_shape, ref)
+        if not finite or err > 1e-2:
+            log(f"  WRONG {cell} {name}: rel {err:.3g} finite {finite}")
+            return {f"{name}_error": f"rel {err:.3g} finite {finite}"}
+        t = bench([lambda w=w: fn(x, w) for w in weights])
+    except Exception as e:  # e.g. a layout no kernel reads on this device
+        log(f"  FAILED {cell} {name}: {type(e).__name__}: {str(e)[:200]}")
+        return {f"{name}_error": f"{type(e).__name__}: {str(e)[:200]}"}
+    return {f"{name}_us": t * 1e6, f"{name}_speedup": t_bf16 / t, f"{name}_rel_err": err,
+            f"{name}_gbps": nbytes / t / 1e9, f"{name}_pct_bw": 100 * nbytes / t / bw}
 
 
 def markdown(rows, meta) -> str:
@@ -395,32 +432,38 @@ def markdown(rows, meta) -> str:
              f"torch {meta['torch']}, triton {meta['triton']}, vLLM {meta.get('vllm') or 'not available'}; "
              f"copy bandwidth {meta['copy_gbps']:.0f} GB/s (read + write); command: `{meta['command']}`", "",
              "| model | layer | N | K | dir | M | BF16 us | ours us | speedup | ours GB/s | % copy BW | Marlin us "
-             "| ours vs Marlin | rel err |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| ours vs Marlin | rel err | dispatch us | speedup | % copy BW | words us | speedup | words vs Marlin |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         def f(key, fmt, r=r):
             return format(r[key], fmt) if key in r else "-"
         lines.append(f"| {r['model']} | {r['layer']} | {r['n']} | {r['k']} | {r['dir']} | {r['m']} | "
                      f"{f('bf16_us', '.1f')} | {f('ours_us', '.1f')} | {f('speedup', '.2f')} | "
                      f"{f('ours_gbps', '.0f')} | {f('ours_pct_bw', '.0f')} | {f('marlin_us', '.1f')} | "
-                     f"{f('ours_over_marlin', '.2f')} | {f('rel_err', '.1e')} |")
+                     f"{f('ours_over_marlin', '.2f')} | {f('rel_err', '.1e')} | {f('dispatch_us', '.1f')} | "
+                     f"{f('dispatch_speedup', '.2f')} | {f('dispatch_pct_bw', '.0f')} | {f('words_us', '.1f')} | "
+                     f"{f('words_speedup', '.2f')} | {f('words_over_marlin', '.2f')} |")
     return "\n".join(lines) + "\n"
 
 
 def summary(rows) -> str:
-    out = ["", "speedup over BF16 (geomean / min over the shapes), and over Marlin (fwd):",
-           f"{'dir':4s} {'M':>5s} {'geomean':>8s} {'min':>6s} {'vsMarlin_geo':>12s} {'vsMarlin_min':>12s}"]
+    """Per direction and M, over the shapes: geomean / min of each column's speedup over BF16 ("ours": the Triton
+    tile kernels; "dispatch": the default dispatch on "pairs"; "words": the forward's on "words") and over Marlin."""
+    def stats(vals: list) -> str:
+        if not vals:
+            return f"{'-':>6s} {'-':>6s}"
+        return f"{math.exp(sum(map(math.log, vals)) / len(vals)):6.2f} {min(vals):6.2f}"
+
+    cols = (("speedup", "ours"), ("ours_over_marlin", "ours/Marlin"), ("dispatch_speedup", "dispatch"),
+            ("words_speedup", "words"), ("words_over_marlin", "words/Marlin"))
+    out = ["", "speedup over BF16 or Marlin (geomean min over the shapes per column):",
+           f"{'dir':4s} {'M':>5s} " + " ".join(f"{name:>13s}" for _, name in cols)]
     for d in ("fwd", "bwd"):
         for m in sorted({r["m"] for r in rows}):
-            sel = [r for r in rows if r["dir"] == d and r["m"] == m and "speedup" in r]
+            sel = [r for r in rows if r["dir"] == d and r["m"] == m]
             if not sel:
                 continue
-            sp = [r["speedup"] for r in sel]
-            vm = [r["ours_over_marlin"] for r in sel if "ours_over_marlin" in r]
-            geo = math.exp(sum(map(math.log, sp)) / len(sp))
-            vgeo = f"{math.exp(sum(map(math.log, vm)) / len(vm)):12.2f}" if vm else f"{'-':>12s}"
-            vmin = f"{min(vm):12.2f}" if vm else f"{'-':>12s}"
-            out.append(f"{d:4s} {m:5d} {geo:8.2f} {min(sp):6.2f} {vgeo} {vmin}")
+            out.append(f"{d:4s} {m:5d} " + " ".join(stats([r[key] for r in sel if key in r]) for key, _ in cols))
     return "\n".join(out)
 
 

@@ -3191,4 +3191,11 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
 128,256,3,1,2,False,None,False,1,False;128,128,4,1,2,False,None,False,1,True" --out "$out/qkv" 2>&1 \
       | grep -v Warning | tee "$out/log_qkv.txt" | tail -2
     ;;
+  67f)  # the issue's benchmark with the default dispatch beside the Triton tile kernels (gemm_nvfp4.py's new columns:
+        # "pairs" both directions, "words" forward), 7B / 32B layers at the issue's M grid
+    device_name
+    timeout 540 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,32b --ms 1,4,16,64,128,256,1024,4096 \
+      --dirs fwd,bwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
+    tail -18 "$out/log_gemm.txt"
+    ;;
 esac

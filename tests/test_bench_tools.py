@@ -374,6 +374,38 @@ def test_layer_cells_take_each_layer_shape_once():
     assert [c[0] for c in cells if c[1] == "qkv"].count("32b") == 0  # 32B qkv is 14B's shape
 
 
+def test_gemm_nvfp4_reports_the_default_dispatch_beside_the_triton_kernels():
+    """benchmarks/gemm_nvfp4.py (run 33): each row's default-dispatch columns ("pairs"; the forward also on "words")
+    next to the Triton tile kernels' in the markdown, and the summary's geomean / min per column over the shapes, "-"
+    where a column has no value (no Marlin, no "words" input gradient); a dispatch that fails leaves an error field,
+    not a crash."""
+    gn = _load("gemm_nvfp4")
+    base = {"layer": "o", "n": 3584, "k": 3584, "dir": "fwd", "m": 1024, "bf16_us": 40.0, "ours_us": 80.0,
+            "speedup": 0.5, "rel_err": 1e-3}
+    rows = [dict(base, model="7b", dispatch_us=40.0, dispatch_speedup=1.0, words_us=50.0, words_speedup=0.8),
+            dict(base, model="32b", dispatch_us=40.0, dispatch_speedup=0.25, words_us=50.0, words_speedup=0.8),
+            dict(base, model="7b", dir="bwd", dispatch_us=20.0, dispatch_speedup=2.0)]
+    md = gn.markdown(rows, {"device": "d", "date": "x", "torch": "t", "triton": "tr", "copy_gbps": 1.0,
+                            "command": "c"})
+    header, rule, first = md.splitlines()[4:7]
+    assert header.count("|") == rule.count("|") == first.count("|") == 21
+    assert "| 40.0 | 1.00 |" in first and "| 50.0 | 0.80 | - |" in first
+    lines = gn.summary(rows).splitlines()
+    fwd = next(line for line in lines if line.startswith("fwd")).split()
+    bwd = next(line for line in lines if line.startswith("bwd")).split()
+    # ours (geomean, min), ours/Marlin, dispatch, words, words/Marlin
+    assert fwd[2:] == ["0.50", "0.50", "-", "-", "0.50", "0.25", "0.80", "0.80", "-", "-"]
+    assert bwd[2:] == ["0.50", "0.50", "-", "-", "2.00", "2.00", "-", "-", "-", "-"]
+    logged = []
+
+    def broken(x, w, out=None):
+        raise ValueError("no kernel reads this layout here")
+
+    got = gn.time_dispatch("words", broken, torch.zeros(2, 4), [None], (2, 8), torch.ones(2, 8), 1, 1.0, 1.0,
+                           logged.append, "cell")
+    assert list(got) == ["words_error"] and logged and "cell words" in logged[0]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
 def test_gpu_benchmarks_refuse_without_cuda_before_writing(tmp_path, capsys):
     """The GPU benchmarks' shared start (gemm_nvfp4.run_setup) stops with one message naming what is missing, before
