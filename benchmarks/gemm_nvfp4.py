@@ -81,6 +81,29 @@ def bench(fns: list, min_ms: float = 25.0, max_replays: int = 200) -> float:
     return statistics.median(times) / len(calls)
 
 
+def interleaved_us(variants: dict, min_rounds: int = 9, budget_s: float = 1.5) -> dict:
+    """Microseconds per call of each variant (name -> list of calls, one per weight copy): every variant captured in
+    a CUDA graph of at least 8 calls, then the graphs replayed in turn, round after round, so that clock and
+    temperature drift reach every variant alike; the median replay time per call."""
+    graphs = {}
+    for name, fns in variants.items():
+        calls = fns * max(1, math.ceil(8 / len(fns)))
+        graph, est = captured_graph(calls, fns)
+        graphs[name] = (graph, len(calls), est)
+    per_round = sum(est for _, _, est in graphs.values())
+    rounds = max(min_rounds, min(31, int(budget_s / max(per_round, 1e-6))))
+    times: dict = {name: [] for name in graphs}
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(rounds):
+        for name, (graph, count, _) in graphs.items():
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end) * 1e3 / count)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def copy_bandwidth() -> float:
     """Device-to-device copy bandwidth in bytes/s, counting bytes read plus written (1 GiB buffers)."""
     n = 1 << 29
@@ -367,36 +390,52 @@ def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, lo
                 tried.append({"config": cfg._asdict(), "us": t * 1e6, "rel": err})
                 if best is None or t < best[0]:
                     best = (t, cfg, err)
-            t_bf16 = bench([lambda wb=wb: base(wb) for wb in wbs])
-            row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "dir": direction,
-                   "bf16_us": t_bf16 * 1e6, "bf16_gbps": (bf16_bytes + io_bytes) / t_bf16 / 1e9}
+            # The reported times: every variant's graph replayed in turn, round after round (``interleaved_us``),
+            # so that clock and temperature drift reach them alike (run 25: variants timed one after another drifted
+            # apart by up to 13%); ``bench`` above only ranks ``--tune``'s candidates.
+            cell = f"{model} {layer} {direction} M={m}"
+            row = {"model": model, "layer": layer, "n": n, "k": k, "m": m, "dir": direction}
+            variants = {"bf16": [lambda wb=wb: base(wb) for wb in wbs]}
+            if best is not None:
+                variants["ours"] = [lambda kw=kw, cfg=best[1]: ours(kw, cfg) for kw in kws]
             fn = kern.nvfp4_matmul if direction == "fwd" else kern.nvfp4_matmul_grad_input
             for name, weights in (("dispatch", kws), ("words", words if direction == "fwd" else [])):
                 if weights:
-                    row.update(time_dispatch(name, fn, x, weights, out_shape, ref, fp4_bytes + io_bytes, bw, t_bf16,
-                                             log, f"{model} {layer} {direction} M={m}"))
+                    checked_fields = check_dispatch(name, fn, x, weights[0], out_shape, ref, log, cell)
+                    row.update(checked_fields)
+                    if f"{name}_rel_err" in checked_fields:
+                        variants[name] = [lambda w=w, x=x, fn=fn: fn(x, w) for w in weights]
+            if direction == "fwd" and marlins:
+                row["marlin_rel_err"] = rel_err(marlins[0](x), ref)
+                variants["marlin"] = [lambda f=f, x=x: f(x) for f in marlins]
+            elif direction == "fwd" and marlin_note:
+                row["marlin_error"] = marlin_note
+            us = interleaved_us(variants)
+            t_bf16 = us["bf16"] / 1e6
+            row.update({"bf16_us": us["bf16"], "bf16_gbps": (bf16_bytes + io_bytes) / t_bf16 / 1e9})
+            for name in ("dispatch", "words"):
+                if name in us:
+                    t = us[name] / 1e6
+                    row.update({f"{name}_us": us[name], f"{name}_speedup": t_bf16 / t,
+                                f"{name}_gbps": (fp4_bytes + io_bytes) / t / 1e9,
+                                f"{name}_pct_bw": 100 * (fp4_bytes + io_bytes) / t / bw})
             if best is not None:
-                t, cfg, err = best
-                row.update({"ours_us": t * 1e6, "speedup": t_bf16 / t, "rel_err": err, "config": cfg._asdict(),
+                _, cfg, err = best
+                t = us["ours"] / 1e6
+                row.update({"ours_us": us["ours"], "speedup": t_bf16 / t, "rel_err": err, "config": cfg._asdict(),
                             "ours_gbps": (fp4_bytes + io_bytes) / t / 1e9,
                             "ours_pct_bw": 100 * (fp4_bytes + io_bytes) / t / bw,
                             "ours_tflops": 2 * m * n * k / t / 1e12, "bf16_tflops": 2 * m * n * k / t_bf16 / 1e12})
                 if args.tune:
                     tuned_out[f"{direction}|{kern._m_bucket(m)}|{n}|{kw0.k_pad}"] = cfg._asdict()
                     row["candidates"] = tried
-            if direction == "fwd" and marlins:
-                mout = marlins[0](x)
-                row["marlin_rel_err"] = rel_err(mout, ref)
-                t_m = bench([lambda f=f, x=x: f(x) for f in marlins])
-                row["marlin_us"] = t_m * 1e6
-                row["bf16_over_marlin"] = t_bf16 / t_m
-                if best is not None:
-                    row["ours_over_marlin"] = t_m / best[0]
-                for name in ("dispatch", "words"):
-                    if f"{name}_us" in row:
-                        row[f"{name}_over_marlin"] = row["marlin_us"] / row[f"{name}_us"]
-            elif direction == "fwd" and marlin_note:
-                row["marlin_error"] = marlin_note
+            if "marlin" in us:
+                row["marlin_us"] = us["marlin"]
+                row["bf16_over_marlin"] = us["marlin"] and row["bf16_us"] / us["marlin"]
+                for name, key in (("ours", "ours_over_marlin"), ("dispatch", "dispatch_over_marlin"),
+                                  ("words", "words_over_marlin")):
+                    if name in us:
+                        row[key] = us["marlin"] / us[name]
             rows.append(row)
             log(f"{model:4s} {layer:8s} {direction} M={m:5d} bf16 {row['bf16_us']:9.1f}us ours "
                 f"{row.get('ours_us', float('nan')):9.1f}us x{row.get('speedup', float('nan')):5.2f} "
@@ -410,21 +449,19 @@ def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, lo
     return rows
 
 
-def time_dispatch(name: str, fn, x: torch.Tensor, weights: list, out_shape: tuple[int, int], ref: torch.Tensor,
-                  nbytes: int, bw: float, t_bf16: float, log, cell: str) -> dict:
-    """``fn(x, w)`` with no config (the default dispatch) on ``weights`` (one layout's copies): checked on a
-    NaN-poisoned output, then timed as the rest; the row's ``{name}_*`` fields, or ``{name}_error``."""
+def check_dispatch(name: str, fn, x: torch.Tensor, w, out_shape: tuple[int, int], ref: torch.Tensor, log,
+                   cell: str) -> dict:
+    """``fn(x, w)`` with no config (the default dispatch) on a NaN-poisoned output against ``ref``: the row's
+    ``{name}_rel_err`` if finite and within 1e-2 (then it is timed), else ``{name}_error``."""
     try:
-        err, finite = checked(lambda out: fn(x, weights[0], out=out), out_shape, ref)
-        if not finite or err > 1e-2:
-            log(f"  WRONG {cell} {name}: rel {err:.3g} finite {finite}")
-            return {f"{name}_error": f"rel {err:.3g} finite {finite}"}
-        t = bench([lambda w=w: fn(x, w) for w in weights])
+        err, finite = checked(lambda out: fn(x, w, out=out), out_shape, ref)
     except Exception as e:  # e.g. a layout no kernel reads on this device
         log(f"  FAILED {cell} {name}: {type(e).__name__}: {str(e)[:200]}")
         return {f"{name}_error": f"{type(e).__name__}: {str(e)[:200]}"}
-    return {f"{name}_us": t * 1e6, f"{name}_speedup": t_bf16 / t, f"{name}_rel_err": err,
-            f"{name}_gbps": nbytes / t / 1e9, f"{name}_pct_bw": 100 * nbytes / t / bw}
+    if not finite or err > 1e-2:
+        log(f"  WRONG {cell} {name}: rel {err:.3g} finite {finite}")
+        return {f"{name}_error": f"rel {err:.3g} finite {finite}"}
+    return {f"{name}_rel_err": err}
 
 
 def markdown(rows, meta) -> str:

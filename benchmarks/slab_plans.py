@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -37,7 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, add_layer_args, captured_graph, checked, fp32_matmul, run_setup  # noqa: E402
+from gemm_nvfp4 import SHAPES, add_layer_args, checked, fp32_matmul, interleaved_us, run_setup  # noqa: E402
 
 COUNTS = (1, 2, 3, 4, 6)
 
@@ -84,29 +83,6 @@ def run_plan(kern, direction: str, plan: dict):
     if direction == "fwd":
         return lambda x, w, y: kern._matmul_large_m(x, w, y, slab_plan)
     return lambda dy, w, dx: kern._grad_input_large_m(dy, w, dx, slab_plan)
-
-
-def interleaved_us(variants: dict, min_rounds: int = 9, budget_s: float = 1.5) -> dict:
-    """Microseconds per call of each variant (name -> list of calls, one per weight copy): every variant captured in
-    a CUDA graph of at least 8 calls, then the graphs replayed in turn, round after round, so that clock and
-    temperature drift reach every variant alike; the median replay time per call."""
-    graphs = {}
-    for name, fns in variants.items():
-        calls = fns * max(1, math.ceil(8 / len(fns)))
-        graph, est = captured_graph(calls, fns)
-        graphs[name] = (graph, len(calls), est)
-    per_round = sum(est for _, _, est in graphs.values())
-    rounds = max(min_rounds, min(31, int(budget_s / max(per_round, 1e-6))))
-    times: dict = {name: [] for name in graphs}
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(rounds):
-        for name, (graph, count, _) in graphs.items():
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            times[name].append(start.elapsed_time(end) * 1e3 / count)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, log,

@@ -3198,4 +3198,11 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --dirs fwd,bwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
     tail -18 "$out/log_gemm.txt"
     ;;
+  67g)  # 67f again with every cell's variants timed in the same rounds (gemm_nvfp4.py now times BF16, the Triton
+        # kernels and the dispatch on both layouts by interleaved_us, as the other benchmarks since run 25)
+    device_name
+    timeout 540 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,32b --ms 1,4,16,64,128,256,1024,4096 \
+      --dirs fwd,bwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
+    tail -18 "$out/log_gemm.txt"
+    ;;
 esac
