@@ -3205,4 +3205,14 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --dirs fwd,bwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
     tail -18 "$out/log_gemm.txt"
     ;;
+  67h)  # 67g's 7B qkv / down forward at M = 1024 read 0.85x / 0.86x of BF16 where run 32's tma_store.py read 0.90x /
+        # 0.93x (BF16 185 us here against 219 us there on down): both harnesses on those cells, in turn, twice
+    device_name
+    for i in 1 2; do
+      timeout 100 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b --layers qkv,down --ms 1024 --dirs fwd \
+        --out "$out/gemm$i" 2>&1 | grep -v Warning | grep "M= 1024" | tee -a "$out/log.txt"
+      timeout 100 python3 benchmarks/tma_store.py --models 7b --layers qkv,down --ms 1024 --out "$out/tma$i" 2>&1 \
+        | grep -v Warning | grep "M= *1024" | tee -a "$out/log.txt"
+    done
+    ;;
 esac
