@@ -3215,4 +3215,11 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
         | grep -v Warning | grep "M= *1024" | tee -a "$out/log.txt"
     done
     ;;
+  67i)  # the two harnesses' short passes differ in the clock the GPU holds (67h): every 7B / 32B layer at M = 1024 /
+        # 4096 under sustained load (sustained.py: each variant replayed back to back at the power limit), both
+        # directions, the training layout, on the final tables
+    device_name
+    timeout 330 python3 benchmarks/sustained.py --cells "" --models 7b,32b --ms 1024,4096 --dirs fwd,bwd \
+      --layout pairs --seconds 1.0 --out "$out/sustained" 2>&1 | grep -v Warning | tee "$out/log.txt" | tail -4
+    ;;
 esac
