@@ -3222,4 +3222,17 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     timeout 330 python3 benchmarks/sustained.py --cells "" --models 7b,32b --ms 1024,4096 --dirs fwd,bwd \
       --layout pairs --seconds 1.0 --out "$out/sustained" 2>&1 | grep -v Warning | tee "$out/log.txt" | tail -4
     ;;
+  67j)  # 67i's cells below 0.9x under sustained load against their routes before (QERL_TUNED_CONFIGS with
+        # benchmarks/results/run33_2026-11-28/alt_configs.json: 7B down's forward at M = 1024 on one tile per CTA (run
+        # 31's entry), 32B gate_up's forward and 32B down's input gradient at M = 4096 on the slab path), in turn, twice
+    device_name
+    cells="7b:down:1024,32b:gate_up:4096,32b:down:4096:bwd"
+    for i in 1 2; do
+      timeout 60 python3 benchmarks/sustained.py --cells "$cells" --layout pairs --seconds 1.0 --out "$out/shipped$i" \
+        2>&1 | grep -v Warning | grep "nvfp4" | tee -a "$out/log.txt"
+      QERL_TUNED_CONFIGS=benchmarks/results/run33_2026-11-28/alt_configs.json timeout 60 python3 \
+        benchmarks/sustained.py --cells "$cells" --layout pairs --seconds 1.0 --out "$out/before$i" 2>&1 \
+        | grep -v Warning | grep "nvfp4" | tee -a "$out/log.txt"
+    done
+    ;;
 esac
