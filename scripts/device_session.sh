@@ -3235,4 +3235,12 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
         | grep -v Warning | grep "nvfp4" | tee -a "$out/log.txt"
     done
     ;;
+  67k)  # the three routes 67j measured faster under sustained load, as shipped now: those cells against BF16 under
+        # sustained load, then the dispatch's GPU tests
+    device_name
+    timeout 90 python3 benchmarks/sustained.py --cells "7b:down:1024,32b:gate_up:4096,32b:down:4096:bwd" \
+      --layout pairs --seconds 1.0 --out "$out/sustained" 2>&1 | grep -v Warning | grep "MHz" | tee "$out/log.txt"
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "default_dispatch or \
+      keys_between" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
+    ;;
 esac

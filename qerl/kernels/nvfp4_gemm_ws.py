@@ -371,10 +371,18 @@ TUNED.update({
 TUNED.update({
     (768, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # M = 513-768: M = 1024's entry before
     (1024, 4608, 3584): _SK_RING,
-    (1024, 3584, 18944): _SK_RING,
     (1024, 7168, 5120): _SK_RING,
     (1024, 5120, 5120): _SK_RING,
     (2048, 3584, 3584): _SK_RING,
+})
+# Run 33 (benchmarks/sustained.py, H200): under sustained load (each variant replayed back to back for seconds, at the
+# power limit, as a training step's products run) three stream-K picks of short passes ran at 1230-1290 MHz against
+# 1430-1620 MHz for their routes before, which then took 0.82-0.89 / 0.94-0.95 / 0.92-0.95 of their time: 7B down's
+# forward at M = 1024 back on one tile per CTA (run 31's entry; short passes had stream-K at 0.96 of its time), 32B
+# gate_up's forward and 32B down's input gradient at M = 2049-4096 back on the slab path (TUNED_BWD below).
+TUNED.update({
+    (1024, 3584, 18944): WsConfig(256, 128, 3, 1, 2, False),
+    (4096, 55296, 5120): None,
 })
 TUNED_BWD: dict[tuple[int, int, int], WsBwdConfig | None] = {
     (1, 3584, 3584): WsBwdConfig(8, 4, 8, maxnreg=80, fused=True),  # run 10: 1.05x the entry without
@@ -500,6 +508,7 @@ TUNED_BWD.update({
     (2048, 5120, 5120): _SK_BWD,
     (2048, 4608, 3584): _SK_BWD,
     (2048, 3584, 3584): _SK_BWD,
+    (4096, 5120, 27648): None,  # 32B down at M = 2049-4096: the slab path (sustained load, see TUNED's run 33 entries)
 })
 
 # The input gradient on weights of the "rows" code layout (``prepare_weight(layout="rows")``), where it differs from
