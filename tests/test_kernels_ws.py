@@ -664,8 +664,11 @@ def test_pick_grad_input_follows_its_own_table(monkeypatch):
     assert ws.pick_grad_input(_x(128, n), n, k, k) == ws.TUNED_BWD[(128, n, k)]
     assert ws.pick_grad_input(_x(16, n), n, k, k) == ws.TUNED_BWD[(16, n, k)]  # measured at M = 1 / 8 / 16 too
     assert ws.pick_grad_input(_x(1, n), n, k, k) == ws.TUNED_BWD[(1, n, k)]
-    n, k = 5120, 5120  # 14B / 32B o: declined at M = 1024 (the slab path was faster), taken at 256 and at M = 3
-    assert ws.TUNED_BWD[(1024, n, k)] is None and ws.pick_grad_input(_x(1024, n), n, k, k) is None
+    # 32B down at M = 2049-4096: declined (run 33: the slab path faster under sustained load)
+    assert ws.TUNED_BWD[(4096, n, k)] is None and ws.pick_grad_input(_x(3000, n), n, k, k) is None
+    assert ws.pick_grad_input(_x(2000, n), n, k, k) == ws.TUNED_BWD[(2048, n, k)]
+    n, k = 5120, 5120  # 14B / 32B o: run 33's stream-K at M = 1024 (declined before), taken at 256 and at M = 3
+    assert ws.pick_grad_input(_x(1024, n), n, k, k) == ws.TUNED_BWD[(1024, n, k)] == ws._SK_BWD
     assert ws.pick_grad_input(_x(256, n), n, k, k) == ws.TUNED_BWD[(256, n, k)]
     assert ws.pick_grad_input(_x(3, n), n, k, k) == ws.TUNED_BWD[(8, n, k)]
     n, k = 3584, 18944  # 7B down: M = 9-16 takes the M = 16 entry, not the M = 32 one
@@ -686,10 +689,10 @@ def test_pick_grad_input_on_rows_replaces_only_its_own_buckets(monkeypatch):
     assert ws.pick_grad_input(_x(40, n), n, k, k, rows=True) == ws.TUNED_BWD_ROWS[(64, n, k)]
     assert ws.pick_grad_input(_x(64, n), n, k, k) == ws.TUNED_BWD[(64, n, k)] != ws.TUNED_BWD_ROWS[(64, n, k)]
     assert ws.pick_grad_input(_x(16, n), n, k, k, rows=True) == ws.TUNED_BWD[(16, n, k)]
-    n, k = 5120, 5120  # 14B o: rows entries at M = 16-128; M = 1 keeps its own bucket, M = 1024 stays declined
+    n, k = 5120, 5120  # 14B o: rows entries at M = 16-128; M = 1 and M = 1024 keep TUNED_BWD's buckets
     assert (16, n, k) in ws.TUNED_BWD_ROWS and (1, n, k) not in ws.TUNED_BWD_ROWS
     assert ws.pick_grad_input(_x(1, n), n, k, k, rows=True) == ws.TUNED_BWD[(1, n, k)]
-    assert ws.pick_grad_input(_x(1024, n), n, k, k, rows=True) is None
+    assert ws.pick_grad_input(_x(1024, n), n, k, k, rows=True) == ws.TUNED_BWD[(1024, n, k)]
     # A table loaded for a shape only the rows table knows still serves it.
     monkeypatch.setattr(ws, "TUNED_BWD_ROWS", dict(ws.TUNED_BWD_ROWS))
     cfg = ws.WsBwdConfig(64, 4, 1, 128, in_flight=True)
