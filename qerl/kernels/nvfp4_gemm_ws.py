@@ -365,7 +365,8 @@ TUNED.update({
 # now that a split tile is summed by the CTA holding its first chunk, its accumulator seeded with the next CTA's part
 # (``_sk_seed_part``): time against the dispatch before at M = 1024 / 2048 (the slab path unless said): 7B qkv 0.96,
 # 14B / 32B o 0.91 (both at M = 897-1024: ``nvfp4_gemm.SLAB_RANGES`` keeps M = 769-896, where the slab path's time
-# falls with M and this kernel's, on four row tiles, does not), 7B down 0.96 (the one-tile entry's), 14B / 32B qkv 0.94
+# falls with M and this kernel's, on four row tiles, does not), 7B down 0.96 (the one-tile entry's; back on it since
+# run 33, below), 14B / 32B qkv 0.94
 # (one tile per CTA before), 7B o at M = 2048 0.89 (M = 1025-2048). Below 0.97 only; 7B o at M = 1024 (112 tiles, runs
 # of 24 steps: shorter than a tile, so the parts are added at the runs' end) stays one tile per CTA (1.08x its time).
 TUNED.update({
