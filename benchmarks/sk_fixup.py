@@ -78,13 +78,7 @@ def dispatch_stream_k(fn, grad: bool = False) -> ws.WsConfig | ws.WsBwdConfig | 
 
 def parse_bwd_candidates(text: str) -> tuple:
     """``--candidates`` with ``--grad-input``: ``WsBwdConfig`` fields in order per config, ';'-separated."""
-    words = {"True": True, "False": False, "None": None}
-    try:
-        return tuple(ws.WsBwdConfig(*(words[v] if v in words else int(v) for v in c.split(",")))
-                     for c in text.split(";") if c)
-    except (ValueError, TypeError) as e:
-        raise SystemExit(f"--candidates: WsBwdConfig fields in order with --grad-input, e.g. \"256,4,1,None,False,1,2\""
-                         f" ({e})") from None
+    return parse_candidates(text, ws.WsBwdConfig, "256,4,1,None,False,1,2")
 
 
 def config_name(c) -> str:

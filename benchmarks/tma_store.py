@@ -85,16 +85,14 @@ def _check(y: torch.Tensor, ref: torch.Tensor, what: str) -> float:
     return rel
 
 
-def parse_candidates(text: str) -> tuple:
-    """``--candidates``: ``WsConfig`` fields in order per config ("True" / "False" / "None" as such, else integers),
-    configs separated by semicolons."""
+def parse_candidates(text: str, cls=ws.WsConfig, example: str = "256,128,3,1,2,False,None,False,1,False") -> tuple:
+    """``--candidates``: ``cls``'s fields (``WsConfig``; ``sk_fixup.py`` also ``WsBwdConfig``) in order per config
+    ("True" / "False" / "None" as such, else integers), configs separated by semicolons."""
     words = {"True": True, "False": False, "None": None}
     try:
-        return tuple(ws.WsConfig(*(words[v] if v in words else int(v) for v in c.split(",")))
-                     for c in text.split(";") if c)
+        return tuple(cls(*(words[v] if v in words else int(v) for v in c.split(","))) for c in text.split(";") if c)
     except (ValueError, TypeError) as e:
-        raise SystemExit(f"--candidates: WsConfig fields in order, e.g. \"256,128,3,1,2,False,None,False,1,False\" "
-                         f"({e})") from None
+        raise SystemExit(f"--candidates: {cls.__name__} fields in order, e.g. \"{example}\" ({e})") from None
 
 
 def _name(c: ws.WsConfig) -> str:
