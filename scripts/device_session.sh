@@ -3243,4 +3243,14 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -k "default_dispatch or \
       keys_between" -rf --tb=short 2>&1 | grep -v "^  \|Warning" | tail -3 | tee "$out/gpu_tests.txt"
     ;;
+  67l)  # two of this run's new input-gradient stream-K entries (32B o at M = 1024, 7B qkv at 2048) under sustained
+        # load against their routes before (alt_bwd_configs.json: the slab path), once each
+    device_name
+    cells="32b:o:1024:bwd,7b:qkv:2048:bwd"
+    timeout 70 python3 benchmarks/sustained.py --cells "$cells" --layout pairs --seconds 1.0 --out "$out/shipped" 2>&1 \
+      | grep -v Warning | grep "MHz" | tee -a "$out/log.txt"
+    QERL_TUNED_CONFIGS=benchmarks/results/run33_2026-11-28/alt_bwd_configs.json timeout 70 python3 \
+      benchmarks/sustained.py --cells "$cells" --layout pairs --seconds 1.0 --out "$out/before" 2>&1 \
+      | grep -v Warning | grep "MHz" | tee -a "$out/log.txt"
+    ;;
 esac
