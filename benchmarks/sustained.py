@@ -10,6 +10,13 @@ clock and power samples of that half.
     python benchmarks/sustained.py --cells 7b:gate_up:4096,14b:down:1024 --seconds 3 --out $OUT
     python benchmarks/sustained.py --cells "" --models 7b,14b,32b --ms 1024 --dirs fwd,bwd --layout pairs
 
+``--alt-configs FILE`` adds a third variant in each pass, "alt": the same dispatch with FILE's table entries
+(``load_tuned_configs``' format, as ``QERL_TUNED_CONFIGS`` takes: e.g. ``{"ws|1024|3584|18944": null}`` declines
+that kernel there) while its graph is captured and replayed, so a route and its alternative are timed alternately in
+one process:
+
+    python benchmarks/sustained.py --cells 7b:down:1024,32b:down:4096:bwd --layout pairs --alt-configs alt.json
+
 A cell is model:layer:M or model:layer:M:bwd (the input gradient, ``nvfp4_matmul_grad_input`` against dY @ W);
 with ``--cells ""`` every layer of ``--models`` at every M of ``--ms`` in every direction of ``--dirs``. Writes
 sustained.json under --out (after each cell).
@@ -18,6 +25,7 @@ sustained.json under --out (after each cell).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -88,6 +96,23 @@ def sustained(fns: list, seconds: float) -> dict:
             "windows": len(marks), "span": (half[0][0] - 0.05, half[-1][0])}
 
 
+@contextlib.contextmanager
+def tables_with(path: str):
+    """The launch tables (``nvfp4_gemm.TUNED`` and ``nvfp4_gemm_ws``'s) with ``path``'s entries for the block, the
+    module's own entries back afterwards (the dicts are updated in place: every reference to them sees both)."""
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    tables = [kern.TUNED, ws.TUNED, ws.TUNED_BWD, ws.TUNED_WORDS, ws.TUNED_BWD_ROWS]
+    saved = [dict(t) for t in tables]
+    try:
+        kern.load_tuned_configs_file(path)
+        yield
+    finally:
+        for table, own in zip(tables, saved):
+            table.clear()
+            table.update(own)
+
+
 def _variants(model: str, layer: str, m: int, layout: str, l2_bytes: int, direction: str = "fwd") -> dict:
     """{"bf16": calls, "nvfp4": calls, "nk": (N, K)}: one call per weight copy, enough copies (3x L2 in all) that L2
     serves none of them, as benchmarks/gemm_nvfp4.py; ``direction`` "bwd": the input gradient dY [M, N] @ W."""
@@ -130,8 +155,16 @@ def main() -> None:
     ap.add_argument("--dirs", default="fwd", help="fwd, bwd or both, comma-separated (with --cells \"\")")
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--layout", default="words", choices=["pairs", "words"])
+    ap.add_argument("--alt-configs", default="",
+                    help="time also the dispatch with this file's table entries (QERL_TUNED_CONFIGS' format)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
+    if args.alt_configs:
+        try:
+            with tables_with(args.alt_configs):  # a missing or malformed file stops here, before any GPU work
+                pass
+        except ValueError as e:
+            ap.error(f"--alt-configs: {e}")
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU")
     out = Path(args.out)
@@ -145,10 +178,13 @@ def main() -> None:
         for model, layer, m, direction in _cells(args):
             variants = _variants(model, layer, m, args.layout, l2, direction)
             n, k = variants.pop("nk")
+            if args.alt_configs:
+                variants["alt"] = variants["nvfp4"]  # the same calls, captured and replayed on the other tables
             row = {"model": model, "layer": layer, "dir": direction, "n": n, "k": k, "m": m}
             for rep in (1, 2):
                 for name, fns in variants.items():
-                    r = sustained(fns, args.seconds)
+                    with tables_with(args.alt_configs) if name == "alt" else contextlib.nullcontext():
+                        r = sustained(fns, args.seconds)
                     r["tflops"] = 2 * m * n * k / (r["us_per_call"] * 1e-6) / 1e12
                     row[f"{name}{rep}"] = r
                     print(f"{model} {layer} {direction} M={m} {name} pass {rep}: {r['us_per_call']:.1f} us "
@@ -158,6 +194,11 @@ def main() -> None:
                                             row["nvfp42"]["us_per_call"]])
             row["nvfp4_over_bf16"] = bf / fp
             print(f"{model} {layer} {direction} M={m}: NVFP4 over BF16, sustained: {bf / fp:.2f}x", flush=True)
+            if args.alt_configs:
+                alt = statistics.geometric_mean([row["alt1"]["us_per_call"], row["alt2"]["us_per_call"]])
+                row["alt_over_bf16"], row["nvfp4_over_alt"] = bf / alt, alt / fp
+                print(f"{model} {layer} {direction} M={m}: on --alt-configs' tables {bf / alt:.2f}x BF16 (the "
+                      f"shipped tables {alt / fp:.2f}x that)", flush=True)
             rows.append(row)
             _write(out, rows, args)
     finally:
@@ -178,7 +219,7 @@ def _write(out: Path, rows: list, args) -> None:
     """sustained.json under ``out``, replaced whole (a run cut short keeps the cells done)."""
     props = torch.cuda.get_device_properties(0)
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
-            "layout": args.layout, "command": "python benchmarks/sustained.py " + " ".join(sys.argv[1:])}
+            "layout": args.layout, "alt_configs": args.alt_configs or None, "command": "python benchmarks/sustained.py " + " ".join(sys.argv[1:])}
     tmp = out / "sustained.json.tmp"
     tmp.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     tmp.replace(out / "sustained.json")

@@ -374,6 +374,33 @@ def test_layer_cells_take_each_layer_shape_once():
     assert [c[0] for c in cells if c[1] == "qkv"].count("32b") == 0  # 32B qkv is 14B's shape
 
 
+def test_sustained_alt_configs_apply_only_inside_and_bad_files_stop_first(tmp_path, monkeypatch, capsys):
+    """benchmarks/sustained.py ``--alt-configs`` (run 33): inside ``tables_with`` the dispatch's tables hold the
+    file's entries (a declined key, a forward config), outside them their own again, after an error inside too; a
+    missing file stops ``main`` with one message naming the option and the fix, before any GPU work."""
+    from qerl.kernels import nvfp4_gemm as kern
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    su = _load("sustained")
+    path = tmp_path / "alt.json"
+    path.write_text(json.dumps({"ws|1024|3584|18944": None,
+                                "wsbwd|4096|5120|27648": {"bm": 256, "stages": 4, "stream_k": 1, "consumers": 2}}))
+    before = (dict(ws.TUNED), dict(ws.TUNED_BWD), dict(kern.TUNED))
+    assert ws.TUNED[(1024, 3584, 18944)] is not None and ws.TUNED_BWD[(4096, 5120, 27648)] is None
+    with pytest.raises(RuntimeError, match="inside"):
+        with su.tables_with(str(path)):
+            assert ws.TUNED[(1024, 3584, 18944)] is None
+            assert ws.TUNED_BWD[(4096, 5120, 27648)] == ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2)
+            raise RuntimeError("inside")
+    assert (ws.TUNED, ws.TUNED_BWD, kern.TUNED) == before
+    monkeypatch.setattr(sys, "argv", ["sustained.py", "--alt-configs", str(tmp_path / "missing.json"),
+                                      "--out", str(tmp_path / "out")])
+    with pytest.raises(SystemExit):
+        su.main()
+    err = capsys.readouterr().err
+    assert "--alt-configs" in err and "tuned_configs.json" in err and not (tmp_path / "out").exists()
+
+
 def test_gemm_nvfp4_reports_the_default_dispatch_beside_the_triton_kernels():
     """benchmarks/gemm_nvfp4.py (run 33): each row's default-dispatch columns ("pairs"; the forward also on "words")
     next to the Triton tile kernels' in the markdown, and the summary's geomean / min per column over the shapes, "-"
