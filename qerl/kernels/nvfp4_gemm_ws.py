@@ -377,8 +377,8 @@ TUNED.update({
     (2048, 3584, 3584): _SK_RING,
 })
 # Run 33 (benchmarks/sustained.py, H200): under sustained load (each variant replayed back to back for seconds, at the
-# power limit, as a training step's products run) three stream-K picks of short passes ran at 1230-1290 MHz against
-# 1430-1620 MHz for their routes before, which then took 0.84-0.89 / 0.94-0.96 / 0.92-0.95 of their time: 7B down's
+# power limit, as a training step's products run) three stream-K picks of short passes ran at 1226-1290 MHz against
+# 1429-1638 MHz for their routes before, which then took 0.84-0.89 / 0.94-0.96 / 0.92-0.95 of their time: 7B down's
 # forward at M = 1024 back on one tile per CTA (run 31's entry; short passes had stream-K at 0.96 of its time), 32B
 # gate_up's forward and 32B down's input gradient at M = 2049-4096 back on the slab path (TUNED_BWD below).
 TUNED.update({
