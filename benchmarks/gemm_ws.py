@@ -145,6 +145,29 @@ def fill_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
     return out
 
 
+# Stream-K with a consumer's chunks in flight (run 34), per tile height: (BN, stages, maxnreg, CTAs per SM), at the
+# register caps where the stream-K consumer keeps its wgmmas in flight without spills (an ahead-of-time compile:
+# 80 registers serialize them on every tile, 128 on 128-row tiles of W below 64 rows of X) and rings that fit.
+SK_IN_FLIGHT_TILES = {8: [(64, 6, 96, 2), (128, 6, 168, 1)], 16: [(64, 6, 96, 2), (128, 6, 168, 1)],
+                      32: [(64, 4, 96, 2), (64, 4, 168, 1)], 64: [(64, 5, 128, 2), (64, 5, None, 1)],
+                      128: [(64, 4, None, 1), (64, 3, 128, 2)]}
+
+
+def sk_in_flight_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
+    """M <= 128: one consumer with its chunks in flight on stream-K (``WsConfig.in_flight`` with ``stream_k``), on
+    the tile of the fewest rows of X that holds M (at M = 65-128 also 64 rows: two tiles) at each cap of
+    ``SK_IN_FLIGHT_TILES``, pure and with whole waves one tile per CTA (``dp_waves``) where the tiles fill a wave."""
+    out = []
+    heights = [bm for bm in (8, 16, 32, 64, 128) if bm >= m][:1] + ([64] if 64 < m <= 128 else [])
+    for bm in heights:
+        for bn, st, reg, ctas in SK_IN_FLIGHT_TILES[bm]:
+            cfg = ws.WsConfig(bm, bn, st, 1, 1, True, reg, stream_k=ctas)
+            out.append(cfg)
+            if -(-m // bm) * -(-n // bn) >= ctas * sms:
+                out.append(cfg._replace(dp_waves=True))
+    return out
+
+
 def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
                tile_set: str = "default", words: bool = False, stream_k: bool = False,
                dp_waves: bool = False) -> list[ws.WsConfig]:
@@ -155,7 +178,8 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
     "table" (only the config ``nvfp4_gemm_ws.TUNED``, or with ``words`` ``TUNED_WORDS``, holds for this M bucket, if
     any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both), "fill" (``fill_candidates``: at
     M <= 16 splits and stream-K that fill whole waves, from M = 17 on splits of every tile that fill whole waves; and
-    the table's config), "stages" (the table's config with 4, 8 and 10 stages too). Split partials are summed in the
+    the table's config), "stages" (the table's config with 4, 8 and 10 stages too), "sk_in_flight" (the table's
+    config and ``sk_in_flight_candidates``). Split partials are summed in the
     kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``). ``stream_k``: each candidate that retires its
     chunks one by one without split-K also as stream-K (``WsConfig.stream_k``: one CTA per SM, and two with 128
     registers), and the two-consumer 128 x 128 / 128 x 256 and one-consumer 128 x 64 tiles with it; ``dp_waves``:
@@ -173,12 +197,16 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
         cfg = _table_config(m, n, k_pad, sms, words)
         fill = fill_candidates(m, n, k_pad, sms)
         return ([cfg] if cfg is not None and cfg not in fill else []) + fill
+    if tile_set == "sk_in_flight":
+        cfg = _table_config(m, n, k_pad, sms, words)
+        sk = sk_in_flight_candidates(m, n, k_pad, sms)
+        return ([cfg] if cfg is not None and cfg not in sk else []) + sk
     small = m < ws.MIN_M
     tiles_of = {"default": small_tiles(m) if small else TILES, "occupancy": OCCUPANCY_TILES,
                 "all": TILES + OCCUPANCY_TILES, "wide": WIDE_TILES, "table+wide": WIDE_TILES}
     if tile_set not in tiles_of:
-        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all, table, wide, table+wide, fill or "
-                         "stages")
+        raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all, table, wide, table+wide, fill, "
+                         "stages or sk_in_flight")
     chunks = k_pad // kern.CHUNK
     fused = kern._fuse_reduction(m, n)
     for bm, bn, st, cons, inf, reg in tiles_of[tile_set]:
@@ -463,7 +491,8 @@ def main() -> None:
     ap.add_argument("--dirs", default="fwd", help="fwd, bwd (input gradient) or both, comma-separated")
     ap.add_argument("--wide-splits", action="store_true", help="also split K (forward) / N (input gradient) 2-4 ways")
     ap.add_argument("--tile-set", default="default",
-                    choices=["default", "occupancy", "all", "table", "wide", "table+wide", "fill", "stages"],
+                    choices=["default", "occupancy", "all", "table", "wide", "table+wide", "fill", "stages",
+                             "sk_in_flight"],
                     help="forward tiles searched (see candidates()); input gradient: default, occupancy, all, "
                          "fill, table (see bwd_candidates())")
     ap.add_argument("--layouts", default="pairs",

@@ -3253,4 +3253,25 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       benchmarks/sustained.py --cells "$cells" --layout pairs --seconds 1.0 --out "$out/before" 2>&1 \
       | grep -v Warning | grep "MHz" | tee -a "$out/log.txt"
     ;;
+  68a)  # run 34: stream-K with one consumer's chunks in flight (WsConfig.in_flight with stream_k): its GPU tests, then
+        # the rollout forward's ("words") search of those tiles (gemm_ws.py --tile-set sk_in_flight) on the 7B / 32B
+        # layers at M = 64 / 128
+    device_name
+    t="timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -rf --tb=short"
+    $t -k "stream_k_in_flight" > /tmp/t_inflight.txt 2>&1 &
+    $t -k "matches_fp32_reference and (Truex128xFalsex2 or Truex96xFalsex2 or TruexNonexFalsex1 or Truex168xFalsex1)" \
+      > /tmp/t_fp32.txt 2>&1 &
+    wait
+    for f in /tmp/t_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
+      | tee "$out/gpu_tests.txt"
+    timeout 330 python3 benchmarks/gemm_ws.py --dirs fwd --tile-set sk_in_flight --ms 64,128 --layouts words \
+      --shipped-layout words --models 7b,32b --out "$out/search_64_128" 2>&1 | grep -v Warning \
+      | tee "$out/log_search.txt" | tail -3
+    ;;
+  68b)  # 68a's search at M = 1 / 8 / 16 / 32
+    device_name
+    timeout 540 python3 benchmarks/gemm_ws.py --dirs fwd --tile-set sk_in_flight --ms 1,8,16,32 --layouts words \
+      --shipped-layout words --models 7b,32b --out "$out/search_1_32" 2>&1 | grep -v Warning \
+      | tee "$out/log_search.txt" | tail -3
+    ;;
 esac

@@ -100,6 +100,28 @@ def test_fill_candidates_are_configs_the_kernel_takes():
             assert c.split_k <= k // 128
 
 
+def test_sk_in_flight_candidates_hold_m_on_one_consumer_in_flight():
+    gw = _load("gemm_ws")
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    for m, n, k in ((1, 4608, 3584), (16, 55296, 5120), (32, 3584, 3584), (64, 4608, 3584), (100, 5120, 5120),
+                    (128, 37888, 3584)):
+        cands = gw.candidates(m, n, k, 132, tile_set="sk_in_flight", words=True)
+        assert len(set(cands)) == len(cands) and ws.TUNED_WORDS.get((m, n, k)) in cands + [None]
+        sk = gw.sk_in_flight_candidates(m, n, k, 132)
+        assert sk and set(sk) <= set(cands)
+        for c in sk:
+            assert c.in_flight and c.consumers == 1 and c.split_k == 1 and c.stream_k in (1, 2)
+            assert c.bm >= m or (c.bm == 64 and m > 64)  # one tile of rows holds M (or two of 64 at M = 65-128)
+            # Two CTAs per SM on 96 / 128 registers, one uncapped or on 168, each with its ring in shared memory.
+            assert (c.stream_k == 2) == (c.maxnreg in (96, 128))
+            assert c.stream_k * (ws.fwd_ring_bytes(c) + 2048) <= ws.SMEM_PER_SM
+            tiles = -(-m // c.bm) * -(-n // c.bn)
+            assert not c.dp_waves or tiles >= c.stream_k * 132
+        # Wide layers have whole waves of tiles to run one per CTA.
+        assert any(c.dp_waves for c in sk) == (n >= 37888 or (n >= 5120 and m > 64))
+
+
 def test_few_wave_splits_stay_within_two_waves():
     gw = _load("gemm_ws")
     # 7B down's input gradient at M = 1: 148 chunk tiles, 56 steps of 64 rows, four CTAs per SM on 132 SMs (528

@@ -60,7 +60,11 @@ CONFIGS = [ws.WsConfig(64, 128, 4), ws.WsConfig(64, 64, 4), ws.WsConfig(128, 64,
            # ... with whole waves of tiles one per CTA and the leftover tiles split (here mostly all leftover).
            ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1, dp_waves=True),
            # ... on tiles of fewer rows of X than a slice of the split tiles' sum (the sum must stay inside the tile).
-           ws.WsConfig(32, 64, 3, 1, 1, False, 128, stream_k=1)]
+           ws.WsConfig(32, 64, 3, 1, 1, False, 128, stream_k=1),
+           # ... with one consumer's chunks in flight (run 34), one or two CTAs per SM, pure or with whole waves.
+           ws.WsConfig(64, 64, 5, 1, 1, True, 128, stream_k=2), ws.WsConfig(16, 64, 6, 1, 1, True, 96, stream_k=2),
+           ws.WsConfig(128, 64, 4, 1, 1, True, None, stream_k=1),
+           ws.WsConfig(8, 128, 6, 1, 1, True, 168, stream_k=1, dp_waves=True)]
 
 
 @hopper
@@ -715,6 +719,38 @@ def test_stream_k_seeded_sum_matches_fp32(cfg, m, n, k):
     iters, total, _ = ws.sk_plan(tiles, steps, cfg.stream_k * kern._sms(inp.device))
     assert iters >= steps and iters % steps and total > iters, (iters, steps)  # runs a tile long, tiles split
     _check_stream_k_launch(inp, w, ref_w, cfg)
+
+
+@hopper
+@pytest.mark.parametrize("cfg,m,n,k", [(ws.WsConfig(64, 64, 5, 1, 1, True, 128, stream_k=2), 64, 4608, 3584),
+                                       (ws.WsConfig(128, 64, 4, 1, 1, True, None, stream_k=1), 128, 3584, 3584),
+                                       (ws.WsConfig(16, 64, 6, 1, 1, True, 96, stream_k=2), 16, 7168, 5120),
+                                       (ws.WsConfig(8, 64, 6, 1, 1, True, 96, stream_k=2), 1, 37888, 3584),
+                                       (ws.WsConfig(64, 64, 5, 1, 1, True, 128, stream_k=2), 100, 1024, 3584),
+                                       (ws.WsConfig(8, 128, 6, 1, 1, True, 168, stream_k=1, dp_waves=True), 1, 37888,
+                                        3584)],
+                         ids=["runs_of_8", "runs_of_12", "runs_of_17", "runs_of_63", "two_m_tiles", "dp_waves"])
+@pytest.mark.parametrize("layout", ["pairs", "words"])
+def test_stream_k_in_flight_gives_the_bits_of_chunks_retired_one_by_one(cfg, m, n, k, layout):
+    """Stream-K with a chunk's wgmmas in flight under the next one's dequantization (run 34): each CTA's part of a
+    tile accumulates its chunks in the same order either way, and in flight every part (also the one a run a tile
+    long or more would seed with) is added after the chunks in CTA order, as retired chunks do with runs shorter
+    than a tile. So where runs are shorter than a tile the bits equal the retiring kernel's; everywhere the fp32
+    reference, the same bits on every launch and the counters back at zero. Runs of odd and even chunk counts per
+    tile (the two-chunk trips and the last odd chunk), a tile's stages released across tile boundaries."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    w = prepare_weight(q.packed, q.scale, q.global_scale, **({} if layout == "pairs" else {"layout": layout}))
+    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+    tiles, steps = -(-m // cfg.bm) * -(-n // cfg.bn), w.k_pad // kern.CHUNK
+    iters, total, _ = ws.sk_plan(tiles, steps, cfg.stream_k * kern._sms(x.device), cfg.dp_waves)
+    assert total % iters or iters % steps, (iters, steps)  # some tile split between CTAs
+    _check_stream_k_launch(x, w, ref_w, cfg)
+    if iters < steps:
+        retired = cfg._replace(in_flight=False)
+        assert torch.equal(ws.ws_matmul(x, w, cfg), ws.ws_matmul(x, w, retired))
 
 
 @hopper

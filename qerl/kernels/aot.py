@@ -262,7 +262,8 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
         fn = ws._ws_fwd_sk_kernel
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages,
                  "CONSUMER_REGS": ws.CONSUMER_REGS, "WORDS": words, "ROW_NORM": row_norm, "NORM_NT": norm_nt,
-                 "SHIFT_LAST": bool(shift_last), "XB": sub_box, "TMA_STORE": int(tma_store)}
+                 "SHIFT_LAST": bool(shift_last), "XB": sub_box, "TMA_STORE": int(tma_store),
+                 "IN_FLIGHT": cfg.in_flight}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>",

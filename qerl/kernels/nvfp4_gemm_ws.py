@@ -117,7 +117,9 @@ class WsConfig(NamedTuple):
     fused: bool = False
     # Stream-K (``_ws_fwd_sk_kernel``): ``stream_k`` CTAs per SM (1-4; 3 or 4 need ``maxnreg`` 80 / 64 and the
     # stages to fit), each taking an equal run of the (tile, chunk) steps
-    # of the whole product, across tile boundaries; 0: one CTA per tile (and split), as above.
+    # of the whole product, across tile boundaries; 0: one CTA per tile (and split), as above. With ``in_flight``
+    # (one consumer, run 34) its loop over tiles needs more registers than the tile kernel's: 96 for 64 rows of W
+    # below 64 rows of X, 168 for 128 rows (at fewer ptxas serializes the wgmmas).
     stream_k: int = 0
     # With ``stream_k``: whole waves of tiles one per CTA, stream-K only over the tiles left after them, each split
     # into equal runs aligned to the tile (``sk_plan``). Pure stream-K puts every CTA at another point of the
@@ -1103,11 +1105,12 @@ if gluon is not None:
             tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))
 
     @gluon.jit
-    def _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN: gl.constexpr, ROW0: gl.constexpr,
+    def _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, i0, BN: gl.constexpr, ROW0: gl.constexpr,
                   RB: gl.constexpr, STAGES: gl.constexpr, IN_FLIGHT: gl.constexpr, WORDS: gl.constexpr):
         """Chunk i: wait for its stage, dequantize its codes into wgmma's register operand, issue the low and high
         halves' wgmmas asynchronously, then wait for the previous chunk's (all but these two groups) and release the
-        previous chunk's stage to the loader."""
+        previous chunk's stage to the loader (``IN_FLIGHT``; unless chunk i is the first, i0, of the accumulator's
+        run: the caller retired and released the chunk before it); otherwise wait for all and release this one."""
         mma: gl.constexpr = acc.type.layout
         a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
         l3: gl.constexpr = _codes_layout_3d(RB, WORDS)
@@ -1154,7 +1157,7 @@ if gluon is not None:
         acc = warpgroup_mma(w_hi, x_smem.index(2 * s + 1).permute((1, 0)), acc, is_async=True)
         if IN_FLIGHT:
             acc = warpgroup_mma_wait(num_outstanding=2, deps=(acc,))
-            mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > 0)
+            mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), pred=i > i0)
         else:
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             mbarrier.arrive(empty.index(s))
@@ -1194,17 +1197,17 @@ if gluon is not None:
             # operands are distinct registers, so the next trip's dequantization writes registers whose wgmmas the
             # wait has retired (one set reused every chunk makes ptxas serialize the wgmmas, warning C7515).
             for j in range(n_chunks // 2):
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j, BN, ROW0, RB, STAGES, True, WORDS)
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j + 1, BN, ROW0, RB, STAGES, True, WORDS)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j, 0, BN, ROW0, RB, STAGES, True, WORDS)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j + 1, 0, BN, ROW0, RB, STAGES, True, WORDS)
             if n_chunks % 2 == 1:
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, n_chunks - 1, BN, ROW0, RB, STAGES, True,
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, n_chunks - 1, 0, BN, ROW0, RB, STAGES, True,
                                 WORDS)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
         else:
             # Each chunk's wgmmas retire before the next dequantization (half the operand registers); the other
             # consumer warpgroup's work fills the gaps.
             for i in range(n_chunks):
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, 0, BN, ROW0, RB, STAGES, False, WORDS)
 
         if not EARLY:
             r, res, gw, rbias, cos, sin, pos = _epilogue_operands(
@@ -1546,9 +1549,9 @@ if gluon is not None:
                           stored, BM: gl.constexpr, BN: gl.constexpr, ROW0: gl.constexpr, RB: gl.constexpr,
                           STAGES: gl.constexpr, CONSUMERS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr,
                           NORM_NT: gl.constexpr, SHIFT_LAST: gl.constexpr,
-                          XB: gl.constexpr, TMA_STORE: gl.constexpr = 0):
+                          XB: gl.constexpr, TMA_STORE: gl.constexpr = 0, IN_FLIGHT: gl.constexpr = False):
         """A consumer warpgroup over this CTA's run of steps (``_sk_load_worker``), rows ROW0 .. ROW0 + RB of each
-        tile. A tile the run holds from its first chunk is written as bf16 (``TMA_STORE`` 1: by ``_sk_tma_store_tile``
+        tile; ``IN_FLIGHT`` (one consumer) as ``_mma_partition``'s within each tile. A tile the run holds from its first chunk is written as bf16 (``TMA_STORE`` 1: by ``_sk_tma_store_tile``
         from boxes of its own, 2: by ``_sk_ring_store_tile`` through the stage of its last chunk; unless shifted or
         remapped by XB), if the run ends inside it after the later CTAs' parts are added (``_sk_add_parts``); a
         part without the first chunk (only ever the run's first tile) goes to ``_sk_put_part``. ``ROW_NORM``: rows
@@ -1573,15 +1576,39 @@ if gluon is not None:
             # it seeds the accumulator (loaded into the accumulator's own registers, all at once); with shorter runs
             # the parts are added after the chunks (each load needs registers beside the accumulator's: ptxas issues
             # them a few at a time, run 32's probe: 3-9 us at M = 1024).
+            # With IN_FLIGHT every part is added after the chunks: a load defining the accumulator's registers ahead
+            # of the wgmmas makes ptxas serialize them (C7515).
             split_head = (c_lo == 0) & (c_hi < n_chunks)
-            if split_head & (iters >= n_chunks):
-                acc = _sk_seed_part(part_ptr, cnt_ptr, acc, t, CONSUMERS, ME)
-            for _c in range(c_lo, c_hi):
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, BN, ROW0, RB, STAGES, False, WORDS)
-                i += 1
+            if IN_FLIGHT:
+                add_parts = split_head
+            else:
+                add_parts = split_head & (iters < n_chunks)
+                if split_head & (iters >= n_chunks):
+                    acc = _sk_seed_part(part_ptr, cnt_ptr, acc, t, CONSUMERS, ME)
+            if IN_FLIGHT:
+                # As ``_mma_partition``'s: two chunks a trip, each one's wgmmas in flight under the next one's
+                # dequantization; all retired, and the last chunk's stage released, before the tile's store or part.
+                i0 = i
+                for _j in range((c_hi - c_lo) // 2):
+                    acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, i0, BN, ROW0, RB, STAGES, True,
+                                    WORDS)
+                    acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i + 1, i0, BN, ROW0, RB, STAGES, True,
+                                    WORDS)
+                    i += 2
+                if (c_hi - c_lo) % 2 == 1:
+                    acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, i0, BN, ROW0, RB, STAGES, True,
+                                    WORDS)
+                    i += 1
+                acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+                mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES))
+            else:
+                for _c in range(c_lo, c_hi):
+                    acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, 0, BN, ROW0, RB, STAGES, False,
+                                    WORDS)
+                    i += 1
             # (The tile's first row made where each use needs it: kept live from here, ptxas spilled more, run 27.)
             if c_lo == 0:
-                if split_head & (iters < n_chunks):
+                if add_parts:
                     acc = _sk_add_parts(part_ptr, cnt_ptr, acc, t, iters, n_chunks, CONSUMERS, ME)
                 if ROW_NORM:
                     if BM <= 32:
@@ -1741,13 +1768,15 @@ if gluon is not None:
                           BN: gl.constexpr, CONSUMERS: gl.constexpr, STAGES: gl.constexpr,
                           CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr = False,
                           NORM_NT: gl.constexpr = 1, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0,
-                          TMA_STORE: gl.constexpr = 0):
+                          TMA_STORE: gl.constexpr = 0, IN_FLIGHT: gl.constexpr = False):
         """The forward as stream-K: CTA g takes steps g * iters .. of the first ``sk_total`` (tile, chunk) steps (so
         every SM gets the same work whatever the tile count: no last wave of idle SMs), and stays resident across
         tiles; CTAs after those take one whole tile each (``_sk_run``). ``TMA_STORE`` (``sk_tma_store``): whole tiles
         leave by TMA, 1: from boxes of their own (``y_smem``, the tile's size: the ring keeps loading the next tile's
         chunks meanwhile, so X's stages are not free as in ``_tma_store_tile``), 2: through their last chunk's stage,
-        which the loader refills after the copies (``stored``, where the ring leaves no room for the tile)."""
+        which the loader refills after the copies (``stored``, where the ring leaves no room for the tile).
+        ``IN_FLIGHT`` (one consumer): a chunk's wgmmas in flight under the next chunk's dequantization within a tile
+        (``WsConfig.in_flight``)."""
         it_begin, it_end = _sk_run(iters, sk_total, n_chunks)
         num_m = gl.cdiv(M, BM)
         x_smem, w_smem, s_smem, ready, empty = _fwd_stages(x_desc, w_desc, s_desc, BM, BN, STAGES, CONSUMERS)
@@ -1766,13 +1795,14 @@ if gluon is not None:
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
                                      norm_k, eps, y_desc, y_smem, stored, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS,
-                                     ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE)),
+                                     ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE, IN_FLIGHT)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
                                    n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB,
                                    stored, TMA_STORE)),
             ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
+            gl.static_assert(not IN_FLIGHT, "chunks in flight with one consumer only (registers)")
             gl.warp_specialize([
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
@@ -2392,10 +2422,10 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     rows = cfg.bn // max(cfg.consumers, 1)
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
             or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)
-            or cfg.stream_k not in (0, 1, 2, 3, 4) or (cfg.stream_k and (cfg.in_flight or cfg.split_k != 1))
+            or cfg.stream_k not in (0, 1, 2, 3, 4) or (cfg.stream_k and cfg.split_k != 1)
             or (cfg.dp_waves and not cfg.stream_k)):
         raise ValueError(f"unsupported config {cfg}: 1 or 2 consumers of 64 or 128 rows each, BM in (8, 16, 32, 64, "
-                         "128, 256), in_flight with one consumer only, stream_k 0-4 without in_flight or split_k, "
+                         "128, 256), in_flight with one consumer only, stream_k 0-4 without split_k, "
                          "dp_waves with stream_k only")
     x2 = x2.contiguous()
     rope_args = _rope_args(rope, cfg, m, w.n, x2)
@@ -2542,7 +2572,7 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
                                sk_total, scale_pitch(w), *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
                                STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words,
                                ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=shift, XB=xb,
-                               TMA_STORE=tma_store, num_warps=4,
+                               TMA_STORE=tma_store, IN_FLIGHT=cfg.in_flight, num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
