@@ -3274,4 +3274,20 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --shipped-layout words --models 7b,32b --out "$out/search_1_32" 2>&1 | grep -v Warning \
       | tee "$out/log_search.txt" | tail -3
     ;;
+  68c)  # the in-flight stream-K entries taken from 68a / 68b (TUNED_WORDS; the epilogues that need whole tiles keep the
+        # entries before, WHOLE_TILE_WORDS): the dispatch's and the epilogues' GPU tests, then the rollout forward
+        # against the tables before (routes.py --verify --layout words) on 7B / 32B qkv and o at M = 1-128
+    device_name
+    t="timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
+    $t tests/test_kernels_ws_gpu.py -k "default_dispatch or swiglu_dispatch or swiglu_after or row_norm_epilogue" \
+      > /tmp/t_dispatch.txt 2>&1 &
+    $t tests/test_fused_norm.py tests/test_kernels_gpu.py -k "norm or fused or packed_linear" > /tmp/t_norm.txt 2>&1 &
+    wait
+    for f in /tmp/t_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
+      | tee "$out/gpu_tests.txt"
+    timeout 300 python3 benchmarks/routes.py --verify --layout words --dirs fwd --models 7b,32b --layers qkv,o \
+      --previous-tables benchmarks/results/run34_2026-11-28/previous_tables.json \
+      --ms 1,4,8,12,16,24,32,48,64,112,128 --out "$out/verify_words" 2>&1 | grep -v Warning \
+      | tee "$out/log_verify.txt" | tail -2
+    ;;
 esac

@@ -319,6 +319,31 @@ def _x(m: int, k: int, dtype=torch.bfloat16) -> torch.Tensor:
     return torch.zeros(m, k, dtype=dtype)
 
 
+def test_whole_tile_epilogues_keep_the_entries_before_in_flight_stream_k(monkeypatch):
+    """Run 34's in-flight stream-K entries ("words") split tiles among CTAs. The residual + RMSNorm and SiLU x up
+    epilogues need each tile whole in one CTA: they take the entry before (``WHOLE_TILE_WORDS``, its split summed by
+    the last CTA) instead of the stream-K config made one CTA per tile; the RMSNorm row scale alone, which runs on
+    stream-K, and the plain product keep the stream-K entry."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    sk = {key for key, cfg in ws.TUNED_WORDS.items() if cfg is not None and cfg.stream_k and cfg.in_flight}
+    assert sk and sk == set(ws.WHOLE_TILE_WORDS)
+    for (bucket, n, k), before in ws.WHOLE_TILE_WORDS.items():
+        w = SimpleNamespace(n=n, k=k, k_pad=k, words=True)
+        for m in {bucket, bucket // 2 + 1}:
+            x = _x(m, k)
+            if ws.words_key(m, n, k) != (bucket, n, k):
+                continue  # a key between the buckets (FINE_MS) serves this M
+            assert ws.pick(x, n, k, k, words=True) == ws.TUNED_WORDS[(bucket, n, k)]
+            whole = ws.epilogue_config(x, w)
+            assert whole == before._replace(fused=before.split_k > 1) and ws.tile_epilogue(whole, w)
+            assert ws.epilogue_config(x, w, whole=False) == ws.TUNED_WORDS[(bucket, n, k)]
+    # The older stream-K entries (chunks retired one by one) are still made one CTA per tile (7B qkv at M = 8).
+    w = SimpleNamespace(n=4608, k=3584, k_pad=3584, words=True)
+    assert ws.epilogue_config(_x(8, 3584), w) == ws.TUNED_WORDS[(8, 4608, 3584)]._replace(stream_k=0)
+
+
 def test_pick_follows_the_tuned_buckets(monkeypatch):
     monkeypatch.setattr(ws, "available", lambda device=None: True)
     n, k = 37888, 3584  # Qwen2.5-7B gate_up

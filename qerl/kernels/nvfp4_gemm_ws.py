@@ -577,8 +577,8 @@ TUNED_BWD_ROWS: dict[tuple[int, int, int], WsBwdConfig] = {
 # runs here at every M below LARGE_M_FWD. Entries marked "run 12": as in ``TUNED``.
 TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (1, 3584, 3584): WsConfig(8, 64, 6, 4, 1, True, 80, True),
-    (8, 3584, 3584): WsConfig(8, 64, 6, 4, 1, True, 80, True),
-    (16, 3584, 3584): WsConfig(16, 64, 6, 4, 1, True, 80),  # run 23: the second kernel's sum, 1.07x
+    (8, 3584, 3584): WsConfig(8, 64, 6, 1, 1, True, 96, stream_k=2),  # run 34: in flight on stream-K, 1.04x
+    (16, 3584, 3584): WsConfig(16, 64, 6, 1, 1, True, 96, stream_k=2),  # run 34: in flight on stream-K, 1.04x
     (32, 3584, 3584): WsConfig(32, 64, 4, 4, 1, True, 80),
     (64, 3584, 3584): WsConfig(64, 64, 4, 4, 1, True, 128),
     (128, 3584, 3584): WsConfig(64, 64, 5, 1, 1, True, 128),
@@ -601,9 +601,9 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (1, 4608, 3584): WsConfig(8, 128, 6, 7, 1, True, 128, True),
     (8, 4608, 3584): WsConfig(8, 64, 6, 1, 1, False, 64, stream_k=4),  # run 16: 1.04-1.06x the previous entry
     (16, 4608, 3584): WsConfig(16, 64, 6, 1, 1, False, 64, stream_k=2),  # run 15: 1.13x the previous entry
-    (32, 4608, 3584): WsConfig(32, 64, 4, 4, 1, True, 80),
-    (64, 4608, 3584): WsConfig(64, 64, 5, 1, 1, True, 128),
-    (128, 4608, 3584): WsConfig(128, 64),
+    (32, 4608, 3584): WsConfig(32, 64, 4, 1, 1, True, 96, stream_k=2),  # run 34: in flight on stream-K, 1.09x
+    (64, 4608, 3584): WsConfig(64, 64, 5, 1, 1, True, 128, stream_k=2),  # run 34: in flight on stream-K, 1.03x
+    (128, 4608, 3584): WsConfig(128, 64, 4, 1, 1, True, stream_k=1),  # run 34: in flight on stream-K, 1.04x
     (256, 4608, 3584): WsConfig(128, 64, 3, 1, 1, False, 128, stream_k=2),  # run 14: 1.03x the previous entry
     (512, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.18x the previous entry
     (1024, 4608, 3584): None,  # the slab path
@@ -611,7 +611,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (4096, 4608, 3584): None,  # the slab path
     (1, 5120, 5120): WsConfig(8, 64, 6, 4, 1, True, 80, True),
     (8, 5120, 5120): WsConfig(8, 64, 6, 4, 1, True, 80, True),
-    (16, 5120, 5120): WsConfig(16, 64, 6, 4, 1, True, 80),  # run 23: the second kernel's sum, 1.03x / 1.04x
+    (16, 5120, 5120): WsConfig(16, 64, 6, 1, 1, True, 96, stream_k=2),  # run 34: in flight on stream-K, 1.06x
     (32, 5120, 5120): WsConfig(32, 64, 4, 4, 1, True, 80),
     (64, 5120, 5120): WsConfig(64, 64, 5, 3, 1, True, 128),  # run 27: TUNED's, 1.14x the previous entry
     (128, 5120, 5120): WsConfig(128, 64, 3, 3, 1, False, 128),  # run 27: 1.12x the previous entry
@@ -646,7 +646,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (4096, 5120, 27648): WsConfig(128, 256, 3, 1, 2, False),
     (1, 7168, 5120): WsConfig(8, 128, 6, 4, 1, True, 128, True),
     (8, 7168, 5120): WsConfig(8, 128, 6, 4, 1, True, 128, True),
-    (16, 7168, 5120): WsConfig(16, 64, 6, 2, 1, True, 80, True),
+    (16, 7168, 5120): WsConfig(16, 64, 6, 1, 1, True, 96, stream_k=2),  # run 34: in flight on stream-K, 1.05x
     (32, 7168, 5120): WsConfig(32, 128, 4, 4, 1, True, 128),
     (64, 7168, 5120): WsConfig(64, 64, 5, 1, 1, True, 128),
     (128, 7168, 5120): WsConfig(128, 64),
@@ -738,6 +738,18 @@ TUNED_WORDS.update({
     (192, 55296, 5120): WsConfig(64, 128, 4, 1, 1, False, 128),  # 1.26x (32B gate_up)
 })
 WORDS_MAX_BUCKET = 4096
+# Run 34's in-flight stream-K entries split tiles among CTAs; launches whose epilogue needs each tile whole in one
+# CTA (``epilogue_config``: the decode step's residual + RMSNorm and SiLU x up) keep the entries of before (their
+# splits summed by the last CTA), which runs 16-23 measured with those epilogues, rather than one CTA per tile.
+WHOLE_TILE_WORDS: dict[tuple[int, int, int], WsConfig] = {
+    (8, 3584, 3584): WsConfig(8, 64, 6, 4, 1, True, 80, True),
+    (16, 3584, 3584): WsConfig(16, 64, 6, 4, 1, True, 80),
+    (32, 4608, 3584): WsConfig(32, 64, 4, 4, 1, True, 80),
+    (64, 4608, 3584): WsConfig(64, 64, 5, 1, 1, True, 128),
+    (128, 4608, 3584): WsConfig(128, 64),
+    (16, 5120, 5120): WsConfig(16, 64, 6, 4, 1, True, 80),
+    (16, 7168, 5120): WsConfig(16, 64, 6, 2, 1, True, 80, True),
+}
 
 # Below this many rows the forward takes only entries of buckets below it (1, 8, 16: measured with the 8- and 16-row
 # tiles against the decode kernels of ``nvfp4_gemm``), never a larger bucket's: a 64-row tile took 1.4x the decode
@@ -854,6 +866,12 @@ def _usable(t: torch.Tensor, cols: int) -> bool:
             and available(t.device))
 
 
+def words_key(m: int, n: int, k_pad: int) -> tuple[int, int, int] | None:
+    """The ``TUNED_WORDS`` key that serves M rows (the nearest bucket at or above M's, as ``_lookup``), or None."""
+    key = lambda bucket: (min(bucket, WORDS_MAX_BUCKET), n, k_pad)  # noqa: E731
+    return next((key(v) for v in kern._bucket_keys(m, True) if key(v) in TUNED_WORDS), None)
+
+
 def pick(x2: torch.Tensor, n: int, k: int, k_pad: int, words: bool = False) -> WsConfig | None:
     """The config ``nvfp4_matmul`` runs this kernel with for ``x2`` [M, K] against an N x K weight, or None (no or a
     declined ``TUNED`` entry, M below ``MIN_M`` without an entry of a small bucket, not a Hopper, an input TMA cannot
@@ -863,10 +881,9 @@ def pick(x2: torch.Tensor, n: int, k: int, k_pad: int, words: bool = False) -> W
     if not supports(m, n, k):
         return None
     if words:
-        key = lambda bucket: (min(bucket, WORDS_MAX_BUCKET), n, k_pad)  # noqa: E731
-        hit = [key(v) for v in kern._bucket_keys(m, True) if key(v) in TUNED_WORDS]
-        if hit:
-            cfg = TUNED_WORDS[hit[0]]  # None: the slab path (``nvfp4_matmul``)
+        hit = words_key(m, n, k_pad)
+        if hit is not None:
+            cfg = TUNED_WORDS[hit]  # None: the slab path (``nvfp4_matmul``)
         else:
             cfg = default_words_config(m, n, k_pad, kern._sms(x2.device))
     else:
@@ -2341,7 +2358,8 @@ def tile_epilogue(cfg: WsConfig, w: kern.KernelWeight) -> bool:
 def epilogue_config(x2: torch.Tensor, w: kern.KernelWeight, whole: bool = True,
                     reshape: bool = True) -> WsConfig | None:
     """The config ``ws_matmul`` applies its epilogues with for ``x2`` on ``w``: ``pick``'s if it hands each tile
-    whole to one CTA where ``whole`` is asked (SiLU x up, residual + RMSNorm; ``tile_epilogue``), or at least sums
+    whole to one CTA where ``whole`` is asked (SiLU x up, residual + RMSNorm; ``tile_epilogue``; for run 34's
+    in-flight stream-K entries the entry before them, ``WHOLE_TILE_WORDS``), or at least sums
     split tiles in the kernel (the RMSNorm row scale alone also runs on stream-K). ``reshape``: else made to (stream-K
     becomes one CTA per tile, splits are summed by the last CTA: cheaper than the epilogue's work in torch after
     the product), otherwise None. None also where ``pick`` has none, or while a CUDA graph is being captured before
@@ -2349,6 +2367,8 @@ def epilogue_config(x2: torch.Tensor, w: kern.KernelWeight, whole: bool = True,
     cfg = pick(x2, w.n, w.k, w.k_pad, w.words)
     if cfg is None:
         return None
+    if whole and w.words and cfg.stream_k and cfg.in_flight:
+        cfg = WHOLE_TILE_WORDS.get(words_key(x2.shape[0], w.n, w.k_pad), cfg)
     split = min(cfg.split_k, w.k_pad // kern.CHUNK)
     if not (tile_epilogue(cfg, w) or (cfg.stream_k and not whole)):
         if not reshape:
