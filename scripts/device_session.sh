@@ -3290,4 +3290,11 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --ms 1,4,8,12,16,24,32,48,64,112,128 --out "$out/verify_words" 2>&1 | grep -v Warning \
       | tee "$out/log_verify.txt" | tail -2
     ;;
+  68d)  # the issue's benchmark on the final tables (68c's less 7B qkv's M = 64 entry, which ran 0.97x at M = 48):
+        # gemm_nvfp4.py (no Marlin) on the 7B / 32B layers' forward at M = 1-128
+    device_name
+    timeout 400 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,32b --ms 1,4,16,64,128 --dirs fwd \
+      --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
+    tail -8 "$out/log_gemm.txt"
+    ;;
 esac

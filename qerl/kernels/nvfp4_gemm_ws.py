@@ -602,7 +602,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (8, 4608, 3584): WsConfig(8, 64, 6, 1, 1, False, 64, stream_k=4),  # run 16: 1.04-1.06x the previous entry
     (16, 4608, 3584): WsConfig(16, 64, 6, 1, 1, False, 64, stream_k=2),  # run 15: 1.13x the previous entry
     (32, 4608, 3584): WsConfig(32, 64, 4, 1, 1, True, 96, stream_k=2),  # run 34: in flight on stream-K, 1.09x
-    (64, 4608, 3584): WsConfig(64, 64, 5, 1, 1, True, 128, stream_k=2),  # run 34: in flight on stream-K, 1.03x
+    (64, 4608, 3584): WsConfig(64, 64, 5, 1, 1, True, 128),  # run 34: not in-flight stream-K (0.97x at M = 48)
     (128, 4608, 3584): WsConfig(128, 64, 4, 1, 1, True, stream_k=1),  # run 34: in flight on stream-K, 1.04x
     (256, 4608, 3584): WsConfig(128, 64, 3, 1, 1, False, 128, stream_k=2),  # run 14: 1.03x the previous entry
     (512, 4608, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.18x the previous entry
@@ -745,7 +745,6 @@ WHOLE_TILE_WORDS: dict[tuple[int, int, int], WsConfig] = {
     (8, 3584, 3584): WsConfig(8, 64, 6, 4, 1, True, 80, True),
     (16, 3584, 3584): WsConfig(16, 64, 6, 4, 1, True, 80),
     (32, 4608, 3584): WsConfig(32, 64, 4, 4, 1, True, 80),
-    (64, 4608, 3584): WsConfig(64, 64, 5, 1, 1, True, 128),
     (128, 4608, 3584): WsConfig(128, 64),
     (16, 5120, 5120): WsConfig(16, 64, 6, 4, 1, True, 80),
     (16, 7168, 5120): WsConfig(16, 64, 6, 2, 1, True, 80, True),
