@@ -3297,4 +3297,11 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
     tail -8 "$out/log_gemm.txt"
     ;;
+  68e)  # what bounds the rollout forward at M = 128 (in-flight stream-K spread 7B qkv's chunks over 131 SMs instead of 72
+        # and gained 4%): ws_probe.py on the one-tile configs of 7B / 32B qkv and o (7B qkv's entry before run 34)
+    device_name
+    timeout 420 python3 benchmarks/ws_probe.py --models 7b,32b --layers qkv,o --ms 128 --bf16 --configs "stream_k=0" \
+      --variants full,no_compute,no_x,no_dequant,empty --out "$out/probe_128" 2>&1 | grep -v Warning \
+      | tee "$out/log_probe.txt" | tail -3
+    ;;
 esac
