@@ -3304,4 +3304,16 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --variants full,no_compute,no_x,no_dequant,empty --out "$out/probe_128" 2>&1 | grep -v Warning \
       | tee "$out/log_probe.txt" | tail -3
     ;;
+  68f)  # the forward's GPU tests broadly on the final code (_mma_step's release rule changed for every forward kernel):
+        # the fp32 reference on every config, the layouts' bits, the stores and boxes past M, stream-K and the dispatch
+    device_name
+    t="timeout 500 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -rf --tb=short"
+    $t -k "matches_fp32_reference and not input_gradient" > /tmp/t_fp32.txt 2>&1 &
+    $t -k "words_layout_gives or tma_store or last_tile_shift_matches_the_tile or rows_past_m or small_boxes or \
+      boxes_reaching" > /tmp/t_bits.txt 2>&1 &
+    $t -k "stream_k or dp_waves or default_dispatch or fused_split or module_backward" > /tmp/t_sk.txt 2>&1 &
+    wait
+    for f in /tmp/t_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
+      | tee "$out/gpu_tests.txt"
+    ;;
 esac
