@@ -44,6 +44,8 @@ go so); the input gradient's split tiles the same way since run 33. Before that 
 count of steps stored its own part too and summed all of them at the end of its run. With
 ``dp_waves`` the whole waves of tiles run one per CTA and only the leftover tiles are split, in runs aligned to the
 tile (``sk_plan``), so that the CTAs of a wave read the same operand tiles at the same time (L2 serves them). The
+forward's stream-K consumer keeps a chunk's wgmmas in flight too (``in_flight``, one consumer, run 34), then adds
+every part after the chunks (a seed loaded into the accumulator ahead of the wgmmas serializes them). The
 input gradient also runs two consumer warpgroups per CTA, one per half of the chunk (``WsBwdConfig.consumers``), so
 that a 256-row tile of dY fits the registers. ``TUNED`` / ``TUNED_BWD`` say where ``nvfp4_matmul`` /
 ``nvfp4_matmul_grad_input`` take these kernels; measured speed in benchmarks/RESULTS.md (runs 9-14).
