@@ -3316,4 +3316,16 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     for f in /tmp/t_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
       | tee "$out/gpu_tests.txt"
     ;;
+  68g)  # 68f's third group, which ran out of time in one process, in four: the layouts' bits, the TMA stores, the last
+        # tile shifted and rows past M, the boxes reaching past M
+    device_name
+    t="timeout 420 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -rf --tb=short"
+    $t -k "words_layout_gives" > /tmp/t_words.txt 2>&1 &
+    $t -k "tma_store" > /tmp/t_tma.txt 2>&1 &
+    $t -k "last_tile_shift_matches_the_tile or rows_past_m" > /tmp/t_shift.txt 2>&1 &
+    $t -k "small_boxes or boxes_reaching" > /tmp/t_boxes.txt 2>&1 &
+    wait
+    for f in /tmp/t_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
+      | tee "$out/gpu_tests.txt"
+    ;;
 esac
