@@ -947,7 +947,8 @@ NORM_SK_CONFIGS = [ws.WsConfig(8, 64, 6, 1, 1, False, 64, stream_k=4), ws.WsConf
                    ws.WsConfig(8, 128, 5, 1, 1, False, 80, stream_k=2, dp_waves=True),
                    ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1),
                    # run 34: chunks in flight on stream-K (the row scale held across the tiles)
-                   ws.WsConfig(16, 64, 6, 1, 1, True, 96, stream_k=2), ws.WsConfig(64, 64, 5, 1, 1, True, 128, stream_k=2)]
+                   ws.WsConfig(16, 64, 6, 1, 1, True, 96, stream_k=2),
+                   ws.WsConfig(64, 64, 5, 1, 1, True, 128, stream_k=2)]
 _ids = lambda c: "x".join(map(str, c))  # noqa: E731
 
 

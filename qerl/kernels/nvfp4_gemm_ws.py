@@ -1216,7 +1216,8 @@ if gluon is not None:
             # wait has retired (one set reused every chunk makes ptxas serialize the wgmmas, warning C7515).
             for j in range(n_chunks // 2):
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j, 0, BN, ROW0, RB, STAGES, True, WORDS)
-                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j + 1, 0, BN, ROW0, RB, STAGES, True, WORDS)
+                acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, 2 * j + 1, 0, BN, ROW0, RB, STAGES, True,
+                                WORDS)
             if n_chunks % 2 == 1:
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, n_chunks - 1, 0, BN, ROW0, RB, STAGES, True,
                                 WORDS)
@@ -1569,7 +1570,8 @@ if gluon is not None:
                           NORM_NT: gl.constexpr, SHIFT_LAST: gl.constexpr,
                           XB: gl.constexpr, TMA_STORE: gl.constexpr = 0, IN_FLIGHT: gl.constexpr = False):
         """A consumer warpgroup over this CTA's run of steps (``_sk_load_worker``), rows ROW0 .. ROW0 + RB of each
-        tile; ``IN_FLIGHT`` (one consumer) as ``_mma_partition``'s within each tile. A tile the run holds from its first chunk is written as bf16 (``TMA_STORE`` 1: by ``_sk_tma_store_tile``
+        tile; ``IN_FLIGHT`` (one consumer) as ``_mma_partition``'s within each tile. A tile the run holds from its
+        first chunk is written as bf16 (``TMA_STORE`` 1: by ``_sk_tma_store_tile``
         from boxes of its own, 2: by ``_sk_ring_store_tile`` through the stage of its last chunk; unless shifted or
         remapped by XB), if the run ends inside it after the later CTAs' parts are added (``_sk_add_parts``); a
         part without the first chunk (only ever the run's first tile) goes to ``_sk_put_part``. ``ROW_NORM``: rows
