@@ -67,6 +67,10 @@ sk_gpu_tests() {  # the forward's stream-K GPU tests (limit $1 s), in parallel p
 }
 # The input gradient's stream-K configs' ids (WsBwdConfig: ...x<fused>x<stream_k>x<consumers>x...)
 SK_BWD_IDS="(xFalsex1x2x or xFalsex2x2x)"
+gpu_test_summary() {  # each test log /tmp/$1_*.txt: its last line and its failures, also into $out/gpu_tests.txt
+  for f in /tmp/"$1"_*.txt; do echo "$f: $(grep -v "^  \|Warning" "$f" | tail -1)"; grep "^FAILED\|^ERROR" "$f"; done \
+    | tee "$out/gpu_tests.txt"
+}
 sk_bwd_gpu_tests() {  # the input gradient's stream-K GPU tests (limit $1 s), in parallel processes, as sk_gpu_tests
   local t="timeout $1 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -rf --tb=short"
   $t -k "input_gradient_matches_fp32 and $SK_BWD_IDS and 256x4" > /tmp/b_fp32a.txt 2>&1 &
@@ -3262,8 +3266,7 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     $t -k "matches_fp32_reference and (Truex128xFalsex2 or Truex96xFalsex2 or TruexNonexFalsex1 or Truex168xFalsex1)" \
       > /tmp/t_fp32.txt 2>&1 &
     wait
-    for f in /tmp/t_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
-      | tee "$out/gpu_tests.txt"
+    gpu_test_summary t
     timeout 330 python3 benchmarks/gemm_ws.py --dirs fwd --tile-set sk_in_flight --ms 64,128 --layouts words \
       --shipped-layout words --models 7b,32b --out "$out/search_64_128" 2>&1 | grep -v Warning \
       | tee "$out/log_search.txt" | tail -3
@@ -3283,8 +3286,7 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       > /tmp/t_dispatch.txt 2>&1 &
     $t tests/test_fused_norm.py tests/test_kernels_gpu.py -k "norm or fused or packed_linear" > /tmp/t_norm.txt 2>&1 &
     wait
-    for f in /tmp/t_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
-      | tee "$out/gpu_tests.txt"
+    gpu_test_summary t
     timeout 300 python3 benchmarks/routes.py --verify --layout words --dirs fwd --models 7b,32b --layers qkv,o \
       --previous-tables benchmarks/results/run34_2026-11-28/previous_tables.json \
       --ms 1,4,8,12,16,24,32,48,64,112,128 --out "$out/verify_words" 2>&1 | grep -v Warning \
@@ -3313,8 +3315,7 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       boxes_reaching" > /tmp/t_bits.txt 2>&1 &
     $t -k "stream_k or dp_waves or default_dispatch or fused_split or module_backward" > /tmp/t_sk.txt 2>&1 &
     wait
-    for f in /tmp/t_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
-      | tee "$out/gpu_tests.txt"
+    gpu_test_summary t
     ;;
   68g)  # 68f's third group, which ran out of time in one process, in four: the layouts' bits, the TMA stores, the last
         # tile shifted and rows past M, the boxes reaching past M
@@ -3325,7 +3326,6 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     $t -k "last_tile_shift_matches_the_tile or rows_past_m" > /tmp/t_shift.txt 2>&1 &
     $t -k "small_boxes or boxes_reaching" > /tmp/t_boxes.txt 2>&1 &
     wait
-    for f in /tmp/t_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
-      | tee "$out/gpu_tests.txt"
+    gpu_test_summary t
     ;;
 esac
