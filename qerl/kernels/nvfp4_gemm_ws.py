@@ -1601,11 +1601,6 @@ if gluon is not None:
             split_head = (c_lo == 0) & (c_hi < n_chunks)
             if IN_FLIGHT:
                 add_parts = split_head
-            else:
-                add_parts = split_head & (iters < n_chunks)
-                if split_head & (iters >= n_chunks):
-                    acc = _sk_seed_part(part_ptr, cnt_ptr, acc, t, CONSUMERS, ME)
-            if IN_FLIGHT:
                 # As ``_mma_partition``'s: two chunks a trip, each one's wgmmas in flight under the next one's
                 # dequantization; all retired, and the last chunk's stage released, before the tile's store or part.
                 i0 = i
@@ -1622,6 +1617,9 @@ if gluon is not None:
                 acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
                 mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES))
             else:
+                add_parts = split_head & (iters < n_chunks)
+                if split_head & (iters >= n_chunks):
+                    acc = _sk_seed_part(part_ptr, cnt_ptr, acc, t, CONSUMERS, ME)
                 for _c in range(c_lo, c_hi):
                     acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, 0, BN, ROW0, RB, STAGES, False,
                                     WORDS)
