@@ -122,6 +122,32 @@ def test_sk_in_flight_candidates_hold_m_on_one_consumer_in_flight():
         assert any(c.dp_waves for c in sk) == (n >= 37888 or (n >= 5120 and m > 64))
 
 
+def test_stream_k_keeps_a_consumers_chunks_in_flight_at_the_searched_caps():
+    """Stream-K with ``in_flight`` (run 34): at the register caps the search takes (benchmarks/gemm_ws.py
+    ``SK_IN_FLIGHT_TILES``) the consumer waits for two pending wgmma groups in its chunk loop, ptxas serializes none
+    and spills nothing there, within the cap; with chunks retired one by one the same tiles wait for none. On 80
+    registers (the one-tile-per-CTA kernel's decode cap) the stream-K consumer's loop over tiles leaves ptxas too
+    few registers: it serializes the wgmmas, which is why the search does not take that cap."""
+    pytest.importorskip("triton.experimental.gluon")
+    from qerl.kernels import aot
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    if aot.ptxas_path() is None:
+        pytest.skip("this Triton build ships no ptxas")
+    gw = _load("gemm_ws")
+    for bm, tiles in gw.SK_IN_FLIGHT_TILES.items():
+        for bn, st, reg, ctas in tiles:
+            cfg = ws.WsConfig(bm, bn, st, 1, 1, True, reg, stream_k=ctas)
+            r = aot.ws_report(cfg, words=True)
+            assert not r["wgmma_serialized"] and r["wgmma_waits"] == [0, 2], (cfg, r)
+            assert r["registers"] <= (reg or 255), (cfg, r)
+            loop = r["chunk_loop_opcodes"]
+            # Two chunks a trip: 2 x 8 k-steps of wgmma per 64 rows of W.
+            assert loop.get("HGMMA") == bn // 4 and not loop.get("LDL") and not loop.get("STL"), (cfg, loop)
+    assert aot.ws_report(ws.WsConfig(16, 64, 6, 1, 1, False, 96, stream_k=2), words=True)["wgmma_waits"] == [0]
+    assert aot.ws_report(ws.WsConfig(16, 64, 6, 1, 1, True, 80, stream_k=3), words=True)["wgmma_serialized"]
+
+
 def test_few_wave_splits_stay_within_two_waves():
     gw = _load("gemm_ws")
     # 7B down's input gradient at M = 1: 148 chunk tiles, 56 steps of 64 rows, four CTAs per SM on 132 SMs (528

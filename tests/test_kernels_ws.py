@@ -81,37 +81,6 @@ def test_shipped_input_gradient_configs_compile_for_hopper_without_serialized_wg
 
 
 @needs_ptxas
-def test_stream_k_keeps_a_consumers_chunks_in_flight_at_the_searched_caps():
-    """Stream-K with ``in_flight`` (run 34): at the register caps the search takes (benchmarks/gemm_ws.py
-    ``SK_IN_FLIGHT_TILES``) the consumer waits for two pending wgmma groups in its chunk loop, ptxas serializes none
-    and spills nothing there, within the cap; with chunks retired one by one the same tiles wait for none. On 80
-    registers (the one-tile-per-CTA kernel's decode cap) the stream-K consumer's loop over tiles leaves ptxas too
-    few registers: it serializes the wgmmas, which is why the search does not take that cap."""
-    import importlib.util
-    import sys
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gemm_ws.py"
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_gemm_ws_sk", path)
-        gw = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(gw)
-    finally:
-        sys.path.remove(str(path.parent))
-    for bm, tiles in gw.SK_IN_FLIGHT_TILES.items():
-        for bn, st, reg, ctas in tiles:
-            cfg = ws.WsConfig(bm, bn, st, 1, 1, True, reg, stream_k=ctas)
-            r = aot.ws_report(cfg, words=True)
-            assert not r["wgmma_serialized"] and r["wgmma_waits"] == [0, 2], (cfg, r)
-            assert r["registers"] <= (reg or 255), (cfg, r)
-            loop = r["chunk_loop_opcodes"]
-            # Two chunks a trip: 2 x 8 k-steps of wgmma per 64 rows of W.
-            assert loop.get("HGMMA") == bn // 4 and not loop.get("LDL") and not loop.get("STL"), (cfg, loop)
-    assert aot.ws_report(ws.WsConfig(16, 64, 6, 1, 1, False, 96, stream_k=2), words=True)["wgmma_waits"] == [0]
-    assert aot.ws_report(ws.WsConfig(16, 64, 6, 1, 1, True, 80, stream_k=3), words=True)["wgmma_serialized"]
-
-
-@needs_ptxas
 def test_last_tile_shift_stays_out_of_the_chunk_loop():
     """Run 27's shifted last M tile (``_tile_m0``) moves only the tile's first row: the chunk loop keeps its wgmmas,
     decode and barriers with and without it (at most two integer instructions of scheduling apart on stream-K), on
