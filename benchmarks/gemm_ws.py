@@ -168,6 +168,29 @@ def sk_in_flight_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsC
     return out
 
 
+# ``WsConfig.prefetch`` distances (chunks ahead of the ring's copies) searched on each cell's table config; 1024: a
+# CTA's whole run at its start.
+PREFETCH_DISTANCES = (8, 16, 32, 1024)
+
+
+def prefetch_candidates(cfg: ws.WsConfig, m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
+    """``cfg`` and ``cfg`` with each of ``PREFETCH_DISTANCES`` that reaches past its ring (more than ``stages``
+    chunks ahead) within a CTA's longest run of steps (where a run is no longer than the ring, every chunk is
+    copied at once and prefetching adds nothing); of the distances at or past that run, the first only."""
+    chunks = k_pad // kern.CHUNK
+    if cfg.stream_k and not cfg.dp_waves:  # (with dp_waves the whole waves' CTAs run whole tiles)
+        run = ws.sk_plan(-(-m // cfg.bm) * -(-n // cfg.bn), chunks, cfg.stream_k * sms)[0]
+    else:
+        run = -(-chunks // max(1, min(cfg.split_k, chunks)))
+    out = [cfg]
+    for d in PREFETCH_DISTANCES:
+        if cfg.stages < d and cfg.stages < run:
+            out.append(cfg._replace(prefetch=d))
+            if d >= run:
+                break
+    return out
+
+
 def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
                tile_set: str = "default", words: bool = False, stream_k: bool = False,
                dp_waves: bool = False) -> list[ws.WsConfig]:
@@ -179,7 +202,7 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
     any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both), "fill" (``fill_candidates``: at
     M <= 16 splits and stream-K that fill whole waves, from M = 17 on splits of every tile that fill whole waves; and
     the table's config), "stages" (the table's config with 4, 8 and 10 stages too), "sk_in_flight" (the table's
-    config and ``sk_in_flight_candidates``). Split partials are summed in the
+    config and ``sk_in_flight_candidates``), "prefetch" (``prefetch_candidates`` of the table's config). Split partials are summed in the
     kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``). ``stream_k``: each candidate that retires its
     chunks one by one without split-K also as stream-K (``WsConfig.stream_k``: one CTA per SM, and two with 128
     registers), and the two-consumer 128 x 128 / 128 x 256 and one-consumer 128 x 64 tiles with it; ``dp_waves``:
@@ -197,6 +220,9 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
         cfg = _table_config(m, n, k_pad, sms, words)
         fill = fill_candidates(m, n, k_pad, sms)
         return ([cfg] if cfg is not None and cfg not in fill else []) + fill
+    if tile_set == "prefetch":
+        cfg = _table_config(m, n, k_pad, sms, words)
+        return [] if cfg is None else prefetch_candidates(cfg, m, n, k_pad, sms)
     if tile_set == "sk_in_flight":
         cfg = _table_config(m, n, k_pad, sms, words)
         sk = sk_in_flight_candidates(m, n, k_pad, sms)
@@ -206,7 +232,7 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
                 "all": TILES + OCCUPANCY_TILES, "wide": WIDE_TILES, "table+wide": WIDE_TILES}
     if tile_set not in tiles_of:
         raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all, table, wide, table+wide, fill, "
-                         "stages or sk_in_flight")
+                         "stages, sk_in_flight or prefetch")
     chunks = k_pad // kern.CHUNK
     fused = kern._fuse_reduction(m, n)
     for bm, bn, st, cons, inf, reg in tiles_of[tile_set]:
@@ -358,18 +384,36 @@ def _copies(kw0, l2_bytes: int) -> list:
 def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_only: bool = False,
               wide_splits: bool = False, tile_set: str = "default", layouts: tuple = ("pairs",),
               shipped_layout: str = "pairs", stream_k: bool = False, two_consumers: bool = False,
-              dp_waves: bool = False, marlin_make=None, shipped_bwd_layout: str = "pairs") -> list[dict]:
+              dp_waves: bool = False, marlin_make=None, shipped_bwd_layout: str = "pairs",
+              warm_only: bool = False) -> list[dict]:
     """One layer shape in one direction (fwd: Y = X W^T, bwd: dX = dY W) at every M: BF16, the default dispatch
     (``nvfp4_matmul`` / ``nvfp4_matmul_grad_input``) on the weight in ``shipped_layout``, vLLM's Marlin when
     ``marlin_make`` is given (forward) and, unless ``dispatch_only``, every candidate of the kernel on the weight in
     each of ``layouts`` (the first one's best is the row's pick; the input gradient on its own, "pairs" and "rows", the
-    default dispatch on ``shipped_bwd_layout``)."""
+    default dispatch on ``shipped_bwd_layout``). ``warm_only``: launch each candidate once (compiling it into
+    Triton's cache) and time nothing."""
     fwd = direction == "fwd"
     layouts = tuple(lay for lay in layouts if lay in (("pairs", "words") if fwd else ("pairs", "rows"))) or ("pairs",)
     if not fwd:
         shipped_layout = shipped_bwd_layout
     torch.manual_seed(hash((model, layer)) % 2**31)
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    if warm_only:
+        kernel = ws.ws_matmul if fwd else ws.ws_matmul_grad_input
+        for m in ms:
+            x = torch.randn(m, k if fwd else n, device="cuda").to(torch.bfloat16)
+            for lay in layouts:
+                w = kern.prepare_weight(q.packed, q.scale, q.global_scale, **({} if lay == "pairs" else {"layout": lay}))
+                for cfg in (candidates(m, n, w.k_pad, sms, wide_splits, tile_set, layouts[0] == "words", stream_k,
+                                       dp_waves) if fwd
+                            else bwd_candidates(m, n, w.k_pad, sms, wide_splits, tile_set, stream_k, two_consumers,
+                                                dp_waves)):
+                    try:
+                        kernel(x, w, cfg)
+                    except Exception as e:  # the timed run reports it
+                        log(f"  warm-up: {model} {layer} M={m} {lay} {cfg}: {type(e).__name__}")
+        torch.cuda.synchronize()
+        return []
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
     by_layout = {lay: _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale,
                                                   **({} if lay == "pairs" else {"layout": lay})), l2_bytes)
@@ -492,7 +536,7 @@ def main() -> None:
     ap.add_argument("--wide-splits", action="store_true", help="also split K (forward) / N (input gradient) 2-4 ways")
     ap.add_argument("--tile-set", default="default",
                     choices=["default", "occupancy", "all", "table", "wide", "table+wide", "fill", "stages",
-                             "sk_in_flight"],
+                             "sk_in_flight", "prefetch"],
                     help="forward tiles searched (see candidates()); input gradient: default, occupancy, all, "
                          "fill, table (see bwd_candidates())")
     ap.add_argument("--layouts", default="pairs",
@@ -510,6 +554,9 @@ def main() -> None:
                     help="input-gradient candidates also with two consumers (see bwd_candidates())")
     ap.add_argument("--marlin", action="store_true",
                     help="also time vLLM's Marlin NVFP4 GEMM on the same weights (forward; needs vLLM)")
+    ap.add_argument("--warm-only", action="store_true",
+                    help="launch each candidate once and time nothing: compiles them into Triton's cache, e.g. in "
+                         "parallel processes (one per --models / --layers) ahead of the timed search")
     ap.add_argument("--dispatch-only", action="store_true",
                     help="time only nvfp4_matmul's default dispatch and BF16 (also on trees without this kernel)")
     args = ap.parse_args()
@@ -537,7 +584,10 @@ def main() -> None:
                 rows += run_shape(model, layer, n, k, d, ms, l2, meta["sms"], lambda s: print(s, flush=True),
                                   args.dispatch_only, args.wide_splits, args.tile_set,
                                   tuple(args.layouts.split(",")), args.shipped_layout, args.stream_k,
-                                  args.bwd_two_consumers, args.dp_waves, marlin_make, args.shipped_bwd_layout)
+                                  args.bwd_two_consumers, args.dp_waves, marlin_make, args.shipped_bwd_layout,
+                                  args.warm_only)
+    if args.warm_only:
+        return
     geo = {}
     for d in args.dirs.split(","):
         for m in ms:

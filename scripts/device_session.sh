@@ -82,6 +82,19 @@ sk_bwd_gpu_tests() {  # the input gradient's stream-K GPU tests (limit $1 s), in
   for f in /tmp/b_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
     | tee "$out/gpu_tests.txt"
 }
+warm_then_search() {  # benchmarks/gemm_ws.py ARGS for models $2 and layers $3 (limit $1 s): first --warm-only in one
+                      # process per model and layer (compiling the candidates in parallel), then the timed search in
+                      # one process, into $out/$4 (its log in $out/log_$4.txt)
+  local limit=$1 models=$2 layers=$3 dir=$4; shift 4
+  for mo in ${models//,/ }; do for la in ${layers//,/ }; do
+    timeout "$limit" python3 benchmarks/gemm_ws.py --warm-only --models "$mo" --layers "$la" "$@" \
+      > "/tmp/warm_${mo}_$la.txt" 2>&1 &
+  done; done
+  wait
+  grep -h "warm-up" /tmp/warm_*.txt | head -5
+  timeout "$limit" python3 benchmarks/gemm_ws.py --models "$models" --layers "$layers" "$@" --out "$out/$dir" 2>&1 \
+    | grep -v Warning | tee "$out/log_$dir.txt" | tail -3
+}
 device_name() {  # the device's name, memory and driver into $out/device.txt
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 }
@@ -3325,6 +3338,17 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     $t -k "tma_store" > /tmp/t_tma.txt 2>&1 &
     $t -k "last_tile_shift_matches_the_tile or rows_past_m" > /tmp/t_shift.txt 2>&1 &
     $t -k "small_boxes or boxes_reaching" > /tmp/t_boxes.txt 2>&1 &
+    wait
+    gpu_test_summary t
+    ;;
+  69a)  # run 35: W's bytes asked of L2 ahead of the ring's copies (WsConfig.prefetch): its GPU tests, then the rollout
+        # forward's ("words") search of prefetch distances on the table's configs (gemm_ws.py --tile-set prefetch),
+        # 7B / 32B layers at M = 64 / 128
+    device_name
+    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -rf --tb=short \
+      -k "l2_prefetch" > /tmp/t_prefetch.txt 2>&1 &
+    warm_then_search 420 7b,32b qkv,o,gate_up,down search_64_128 --dirs fwd --tile-set prefetch --ms 64,128 \
+      --layouts words --shipped-layout words
     wait
     gpu_test_summary t
     ;;
