@@ -168,27 +168,16 @@ def sk_in_flight_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsC
     return out
 
 
-# ``WsConfig.prefetch`` distances (chunks ahead of the ring's copies) searched on each cell's table config; 1024: a
-# CTA's whole run at its start.
-PREFETCH_DISTANCES = (8, 16, 32, 1024)
-
-
 def prefetch_candidates(cfg: ws.WsConfig, m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
-    """``cfg`` and ``cfg`` with each of ``PREFETCH_DISTANCES`` that reaches past its ring (more than ``stages``
-    chunks ahead) within a CTA's longest run of steps (where a run is no longer than the ring, every chunk is
-    copied at once and prefetching adds nothing); of the distances at or past that run, the first only."""
+    """``cfg``, and ``cfg`` with its runs' W bytes asked of L2 once the ring's first copies are issued
+    (``WsConfig.prefetch``) where a CTA's longest run of steps is longer than its ring (shorter runs are copied at
+    once)."""
     chunks = k_pad // kern.CHUNK
     if cfg.stream_k and not cfg.dp_waves:  # (with dp_waves the whole waves' CTAs run whole tiles)
         run = ws.sk_plan(-(-m // cfg.bm) * -(-n // cfg.bn), chunks, cfg.stream_k * sms)[0]
     else:
         run = -(-chunks // max(1, min(cfg.split_k, chunks)))
-    out = [cfg]
-    for d in PREFETCH_DISTANCES:
-        if cfg.stages < d and cfg.stages < run:
-            out.append(cfg._replace(prefetch=d))
-            if d >= run:
-                break
-    return out
+    return [cfg] + ([cfg._replace(prefetch=-1)] if run > cfg.stages else [])
 
 
 def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,

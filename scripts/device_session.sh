@@ -3352,4 +3352,15 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     wait
     gpu_test_summary t
     ;;
+  69b)  # 69a's prefetches ran slower at every distance: now a CTA's whole run asked of L2 once its ring's first copies
+        # are issued (WsConfig.prefetch = -1, one bulk prefetch per W row): the GPU tests, then the search at M = 1 /
+        # 16 / 64 / 128 / 1024
+    device_name
+    timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_ws_gpu.py -rf --tb=short \
+      -k "l2_prefetch" > /tmp/t_prefetch.txt 2>&1 &
+    warm_then_search 400 7b,32b qkv,o,gate_up,down search_run --dirs fwd --tile-set prefetch --ms 1,16,64,128,1024 \
+      --layouts words --shipped-layout words
+    wait
+    gpu_test_summary t
+    ;;
 esac

@@ -1120,6 +1120,24 @@ if gluon is not None:
     def _l2_prefetch(ptrs):
         gl.inline_asm_elementwise(_L2_PREFETCH_ASM, "=r,l", [ptrs], dtype=gl.int32, is_pure=False, pack=1)
 
+    _L2_BULK_ASM = gl.constexpr("cp.async.bulk.prefetch.L2.global [$1], $2;\nmov.u32 $0, 0;")
+
+    @gluon.jit
+    def _l2_bulk(ptr, nbytes):
+        """Ask L2 for ``nbytes`` (a multiple of 16) at a 16-byte aligned global address; scalar operands (one
+        address for the warp), so ptxas needs no loop over lanes."""
+        gl.inline_asm_elementwise(_L2_BULK_ASM, "=r,l,r", [ptr, nbytes], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _prefetch_run(pf_w, pf_s, w_pitch, s_pitch, off_n, c_first, c_end, N, BN: gl.constexpr):
+        """Ask L2 for chunks ``c_first`` .. ``c_end`` of W rows ``off_n`` .. + BN (those past N skipped): one bulk
+        prefetch per row (a row's chunks are contiguous) and one per chunk's scale bytes (BN * 8 contiguous)."""
+        span = (c_end - c_first) * 64
+        for r in range(0, gl.minimum(BN, N - off_n)):
+            _l2_bulk(pf_w + (off_n + r).to(gl.int64) * w_pitch + c_first * 64, span)
+        for c in range(c_first, c_end):
+            _l2_bulk(pf_s + c.to(gl.int64) * s_pitch + off_n * 8, gl.minimum(BN, N - off_n) * 8)
+
     @gluon.jit
     def _prefetch_chunk(pf_w, pf_s, w_pitch, s_pitch, off_n, c, N, BN: gl.constexpr):
         """Ask L2 for chunk ``c``'s code bytes (64 per W row: two sectors, rows ``off_n`` .. + BN, those past N
@@ -1154,6 +1172,9 @@ if gluon is not None:
             if PREFETCH > STAGES:
                 if i + PREFETCH < n_chunks:
                     _prefetch_chunk(pf_w, pf_s, w_pitch, s_pitch, off_n, c0 + i + PREFETCH, N, BN)
+            if PREFETCH < 0:
+                if i == STAGES:  # the first STAGES copies are issued: the rest of the run, once
+                    _prefetch_run(pf_w, pf_s, w_pitch, s_pitch, off_n, c0 + STAGES, c0 + n_chunks, N, BN)
             s = i % STAGES
             # The consumer's (i // STAGES - 1)-th release of this stage; the first pass finds every stage free.
             mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
@@ -1596,11 +1617,23 @@ if gluon is not None:
             ring_stored = False
             if TMA_STORE == 2:  # the consumers' rule: a tile this run holds from its first chunk, of rows of its own
                 ring_stored = (it_begin <= t * n_chunks) & _rows_own(off_m, M, BM, XB)
-            for c in range(gl.maximum(it_begin - t * n_chunks, 0), c_hi):
+            c_lo = gl.maximum(it_begin - t * n_chunks, 0)
+            for c in range(c_lo, c_hi):
                 if PREFETCH > STAGES:
                     if it_begin + i + PREFETCH < it_end:
                         _sk_prefetch_step(pf_w, pf_s, w_pitch, s_pitch, it_begin + i + PREFETCH, n_chunks, num_m, N,
                                           BN)
+                if PREFETCH < 0:
+                    # Once the first STAGES copies are issued: the rest of this tile's chunks; then, from there and at
+                    # each later tile's first chunk, the next tile's chunks in the run (if its W rows differ).
+                    if i == STAGES:
+                        _prefetch_run(pf_w, pf_s, w_pitch, s_pitch, off_n, c, c_hi, N, BN)
+                    if (i == STAGES) | ((c == c_lo) & (i > STAGES)):
+                        nxt = t + 1
+                        nxt_n = (nxt // num_m) * BN
+                        if (nxt * n_chunks < it_end) & (nxt_n != off_n):
+                            _prefetch_run(pf_w, pf_s, w_pitch, s_pitch, nxt_n, 0,
+                                          gl.minimum(it_end - nxt * n_chunks, n_chunks), N, BN)
                 s = i % STAGES
                 mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
                 if TMA_STORE == 2:
@@ -2502,7 +2535,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
             or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)
             or cfg.stream_k not in (0, 1, 2, 3, 4) or (cfg.stream_k and cfg.split_k != 1)
-            or (cfg.dp_waves and not cfg.stream_k) or cfg.prefetch < 0):
+            or (cfg.dp_waves and not cfg.stream_k) or cfg.prefetch < -1):
         raise ValueError(f"unsupported config {cfg}: 1 or 2 consumers of 64 or 128 rows each, BM in (8, 16, 32, 64, "
                          "128, 256), in_flight with one consumer only, stream_k 0-4 without split_k, "
                          "dp_waves with stream_k only, prefetch >= 0")
