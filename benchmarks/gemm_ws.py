@@ -168,18 +168,6 @@ def sk_in_flight_candidates(m: int, n: int, k_pad: int, sms: int) -> list[ws.WsC
     return out
 
 
-def prefetch_candidates(cfg: ws.WsConfig, m: int, n: int, k_pad: int, sms: int) -> list[ws.WsConfig]:
-    """``cfg``, and ``cfg`` with its runs' W bytes asked of L2 once the ring's first copies are issued
-    (``WsConfig.prefetch``) where a CTA's longest run of steps is longer than its ring (shorter runs are copied at
-    once)."""
-    chunks = k_pad // kern.CHUNK
-    if cfg.stream_k and not cfg.dp_waves:  # (with dp_waves the whole waves' CTAs run whole tiles)
-        run = ws.sk_plan(-(-m // cfg.bm) * -(-n // cfg.bn), chunks, cfg.stream_k * sms)[0]
-    else:
-        run = -(-chunks // max(1, min(cfg.split_k, chunks)))
-    return [cfg] + ([cfg._replace(prefetch=-1)] if run > cfg.stages else [])
-
-
 def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
                tile_set: str = "default", words: bool = False, stream_k: bool = False,
                dp_waves: bool = False) -> list[ws.WsConfig]:
@@ -191,7 +179,7 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
     any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both), "fill" (``fill_candidates``: at
     M <= 16 splits and stream-K that fill whole waves, from M = 17 on splits of every tile that fill whole waves; and
     the table's config), "stages" (the table's config with 4, 8 and 10 stages too), "sk_in_flight" (the table's
-    config and ``sk_in_flight_candidates``), "prefetch" (``prefetch_candidates`` of the table's config). Split partials are summed in the
+    config and ``sk_in_flight_candidates``). Split partials are summed in the
     kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``). ``stream_k``: each candidate that retires its
     chunks one by one without split-K also as stream-K (``WsConfig.stream_k``: one CTA per SM, and two with 128
     registers), and the two-consumer 128 x 128 / 128 x 256 and one-consumer 128 x 64 tiles with it; ``dp_waves``:
@@ -209,9 +197,6 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
         cfg = _table_config(m, n, k_pad, sms, words)
         fill = fill_candidates(m, n, k_pad, sms)
         return ([cfg] if cfg is not None and cfg not in fill else []) + fill
-    if tile_set == "prefetch":
-        cfg = _table_config(m, n, k_pad, sms, words)
-        return [] if cfg is None else prefetch_candidates(cfg, m, n, k_pad, sms)
     if tile_set == "sk_in_flight":
         cfg = _table_config(m, n, k_pad, sms, words)
         sk = sk_in_flight_candidates(m, n, k_pad, sms)
@@ -221,7 +206,7 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
                 "all": TILES + OCCUPANCY_TILES, "wide": WIDE_TILES, "table+wide": WIDE_TILES}
     if tile_set not in tiles_of:
         raise ValueError(f"unknown tile set {tile_set!r}: default, occupancy, all, table, wide, table+wide, fill, "
-                         "stages, sk_in_flight or prefetch")
+                         "stages or sk_in_flight")
     chunks = k_pad // kern.CHUNK
     fused = kern._fuse_reduction(m, n)
     for bm, bn, st, cons, inf, reg in tiles_of[tile_set]:
@@ -525,7 +510,7 @@ def main() -> None:
     ap.add_argument("--wide-splits", action="store_true", help="also split K (forward) / N (input gradient) 2-4 ways")
     ap.add_argument("--tile-set", default="default",
                     choices=["default", "occupancy", "all", "table", "wide", "table+wide", "fill", "stages",
-                             "sk_in_flight", "prefetch"],
+                             "sk_in_flight"],
                     help="forward tiles searched (see candidates()); input gradient: default, occupancy, all, "
                          "fill, table (see bwd_candidates())")
     ap.add_argument("--layouts", default="pairs",

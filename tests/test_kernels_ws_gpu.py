@@ -754,34 +754,6 @@ def test_stream_k_in_flight_gives_the_bits_of_chunks_retired_one_by_one(cfg, m, 
 
 
 @hopper
-@pytest.mark.parametrize("cfg,m,n,k", [(ws.WsConfig(128, 64, 4, 1, 1, True), 128, 4608, 3584),
-                                       (ws.WsConfig(64, 64, 5, 4, 1, True, 128), 61, 1120, 5008),
-                                       (ws.WsConfig(8, 128, 5, 1, 1, False, 80), 3, 37888 // 4, 3584),
-                                       (ws.WsConfig(16, 64, 6, 7, 1, True, 80, True), 16, 3584, 18944 // 2),
-                                       (ws.WsConfig(128, 64, 4, 1, 1, True, stream_k=1), 100, 4608, 3584),
-                                       (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1, dp_waves=True), 300, 4640,
-                                        1008)],
-                         ids=["one_tile", "split_tiles_past_n", "decode", "fused_split", "stream_k", "sk_dp_waves"])
-@pytest.mark.parametrize("prefetch", [8, 1024, -1])
-def test_l2_prefetch_changes_no_bits(cfg, m, n, k, prefetch):
-    """``WsConfig.prefetch``: the loader asks L2 for W's bytes ahead of its copies (tiles past N clamp their rows to
-    the last, a run's last chunks ask for nothing past it, 1024 asks for every chunk of a run at the start). A hint
-    changes no data: the same bits as without it on every code layout, the fp32 reference, outputs poisoned."""
-    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
-    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
-    x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
-    want = _fp32_matmul(x.float(), ref_w.T)
-    for layout in ("pairs", "words"):
-        w = prepare_weight(q.packed, q.scale, q.global_scale, **({} if layout == "pairs" else {"layout": layout}))
-        before = ws.ws_matmul(x, w, cfg)
-        got = ws.ws_matmul(x, w, cfg._replace(prefetch=prefetch),
-                           out=torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16))
-        assert torch.equal(got, before), (layout, (got.float() - before.float()).abs().max())
-        err = ((got.float() - want).norm() / want.norm()).item()
-        assert err < 1e-2, (layout, err)
-
-
-@hopper
 def test_dp_waves_runs_whole_waves_and_splits_the_leftover_tiles():
     """``dp_waves`` on shapes with more tiles than a wave of CTAs and a leftover that is split (checked on the plan
     the launcher makes): the fp32 reference, the same bits on every launch, the tile counters back at zero."""

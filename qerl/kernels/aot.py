@@ -263,14 +263,13 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages,
                  "CONSUMER_REGS": ws.CONSUMER_REGS, "WORDS": words, "ROW_NORM": row_norm, "NORM_NT": norm_nt,
                  "SHIFT_LAST": bool(shift_last), "XB": sub_box, "TMA_STORE": int(tma_store),
-                 "IN_FLIGHT": cfg.in_flight, "PREFETCH": cfg.prefetch}
+                 "IN_FLIGHT": cfg.in_flight}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>",
                  "xs_desc": f"tensordesc<bf16[{sub_box or cfg.bm}, 64],{x_l!r}>",
                  "y_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>"}
-        pointers = {"y_ptr": "*bf16", "part_ptr": "*fp32", "cnt_ptr": "*i32", "gs_ptr": "*fp32", "pf_w": "*u8",
-                    "pf_s": "*u8",
+        pointers = {"y_ptr": "*bf16", "part_ptr": "*fp32", "cnt_ptr": "*i32", "gs_ptr": "*fp32",
                     "norm_ptr": "*fp32" if row_norm else "*bf16", "eps": "fp32"}
     else:
         fn = ws._ws_fwd_kernel
@@ -279,15 +278,14 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
                  "WORDS": words, "GLU": glu, "ROW_NORM": row_norm, "NORM_NT": norm_nt, "ADD_NORM": add_norm,
                  "ROPE": rope, "ROPE_BIAS": rope,
                  "SHIFT_LAST": bool(shift_last) and not add_norm and not rope, "XB": sub_box,
-                 "TMA_STORE": tma_store, "PREFETCH": cfg.prefetch}
+                 "TMA_STORE": tma_store}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>",
                  "xs_desc": f"tensordesc<bf16[{sub_box or cfg.bm}, 64],{x_l!r}>",
                  "y_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>"}
         pointers = {"y_ptr": "*fp32" if out_f32 else "*bf16", "out_ptr": "*bf16",
-                    "cnt_ptr": "*i32" if out_f32 and cfg.fused else "*fp32", "gs_ptr": "*fp32", "pf_w": "*u8",
-                    "pf_s": "*u8",
+                    "cnt_ptr": "*i32" if out_f32 and cfg.fused else "*fp32", "gs_ptr": "*fp32",
                     "norm_ptr": "*fp32" if row_norm else "*bf16", "eps": "fp32", "res_ptr": "*bf16", "u_ptr": "*bf16",
                     "g_ptr": "*bf16", "ssq_ptr": "*fp32" if add_norm else "*bf16", "rope_bias_ptr": "*bf16",
                     "cos_ptr": "*bf16", "sin_ptr": "*bf16", "pos_ptr": "*i64" if rope else "*bf16", "k_ptr": "*bf16",

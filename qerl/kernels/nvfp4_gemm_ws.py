@@ -127,12 +127,6 @@ class WsConfig(NamedTuple):
     # into equal runs aligned to the tile (``sk_plan``). Pure stream-K puts every CTA at another point of the
     # reduction, so CTAs sharing an operand tile no longer read it at the same time and L2 stops serving it.
     dp_waves: bool = False
-    # The loader asks L2 for W's code and scale bytes this many chunks ahead of the copy it issues (PTX's bulk L2
-    # prefetch: no shared memory, no barrier), so the ring's copies find them in L2 instead of waiting on DRAM. The
-    # ring holds ``stages`` chunks, most of whose bytes at M >= 64 are X's; W's bytes in flight per CTA are then a
-    # few KiB, too few to keep DRAM busy (run 34's probe: the copies take ~4/5 of the time at M = 128). 0: none;
-    # values up to ``stages`` add nothing (those chunks are copied already).
-    prefetch: int = 0
 
 
 class WsBwdConfig(NamedTuple):
@@ -1110,71 +1104,13 @@ if gluon is not None:
                     r = gl.minimum(row0 + j * XB, M - XB)
                     tma.async_copy_global_to_shared(sub_desc, [r, col], bar, dst.slice(j * XB, XB))
 
-    # PTX asking L2 for the 32-byte sector at a global address ($1): a hint the memory system may drop, which
-    # changes no data, so no result depends on it. ($0: the dummy result ``inline_asm_elementwise`` needs.) PTX's
-    # bulk prefetch (cp.async.bulk.prefetch.L2) takes a uniform address: ptxas loops over the lanes' addresses one
-    # by one, a 32-step loop per call in the loader warp.
-    _L2_PREFETCH_ASM = gl.constexpr("prefetch.global.L2 [$1];\nmov.u32 $0, 0;")
-
-    @gluon.jit
-    def _l2_prefetch(ptrs):
-        gl.inline_asm_elementwise(_L2_PREFETCH_ASM, "=r,l", [ptrs], dtype=gl.int32, is_pure=False, pack=1)
-
-    _L2_BULK_ASM = gl.constexpr("cp.async.bulk.prefetch.L2.global [$1], $2;\nmov.u32 $0, 0;")
-
-    @gluon.jit
-    def _l2_bulk(ptr, nbytes):
-        """Ask L2 for ``nbytes`` (a multiple of 16) at a 16-byte aligned global address; scalar operands (one
-        address for the warp), so ptxas needs no loop over lanes."""
-        gl.inline_asm_elementwise(_L2_BULK_ASM, "=r,l,r", [ptr, nbytes], dtype=gl.int32, is_pure=False, pack=1)
-
-    @gluon.jit
-    def _prefetch_run(pf_w, pf_s, w_pitch, s_pitch, off_n, c_first, c_end, N, BN: gl.constexpr):
-        """Ask L2 for chunks ``c_first`` .. ``c_end`` of W rows ``off_n`` .. + BN (those past N skipped): one bulk
-        prefetch per row (a row's chunks are contiguous) and one per chunk's scale bytes (BN * 8 contiguous)."""
-        span = (c_end - c_first) * 64
-        for r in range(0, gl.minimum(BN, N - off_n)):
-            _l2_bulk(pf_w + (off_n + r).to(gl.int64) * w_pitch + c_first * 64, span)
-        for c in range(c_first, c_end):
-            _l2_bulk(pf_s + c.to(gl.int64) * s_pitch + off_n * 8, gl.minimum(BN, N - off_n) * 8)
-
-    @gluon.jit
-    def _prefetch_chunk(pf_w, pf_s, w_pitch, s_pitch, off_n, c, N, BN: gl.constexpr):
-        """Ask L2 for chunk ``c``'s code bytes (64 per W row: two sectors, rows ``off_n`` .. + BN, those past N
-        clamped to the last) and its scale bytes (the tile's BN * 8, one contiguous run), as the ring's TMA copies
-        of that chunk will read them: 2.25 sectors per W row, ~5 prefetch instructions per lane at BN = 64."""
-        e = gl.arange(0, 2 * BN, layout=gl.BlockedLayout([2 * BN // 32], [32], [1], [0]))
-        rows = gl.minimum(off_n + e // 2, N - 1)
-        _l2_prefetch(pf_w + rows.to(gl.int64) * w_pitch + (c * 64 + (e % 2) * 32))
-        sectors = gl.arange(0, BN // 4, layout=gl.BlockedLayout([1], [32], [1], [0]))
-        piece = gl.minimum(off_n * 8 + sectors * 32, N * 8 - 32)
-        _l2_prefetch(pf_s + c.to(gl.int64) * s_pitch + piece)
-
-    @gluon.jit
-    def _sk_prefetch_step(pf_w, pf_s, w_pitch, s_pitch, step, n_chunks, num_m, N, BN: gl.constexpr):
-        """``_prefetch_chunk`` of step ``step`` of the stream-K sequence (tile-major, M tiles of one N tile next to
-        each other)."""
-        _prefetch_chunk(pf_w, pf_s, w_pitch, s_pitch, (step // n_chunks // num_m) * BN, step % n_chunks, N, BN)
-
     @gluon.jit
     def _load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0, n_chunks,
-                     s_rows_per_chunk, STAGES: gl.constexpr, xs_desc, M, BM: gl.constexpr, XB: gl.constexpr,
-                     pf_w, pf_s, w_pitch, N, BN: gl.constexpr, PREFETCH: gl.constexpr):
+                     s_rows_per_chunk, STAGES: gl.constexpr, xs_desc, M, BM: gl.constexpr, XB: gl.constexpr):
         """The producer warp: TMA copies of each chunk's two X boxes, code bytes and scale bytes into stage
-        ``i % STAGES`` once the consumer has released it (``empty``), completing ``ready`` by bytes. ``PREFETCH``:
-        W's bytes of chunk i + PREFETCH asked of L2 before waiting for chunk i's stage (``WsConfig.prefetch``)."""
+        ``i % STAGES`` once the consumer has released it (``empty``), completing ``ready`` by bytes."""
         nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
-        s_pitch = s_rows_per_chunk * 256
-        if PREFETCH > STAGES:  # the first STAGES chunks are copied at once; the prefetches run ahead of them
-            for j in range(STAGES, gl.minimum(PREFETCH, n_chunks)):
-                _prefetch_chunk(pf_w, pf_s, w_pitch, s_pitch, off_n, c0 + j, N, BN)
         for i in range(n_chunks):
-            if PREFETCH > STAGES:
-                if i + PREFETCH < n_chunks:
-                    _prefetch_chunk(pf_w, pf_s, w_pitch, s_pitch, off_n, c0 + i + PREFETCH, N, BN)
-            if PREFETCH < 0:
-                if i == STAGES:  # the first STAGES copies are issued: the rest of the run, once
-                    _prefetch_run(pf_w, pf_s, w_pitch, s_pitch, off_n, c0 + STAGES, c0 + n_chunks, N, BN)
             s = i % STAGES
             # The consumer's (i // STAGES - 1)-th release of this stage; the first pass finds every stage free.
             mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
@@ -1523,8 +1459,7 @@ if gluon is not None:
                  mask=_own_rows(row, off_m, M, BM, SHIFT_LAST) & (col < N // 2))
 
     @gluon.jit(do_not_specialize=["M", "n_chunks"])
-    def _ws_fwd_kernel(x_desc, w_desc, s_desc, xs_desc, y_desc, y_ptr, out_ptr, cnt_ptr, gs_ptr, pf_w, pf_s, w_pitch,
-                       M, N, stride_ym,
+    def _ws_fwd_kernel(x_desc, w_desc, s_desc, xs_desc, y_desc, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
                        stride_om,
                        stride_ysplit,
                        n_chunks, s_rows_per_chunk, norm_ptr, norm_tiles, norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr,
@@ -1535,7 +1470,7 @@ if gluon is not None:
                        WORDS: gl.constexpr, GLU: gl.constexpr = False, ROW_NORM: gl.constexpr = False,
                        NORM_NT: gl.constexpr = 1, ADD_NORM: gl.constexpr = False, ROPE: gl.constexpr = False,
                        ROPE_BIAS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0,
-                       TMA_STORE: gl.constexpr = False, PREFETCH: gl.constexpr = 0):
+                       TMA_STORE: gl.constexpr = False):
         gl.static_assert(not TMA_STORE or not (GLU or ADD_NORM or ROPE), "the TMA store takes the plain epilogue")
         gl.static_assert(not TMA_STORE or BN <= 128 * STAGES, "the TMA store stages the tile in X's 2 * STAGES boxes")
         pid = gl.program_id(0)
@@ -1564,8 +1499,7 @@ if gluon is not None:
                                   ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
                                   CONSUMERS, TMA_STORE)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
-                                chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB, pf_w, pf_s, w_pitch,
-                                N, BN, PREFETCH)),
+                                chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB)),
             ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
@@ -1585,28 +1519,21 @@ if gluon is not None:
                                   ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
                                   CONSUMERS, TMA_STORE)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
-                                chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB, pf_w, pf_s, w_pitch,
-                                N, BN, PREFETCH)),
+                                chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB)),
             ], [4, 1], [CONSUMER_REGS, 40])
 
     # ------------------------------------------------------------------------------------------ stream-K forward
     @gluon.jit
     def _sk_load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end, n_chunks,
                         num_m, M, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
-                        SHIFT_LAST: gl.constexpr, xs_desc, XB: gl.constexpr, stored, TMA_STORE: gl.constexpr,
-                        pf_w, pf_s, w_pitch, N, PREFETCH: gl.constexpr):
+                        SHIFT_LAST: gl.constexpr, xs_desc, XB: gl.constexpr, stored, TMA_STORE: gl.constexpr = 0):
         """``_load_worker`` over this CTA's run of steps: chunks ``it_begin`` .. ``it_end`` of the tile-major sequence
         (tile t = step // n_chunks, M tiles of one N tile next to each other), one ring of stages throughout, so the
         next tile's first chunks load while the consumers write the previous tile. ``TMA_STORE`` 2: a stage that
         held this run's last chunk of a tile stored through it (``_sk_ring_store_tile``: the tiles the run holds from
         their first chunk) is refilled only once the consumers' copies of the tile out of it completed ``stored``
-        (``pending``: such stages, a bit each; ``flips``: each one's ``stored`` parity). ``PREFETCH``: as
-        ``_load_worker``'s, over the run's steps (a step of the next N tile prefetches that tile's rows)."""
+        (``pending``: such stages, a bit each; ``flips``: each one's ``stored`` parity)."""
         nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
-        s_pitch = s_rows_per_chunk * 256
-        if PREFETCH > STAGES:
-            for j in range(it_begin + STAGES, gl.minimum(it_begin + PREFETCH, it_end)):
-                _sk_prefetch_step(pf_w, pf_s, w_pitch, s_pitch, j, n_chunks, num_m, N, BN)
         i = 0
         pending = 0
         flips = 0
@@ -1617,23 +1544,7 @@ if gluon is not None:
             ring_stored = False
             if TMA_STORE == 2:  # the consumers' rule: a tile this run holds from its first chunk, of rows of its own
                 ring_stored = (it_begin <= t * n_chunks) & _rows_own(off_m, M, BM, XB)
-            c_lo = gl.maximum(it_begin - t * n_chunks, 0)
-            for c in range(c_lo, c_hi):
-                if PREFETCH > STAGES:
-                    if it_begin + i + PREFETCH < it_end:
-                        _sk_prefetch_step(pf_w, pf_s, w_pitch, s_pitch, it_begin + i + PREFETCH, n_chunks, num_m, N,
-                                          BN)
-                if PREFETCH < 0:
-                    # Once the first STAGES copies are issued: the rest of this tile's chunks; then, from there and at
-                    # each later tile's first chunk, the next tile's chunks in the run (if its W rows differ).
-                    if i == STAGES:
-                        _prefetch_run(pf_w, pf_s, w_pitch, s_pitch, off_n, c, c_hi, N, BN)
-                    if (i == STAGES) | ((c == c_lo) & (i > STAGES)):
-                        nxt = t + 1
-                        nxt_n = (nxt // num_m) * BN
-                        if (nxt * n_chunks < it_end) & (nxt_n != off_n):
-                            _prefetch_run(pf_w, pf_s, w_pitch, s_pitch, nxt_n, 0,
-                                          gl.minimum(it_end - nxt * n_chunks, n_chunks), N, BN)
+            for c in range(gl.maximum(it_begin - t * n_chunks, 0), c_hi):
                 s = i % STAGES
                 mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
                 if TMA_STORE == 2:
@@ -1869,15 +1780,13 @@ if gluon is not None:
         return it_begin, it_end
 
     @gluon.jit(do_not_specialize=["M", "iters", "sk_total"])
-    def _ws_fwd_sk_kernel(x_desc, w_desc, s_desc, xs_desc, y_desc, y_ptr, part_ptr, cnt_ptr, gs_ptr, pf_w, pf_s,
-                          w_pitch, M, N, stride_ym,
+    def _ws_fwd_sk_kernel(x_desc, w_desc, s_desc, xs_desc, y_desc, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
                           n_chunks, iters, sk_total, s_rows_per_chunk, norm_ptr, norm_tiles, norm_k, eps,
                           BM: gl.constexpr,
                           BN: gl.constexpr, CONSUMERS: gl.constexpr, STAGES: gl.constexpr,
                           CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr = False,
                           NORM_NT: gl.constexpr = 1, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0,
-                          TMA_STORE: gl.constexpr = 0, IN_FLIGHT: gl.constexpr = False,
-                          PREFETCH: gl.constexpr = 0):
+                          TMA_STORE: gl.constexpr = 0, IN_FLIGHT: gl.constexpr = False):
         """The forward as stream-K: CTA g takes steps g * iters .. of the first ``sk_total`` (tile, chunk) steps (so
         every SM gets the same work whatever the tile count: no last wave of idle SMs), and stays resident across
         tiles; CTAs after those take one whole tile each (``_sk_run``). ``TMA_STORE`` (``sk_tma_store``): whole tiles
@@ -1907,7 +1816,7 @@ if gluon is not None:
                                      ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE, IN_FLIGHT)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
                                    n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB,
-                                   stored, TMA_STORE, pf_w, pf_s, w_pitch, N, PREFETCH)),
+                                   stored, TMA_STORE)),
             ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
@@ -1923,7 +1832,7 @@ if gluon is not None:
                                      ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
                                    n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB,
-                                   stored, TMA_STORE, pf_w, pf_s, w_pitch, N, PREFETCH)),
+                                   stored, TMA_STORE)),
             ], [4, 1], [CONSUMER_REGS, 40])
 
     # ------------------------------------------------------------------------------------------ input gradient
@@ -2535,10 +2444,10 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     if (cfg.consumers not in (1, 2) or rows * cfg.consumers != cfg.bn or rows not in (64, 128)
             or cfg.bm not in (8, 16, 32, 64, 128, 256) or (cfg.consumers == 2 and cfg.in_flight)
             or cfg.stream_k not in (0, 1, 2, 3, 4) or (cfg.stream_k and cfg.split_k != 1)
-            or (cfg.dp_waves and not cfg.stream_k) or cfg.prefetch < -1):
+            or (cfg.dp_waves and not cfg.stream_k)):
         raise ValueError(f"unsupported config {cfg}: 1 or 2 consumers of 64 or 128 rows each, BM in (8, 16, 32, 64, "
                          "128, 256), in_flight with one consumer only, stream_k 0-4 without split_k, "
-                         "dp_waves with stream_k only, prefetch >= 0")
+                         "dp_waves with stream_k only")
     x2 = x2.contiguous()
     rope_args = _rope_args(rope, cfg, m, w.n, x2)
     if glu and out is None:  # SiLU x up's output is the down projection's X: whole tiles of it (``tma_rows``)
@@ -2567,14 +2476,14 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                            "CUDA graph is captured: run this call once before capturing it")
     _ensure_cuda_context(x2.device)
     _ws_fwd_kernel[grid](x_desc, w_desc, s_desc, xs_desc, y_desc, target, y, target if counters is None else counters,
-                         w.global_scale, w.codes, w.scales, w.codes.stride(0),
+                         w.global_scale,
                          m, w.n, w.n, y.shape[1], stride_split, kc, scale_pitch(w), *norm["args"], *rope_args,
                          BM=cfg.bm, BN=cfg.bn,
                          CONSUMERS=cfg.consumers, STAGES=cfg.stages, OUT_F32=split > 1, CONSUMER_REGS=CONSUMER_REGS,
                          IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, GLU=glu,
                          ROW_NORM=row_norm is not None, NORM_NT=norm["nt"], ADD_NORM=add_norm is not None,
                          ROPE=rope is not None, ROPE_BIAS=rope is not None and rope.bias is not None,
-                         SHIFT_LAST=shift, XB=xb, TMA_STORE=tma_store, PREFETCH=cfg.prefetch,
+                         SHIFT_LAST=shift, XB=xb, TMA_STORE=tma_store,
                          num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
@@ -2679,13 +2588,12 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
     tma_store = sk_tma_store(cfg, y)
     y_desc = TensorDescriptor(y, [m, w.n], [y.stride(0), 1], [cfg.bm, 64], x_l) if tma_store else x_desc
     _ensure_cuda_context(x2.device)
-    _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, xs_desc, y_desc, y, parts, counters, w.global_scale, w.codes,
-                               w.scales, w.codes.stride(0), m, w.n,
+    _ws_fwd_sk_kernel[(ctas,)](x_desc, w_desc, s_desc, xs_desc, y_desc, y, parts, counters, w.global_scale, m, w.n,
                                w.n, kc, iters,
                                sk_total, scale_pitch(w), *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
                                STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words,
                                ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=shift, XB=xb,
-                               TMA_STORE=tma_store, IN_FLIGHT=cfg.in_flight, PREFETCH=cfg.prefetch, num_warps=4,
+                               TMA_STORE=tma_store, IN_FLIGHT=cfg.in_flight, num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
