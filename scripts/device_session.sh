@@ -3363,29 +3363,19 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     wait
     gpu_test_summary t
     ;;
-  # 69c-69f: the prefetches left out (the kernels as 6eeeb33's): the decode harness and vLLM's Marlin re-timed on the
-  # final tables, vLLM's bundle carried in three parts (.device/vllm/c1..c3, ../shared/device/vllm_bundle.sh).
-  69c)  # bundle part 1; the decode harness (7B shape, "words", SiLU x up / RMSNorm / RoPE epilogues, CUDA graphs) at
-        # batches 1 / 8 / 64, 256 new tokens, three passes each
-    bash .device/vllm/c1/vllm_unpack.sh .device/vllm
+  # 69c-69d: the prefetches left out (the kernels as 6eeeb33's): the decode harness and the issue's benchmark re-timed
+  # on the final tables.
+  69c)  # the decode harness (7B shape, "words", SiLU x up / RMSNorm / RoPE epilogues, CUDA graphs) at batches 1 / 8 /
+        # 64, 256 new tokens, three passes each
     device_name
-    timeout 480 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --swiglu-epilogue \
+    timeout 540 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --swiglu-epilogue \
       --fused-norm --rope-epilogue --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
     tail -6 "$out/log_decode.txt"
     ;;
-  69d)  # bundle part 2
-    bash .device/vllm/c2/vllm_unpack.sh .device/vllm
-    ;;
-  69e)  # bundle part 3; vLLM's Marlin against the rollout dispatch ("words"), every 7B / 14B / 32B layer at M = 1-128
-    source .device/vllm/c3/vllm_unpack.sh .device/vllm
+  69d)  # the issue's benchmark on the final tables: 7B / 32B layers, forward and input gradient, its M grid
     device_name
-    marlin_vs_dispatch /tmp/q69e
-    ;;
-  69f)  # the issue's benchmark with Marlin in the same run: 7B / 32B layers, forward, M = 1-4096
-    source .device/vllm/c3/vllm_unpack.sh .device/vllm
-    device_name
-    timeout 560 python3 benchmarks/gemm_nvfp4.py --models 7b,32b --dirs fwd --out "$out/gemm" 2>&1 \
-      | grep -v Warning > "$out/log_gemm.txt"
-    tail -8 "$out/log_gemm.txt"
+    timeout 560 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,32b --ms 1,4,16,64,128,256,1024,4096 \
+      --dirs fwd,bwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
+    tail -18 "$out/log_gemm.txt"
     ;;
 esac
