@@ -95,6 +95,24 @@ warm_then_search() {  # benchmarks/gemm_ws.py ARGS for models $2 and layers $3 (
   timeout "$limit" python3 benchmarks/gemm_ws.py --models "$models" --layers "$layers" "$@" --out "$out/$dir" 2>&1 \
     | grep -v Warning | tee "$out/log_$dir.txt" | tail -3
 }
+vllm_parts() {  # the vLLM bundle (vllm_bundle.sh's archive) in $2 parts, .device/vllmN/p1..pN (split -n N; one per
+                # call, as the carry limit next to the tracked tree allows): each call stores the part it carried
+                # under /tmp/vllm_chunks, the call that completes the set checks the sha256 and unpacks into
+                # /tmp/site; then vLLM's environment
+  local b=$1 n=$2
+  mkdir -p /tmp/vllm_chunks
+  cp -n "$b"/p*/part_* "$b"/p*/bundle.sha256 /tmp/vllm_chunks/ 2>/dev/null
+  if [ ! -f /tmp/site/.vllm_done ] && [ "$(ls /tmp/vllm_chunks/part_* | wc -l)" = "$n" ] \
+      && [ -f /tmp/vllm_chunks/bundle.sha256 ]; then
+    if [ "$(cat /tmp/vllm_chunks/part_* | sha256sum | cut -c1-64)" = "$(cat /tmp/vllm_chunks/bundle.sha256)" ]; then
+      mkdir -p /tmp/site && cat /tmp/vllm_chunks/part_* | xz -d -T0 | tar -x -C /tmp/site && touch /tmp/site/.vllm_done
+    else
+      echo "vllm bundle sha256 mismatch"
+    fi
+  fi
+  echo "vllm parts here: $(ls /tmp/vllm_chunks | tr '\n' ' ')"
+  if [ -f /tmp/site/.vllm_done ]; then vllm_env; fi
+}
 device_name() {  # the device's name, memory and driver into $out/device.txt
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 }
@@ -3377,5 +3395,14 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     timeout 560 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,32b --ms 1,4,16,64,128,256,1024,4096 \
       --dirs fwd,bwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
     tail -18 "$out/log_gemm.txt"
+    ;;
+  69e)  # vLLM's bundle, parts 1-5 of 6 (.device/vllm6/p1..p5, one per call)
+    vllm_parts .device/vllm6 6
+    ;;
+  69f)  # part 6 (the bundle unpacked); vLLM's Marlin against the rollout dispatch ("words"), every 7B / 14B / 32B
+        # layer at M = 1-128, in the same run
+    vllm_parts .device/vllm6 6
+    device_name
+    marlin_vs_dispatch /tmp/q69f
     ;;
 esac
