@@ -3405,4 +3405,11 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     device_name
     marlin_vs_dispatch /tmp/q69f
     ;;
+  69g)  # (vLLM unpacked) the issue's benchmark with vLLM's Marlin in the same run: 7B / 32B layers, forward, its M grid
+    vllm_parts .device/vllm6 6
+    device_name
+    timeout 560 python3 benchmarks/gemm_nvfp4.py --models 7b,32b --ms 1,4,16,64,128,256,1024,4096 --dirs fwd \
+      --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
+    tail -12 "$out/log_gemm.txt"
+    ;;
 esac
