@@ -31,6 +31,7 @@ import os
 import statistics
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import torch
@@ -359,13 +360,13 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
               wide_splits: bool = False, tile_set: str = "default", layouts: tuple = ("pairs",),
               shipped_layout: str = "pairs", stream_k: bool = False, two_consumers: bool = False,
               dp_waves: bool = False, marlin_make=None, shipped_bwd_layout: str = "pairs",
-              warm_only: bool = False) -> list[dict]:
+              warm_only: bool | tuple[int, int] = False) -> list[dict]:
     """One layer shape in one direction (fwd: Y = X W^T, bwd: dX = dY W) at every M: BF16, the default dispatch
     (``nvfp4_matmul`` / ``nvfp4_matmul_grad_input``) on the weight in ``shipped_layout``, vLLM's Marlin when
     ``marlin_make`` is given (forward) and, unless ``dispatch_only``, every candidate of the kernel on the weight in
     each of ``layouts`` (the first one's best is the row's pick; the input gradient on its own, "pairs" and "rows", the
     default dispatch on ``shipped_bwd_layout``). ``warm_only``: launch each candidate once (compiling it into
-    Triton's cache) and time nothing."""
+    Triton's cache) and time nothing; (i, n): only the candidates of shard i of n (``warm_shard``)."""
     fwd = direction == "fwd"
     layouts = tuple(lay for lay in layouts if lay in (("pairs", "words") if fwd else ("pairs", "rows"))) or ("pairs",)
     if not fwd:
@@ -382,6 +383,8 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
                                        dp_waves) if fwd
                             else bwd_candidates(m, n, w.k_pad, sms, wide_splits, tile_set, stream_k, two_consumers,
                                                 dp_waves)):
+                    if warm_only is not True and not warm_shard(cfg, *warm_only):
+                        continue
                     try:
                         kernel(x, w, cfg)
                     except Exception as e:  # the timed run reports it
@@ -483,6 +486,12 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
     return rows
 
 
+def warm_shard(cfg, i: int, n: int) -> bool:
+    """Whether ``cfg`` is in shard i of n: by a checksum of the config, the same in every process, so that n
+    processes each compile their share of a search's configs (a config recurs in many cells)."""
+    return zlib.crc32(repr(tuple(cfg)).encode()) % n == i
+
+
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# Warp-specialized forward GEMM, {meta['device']}, {meta['date']}", "",
              f"`{meta['command']}` (torch {meta['torch']}, triton {meta['triton']})", "",
@@ -531,6 +540,9 @@ def main() -> None:
     ap.add_argument("--warm-only", action="store_true",
                     help="launch each candidate once and time nothing: compiles them into Triton's cache, e.g. in "
                          "parallel processes (one per --models / --layers) ahead of the timed search")
+    ap.add_argument("--warm-shard", default="", metavar="I/N",
+                    help="with --warm-only: launch only the candidates of shard I of N (by config, see warm_shard), "
+                         "one process per shard")
     ap.add_argument("--dispatch-only", action="store_true",
                     help="time only nvfp4_matmul's default dispatch and BF16 (also on trees without this kernel)")
     args = ap.parse_args()
@@ -549,6 +561,12 @@ def main() -> None:
         meta["vllm"] = __import__("vllm").__version__
     ms = [int(v) for v in args.ms.split(",")]
     layers = set(args.layers.split(","))
+    warm = args.warm_only
+    if args.warm_shard:
+        i, n = (int(v) for v in args.warm_shard.split("/"))
+        if not args.warm_only or not 0 <= i < n:
+            sys.exit("--warm-shard I/N needs --warm-only and 0 <= I < N")
+        warm = (i, n)
     rows = []
     for model in args.models.split(","):
         for layer, n, k in SHAPES[model]:
@@ -559,7 +577,7 @@ def main() -> None:
                                   args.dispatch_only, args.wide_splits, args.tile_set,
                                   tuple(args.layouts.split(",")), args.shipped_layout, args.stream_k,
                                   args.bwd_two_consumers, args.dp_waves, marlin_make, args.shipped_bwd_layout,
-                                  args.warm_only)
+                                  warm)
     if args.warm_only:
         return
     geo = {}

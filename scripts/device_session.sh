@@ -113,6 +113,18 @@ vllm_parts() {  # the vLLM bundle (vllm_bundle.sh's archive) in $2 parts, .devic
   echo "vllm parts here: $(ls /tmp/vllm_chunks | tr '\n' ' ')"
   if [ -f /tmp/site/.vllm_done ]; then vllm_env; fi
 }
+warm_shards_then_search() {  # benchmarks/gemm_ws.py ARGS (limit $1 s): --warm-only in $2 processes, one shard of the
+                             # search's configs each (--warm-shard), then the timed search in one process into
+                             # $out/$3 (its log in $out/log_$3.txt)
+  local limit=$1 n=$2 dir=$3; shift 3
+  for i in $(seq 0 $((n - 1))); do
+    timeout "$limit" python3 benchmarks/gemm_ws.py --warm-only --warm-shard "$i/$n" "$@" > "/tmp/warm_$i.txt" 2>&1 &
+  done
+  wait
+  grep -h "warm-up" /tmp/warm_*.txt | head -5
+  timeout "$limit" python3 benchmarks/gemm_ws.py "$@" --out "$out/$dir" 2>&1 | grep -v Warning \
+    | tee "$out/log_$dir.txt" | tail -3
+}
 device_name() {  # the device's name, memory and driver into $out/device.txt
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 }
@@ -3404,6 +3416,12 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     vllm_parts .device/vllm6 6
     device_name
     marlin_vs_dispatch /tmp/q69f
+    ;;
+  69h)  # the forward's default tiles (TILES, with their stream-K variants, pure and with whole waves) searched again on
+        # the current kernel, "words", 7B / 32B qkv and o at M = 64 / 128 (last searched so in run 11)
+    device_name
+    warm_shards_then_search 280 14 search_narrow --models 7b,32b --layers qkv,o --ms 64,128 --dirs fwd \
+      --layouts words --shipped-layout words --stream-k --dp-waves
     ;;
   69g)  # (vLLM unpacked) the issue's benchmark with vLLM's Marlin in the same run: 7B / 32B layers, forward, its M grid
     vllm_parts .device/vllm6 6
