@@ -3423,6 +3423,13 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     warm_shards_then_search 280 14 search_narrow --models 7b,32b --layers qkv,o --ms 64,128 --dirs fwd \
       --layouts words --shipped-layout words --stream-k --dp-waves
     ;;
+  69i)  # 69h on 7B / 32B gate_up and down at M = 64 / 128, and on every 7B / 32B layer at M = 32
+    device_name
+    warm_shards_then_search 280 14 search_wide --models 7b,32b --layers gate_up,down --ms 64,128 --dirs fwd \
+      --layouts words --shipped-layout words --stream-k --dp-waves
+    warm_shards_then_search 250 14 search_32 --models 7b,32b --ms 32 --dirs fwd \
+      --layouts words --shipped-layout words --stream-k --dp-waves
+    ;;
   69g)  # (vLLM unpacked) the issue's benchmark with vLLM's Marlin in the same run: 7B / 32B layers, forward, its M grid
     vllm_parts .device/vllm6 6
     device_name
