@@ -3430,6 +3430,21 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     warm_shards_then_search 250 14 search_32 --models 7b,32b --ms 32 --dirs fwd \
       --layouts words --shipped-layout words --stream-k --dp-waves
     ;;
+  69j)  # three stream-K entries from 69i (7B gate_up M = 64, 32B gate_up M = 64 / 128; the whole-tile epilogues keep
+        # the entries before, WHOLE_TILE_WORDS): the dispatch's and the epilogues' GPU tests, then the rollout forward
+        # against the tables before (routes.py --verify --layout words) on 7B / 32B gate_up at M = 33-128
+    device_name
+    t="timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
+    $t tests/test_kernels_ws_gpu.py -k "default_dispatch or swiglu_dispatch or swiglu_after or row_norm_epilogue" \
+      > /tmp/t_dispatch.txt 2>&1 &
+    $t tests/test_fused_norm.py tests/test_kernels_gpu.py -k "norm or fused or packed_linear" > /tmp/t_norm.txt 2>&1 &
+    wait
+    gpu_test_summary t
+    timeout 300 python3 benchmarks/routes.py --verify --layout words --dirs fwd --models 7b,32b --layers gate_up \
+      --previous-tables benchmarks/results/run35_2026-11-28/previous_tables.json \
+      --ms 33,40,48,56,64,72,80,96,112,128 --out "$out/verify_words" 2>&1 | grep -v Warning \
+      | tee "$out/log_verify.txt" | tail -2
+    ;;
   69g)  # (vLLM unpacked) the issue's benchmark with vLLM's Marlin in the same run: 7B / 32B layers, forward, its M grid
     vllm_parts .device/vllm6 6
     device_name

@@ -672,7 +672,8 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (8, 37888, 3584): WsConfig(8, 64, 6, 1, 1, True, 80),
     (16, 37888, 3584): WsConfig(16, 64, 6, 1, 1, True, 80),
     (32, 37888, 3584): WsConfig(32, 64, 4, 1, 1, True, 80),
-    (64, 37888, 3584): WsConfig(64, 64, 3, 1, 1, False, 80),
+    # Run 35: stream-K on two CTAs per SM (69i: 1.06x the dispatch's time, 7B).
+    (64, 37888, 3584): WsConfig(64, 128, 4, 1, 1, False, 128, stream_k=2),
     (128, 37888, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 15: 1.20x the previous entry
     (256, 37888, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.09x the previous entry
     (512, 37888, 3584): WsConfig(128, 256, 3, 1, 2, False),
@@ -683,8 +684,9 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (8, 55296, 5120): WsConfig(8, 64, 6, 1, 1, False, 64),
     (16, 55296, 5120): WsConfig(16, 64, 6, 1, 1, False, 64),
     (32, 55296, 5120): WsConfig(32, 64, 4, 1, 1, False, 64),
-    (64, 55296, 5120): WsConfig(64, 128, 4, 1, 1, False, 128),
-    (128, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
+    # Run 35: the entries before on stream-K (69i: 1.10x / 1.11x their time at M = 64 / 128, 32B).
+    (64, 55296, 5120): WsConfig(64, 128, 4, 1, 1, False, 128, stream_k=2),
+    (128, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),
     (256, 55296, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.15x the previous entry
     (512, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (1024, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
@@ -740,9 +742,10 @@ TUNED_WORDS.update({
     (192, 55296, 5120): WsConfig(64, 128, 4, 1, 1, False, 128),  # 1.26x (32B gate_up)
 })
 WORDS_MAX_BUCKET = 4096
-# Run 34's in-flight stream-K entries split tiles among CTAs; launches whose epilogue needs each tile whole in one
-# CTA (``epilogue_config``: the decode step's residual + RMSNorm and SiLU x up) keep the entries of before (their
-# splits summed by the last CTA), which runs 16-23 measured with those epilogues, rather than one CTA per tile.
+# Run 34's in-flight stream-K entries and run 35's gate_up stream-K entries split tiles among CTAs; launches whose
+# epilogue needs each tile whole in one CTA (``epilogue_config``: the decode step's residual + RMSNorm and SiLU x up)
+# keep the entries of before (their splits summed by the last CTA), which runs 16-23 measured with those epilogues,
+# rather than one CTA per tile. (Older stream-K entries are made one CTA per tile.)
 WHOLE_TILE_WORDS: dict[tuple[int, int, int], WsConfig] = {
     (8, 3584, 3584): WsConfig(8, 64, 6, 4, 1, True, 80, True),
     (16, 3584, 3584): WsConfig(16, 64, 6, 4, 1, True, 80),
@@ -750,6 +753,10 @@ WHOLE_TILE_WORDS: dict[tuple[int, int, int], WsConfig] = {
     (128, 4608, 3584): WsConfig(128, 64),
     (16, 5120, 5120): WsConfig(16, 64, 6, 4, 1, True, 80),
     (16, 7168, 5120): WsConfig(16, 64, 6, 2, 1, True, 80, True),
+    # Run 35's stream-K entries of gate_up (SiLU x up after the product in the decode step).
+    (64, 37888, 3584): WsConfig(64, 64, 3, 1, 1, False, 80),
+    (64, 55296, 5120): WsConfig(64, 128, 4, 1, 1, False, 128),
+    (128, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False),
 }
 
 # Below this many rows the forward takes only entries of buckets below it (1, 8, 16: measured with the 8- and 16-row
@@ -2359,8 +2366,8 @@ def tile_epilogue(cfg: WsConfig, w: kern.KernelWeight) -> bool:
 def epilogue_config(x2: torch.Tensor, w: kern.KernelWeight, whole: bool = True,
                     reshape: bool = True) -> WsConfig | None:
     """The config ``ws_matmul`` applies its epilogues with for ``x2`` on ``w``: ``pick``'s if it hands each tile
-    whole to one CTA where ``whole`` is asked (SiLU x up, residual + RMSNorm; ``tile_epilogue``; for run 34's
-    in-flight stream-K entries the entry before them, ``WHOLE_TILE_WORDS``), or at least sums
+    whole to one CTA where ``whole`` is asked (SiLU x up, residual + RMSNorm; ``tile_epilogue``; for the stream-K
+    entries of runs 34-35 the entry before them, ``WHOLE_TILE_WORDS``), or at least sums
     split tiles in the kernel (the RMSNorm row scale alone also runs on stream-K). ``reshape``: else made to (stream-K
     becomes one CTA per tile, splits are summed by the last CTA: cheaper than the epilogue's work in torch after
     the product), otherwise None. None also where ``pick`` has none, or while a CUDA graph is being captured before
@@ -2368,7 +2375,7 @@ def epilogue_config(x2: torch.Tensor, w: kern.KernelWeight, whole: bool = True,
     cfg = pick(x2, w.n, w.k, w.k_pad, w.words)
     if cfg is None:
         return None
-    if whole and w.words and cfg.stream_k and cfg.in_flight:
+    if whole and w.words and cfg.stream_k:
         cfg = WHOLE_TILE_WORDS.get(words_key(x2.shape[0], w.n, w.k_pad), cfg)
     split = min(cfg.split_k, w.k_pad // kern.CHUNK)
     if not (tile_epilogue(cfg, w) or (cfg.stream_k and not whole)):
