@@ -3445,6 +3445,12 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --ms 33,40,48,56,64,72,80,96,112,128 --out "$out/verify_words" 2>&1 | grep -v Warning \
       | tee "$out/log_verify.txt" | tail -2
     ;;
+  69k)  # each "words" table entry as it is and on stream-K (gemm_ws.py --tile-set table --stream-k --dp-waves), every
+        # 7B / 14B / 32B layer at M = 16 / 32 / 64 / 128
+    device_name
+    warm_shards_then_search 300 14 search_table_sk --models 7b,14b,32b --ms 16,32,64,128 --dirs fwd --tile-set table \
+      --layouts words --shipped-layout words --stream-k --dp-waves
+    ;;
   69g)  # (vLLM unpacked) the issue's benchmark with vLLM's Marlin in the same run: 7B / 32B layers, forward, its M grid
     vllm_parts .device/vllm6 6
     device_name
