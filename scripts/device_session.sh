@@ -3451,6 +3451,17 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     warm_shards_then_search 300 14 search_table_sk --models 7b,14b,32b --ms 16,32,64,128 --dirs fwd --tile-set table \
       --layouts words --shipped-layout words --stream-k --dp-waves
     ;;
+  69l)  # 14B gate_up's M = 64 / 128 entries on stream-K as 32B's (69k's single pass could not tell them apart): the
+        # rollout forward against the tables before, 14B gate_up at M = 33-128, and the dispatch's GPU tests
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short tests/test_kernels_ws_gpu.py \
+      -k "default_dispatch or swiglu_dispatch or swiglu_after" > /tmp/t_dispatch.txt 2>&1
+    gpu_test_summary t
+    timeout 300 python3 benchmarks/routes.py --verify --layout words --dirs fwd --models 14b --layers gate_up \
+      --previous-tables benchmarks/results/run35_2026-11-28/previous_tables.json \
+      --ms 33,40,48,56,64,72,80,96,112,128 --out "$out/verify_words" 2>&1 | grep -v Warning \
+      | tee "$out/log_verify.txt" | tail -2
+    ;;
   69g)  # (vLLM unpacked) the issue's benchmark with vLLM's Marlin in the same run: 7B / 32B layers, forward, its M grid
     vllm_parts .device/vllm6 6
     device_name
