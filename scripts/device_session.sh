@@ -3462,6 +3462,13 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --ms 33,40,48,56,64,72,80,96,112,128 --out "$out/verify_words" 2>&1 | grep -v Warning \
       | tee "$out/log_verify.txt" | tail -2
     ;;
+  69m)  # the final tables (69l's 14B entries back as before): the issue's benchmark on the 7B / 32B layers' forward at M =
+        # 1 / 4 / 16 / 64 / 128
+    device_name
+    timeout 400 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,32b --ms 1,4,16,64,128 --dirs fwd \
+      --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
+    tail -8 "$out/log_gemm.txt"
+    ;;
   69g)  # (vLLM unpacked) the issue's benchmark with vLLM's Marlin in the same run: 7B / 32B layers, forward, its M grid
     vllm_parts .device/vllm6 6
     device_name
