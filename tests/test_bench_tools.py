@@ -4,8 +4,11 @@ kernel source (which must fail loudly, not silently time the unedited kernel, wh
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -98,6 +101,27 @@ def test_fill_candidates_are_configs_the_kernel_takes():
             assert not (c.stream_k and (c.in_flight or c.split_k != 1))
             assert c.stream_k in (0, 1, 2, 3, 4)
             assert c.split_k <= k // 128
+
+
+def test_warm_shards_split_a_search_into_disjoint_parts_that_cover_it():
+    """``gemm_ws.py --warm-only --warm-shard i/n``: every config of a search falls in exactly one of the n shards, the
+    same in every process (a checksum of the config, not Python's per-process hash), and the shards share the work."""
+    gw = _load("gemm_ws")
+    cfgs = {c for m in (16, 64, 128) for n, k in ((4608, 3584), (55296, 5120))
+            for c in gw.candidates(m, n, k, 132, tile_set="default", words=True, stream_k=True, dp_waves=True)}
+    n = 14
+    shards = [{c for c in cfgs if gw.warm_shard(c, i, n)} for i in range(n)]
+    assert sum(map(len, shards)) == len(cfgs) and set().union(*shards) == cfgs
+    assert max(map(len, shards)) < len(cfgs) / 3  # no shard holds most of the search
+    # Another process (another string-hash seed) puts each config in the same shard.
+    code = ("import ast, sys; sys.path.insert(0, 'benchmarks'); import gemm_ws as g; from qerl.kernels import "
+            "nvfp4_gemm_ws as ws; cfgs = [ws.WsConfig(*c) for c in ast.literal_eval(sys.argv[1])]; "
+            "print([next(i for i in range(14) if g.warm_shard(c, i, 14)) for c in cfgs])")
+    order = sorted(cfgs, key=repr)
+    got = subprocess.run([sys.executable, "-c", code, repr([tuple(c) for c in order])], cwd=ROOT, check=True,
+                         capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "12345"}).stdout
+    assert ast.literal_eval(got.strip().splitlines()[-1]) == [next(i for i in range(n) if c in shards[i])
+                                                              for c in order]
 
 
 def test_sk_in_flight_candidates_hold_m_on_one_consumer_in_flight():
