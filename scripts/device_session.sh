@@ -125,6 +125,20 @@ warm_shards_then_search() {  # benchmarks/gemm_ws.py ARGS (limit $1 s): --warm-o
   timeout "$limit" python3 benchmarks/gemm_ws.py "$@" --out "$out/$dir" 2>&1 | grep -v Warning \
     | tee "$out/log_$dir.txt" | tail -3
 }
+entries_tests_then_verify() {  # new table entries: the dispatch's and the epilogues' GPU tests, then the rollout forward
+                               # ("words") against the tables in JSON $1 (routes.py --verify) on models $2, layers $3
+                               # at M = $4
+  rm -f /tmp/t_*.txt  # (a machine kept warm still holds the logs of an earlier call)
+  local t="timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
+  $t tests/test_kernels_ws_gpu.py -k "default_dispatch or swiglu_dispatch or swiglu_after or row_norm_epilogue" \
+    > /tmp/t_dispatch.txt 2>&1 &
+  $t tests/test_fused_norm.py tests/test_kernels_gpu.py -k "norm or fused or packed_linear" > /tmp/t_norm.txt 2>&1 &
+  wait
+  gpu_test_summary t
+  timeout 300 python3 benchmarks/routes.py --verify --layout words --dirs fwd --models "$2" --layers "$3" \
+    --previous-tables "$1" --ms "$4" --out "$out/verify_words" 2>&1 | grep -v Warning \
+    | tee "$out/log_verify.txt" | tail -2
+}
 device_name() {  # the device's name, memory and driver into $out/device.txt
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 }
@@ -3324,16 +3338,8 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
         # entries before, WHOLE_TILE_WORDS): the dispatch's and the epilogues' GPU tests, then the rollout forward
         # against the tables before (routes.py --verify --layout words) on 7B / 32B qkv and o at M = 1-128
     device_name
-    t="timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
-    $t tests/test_kernels_ws_gpu.py -k "default_dispatch or swiglu_dispatch or swiglu_after or row_norm_epilogue" \
-      > /tmp/t_dispatch.txt 2>&1 &
-    $t tests/test_fused_norm.py tests/test_kernels_gpu.py -k "norm or fused or packed_linear" > /tmp/t_norm.txt 2>&1 &
-    wait
-    gpu_test_summary t
-    timeout 300 python3 benchmarks/routes.py --verify --layout words --dirs fwd --models 7b,32b --layers qkv,o \
-      --previous-tables benchmarks/results/run34_2026-11-28/previous_tables.json \
-      --ms 1,4,8,12,16,24,32,48,64,112,128 --out "$out/verify_words" 2>&1 | grep -v Warning \
-      | tee "$out/log_verify.txt" | tail -2
+    entries_tests_then_verify benchmarks/results/run34_2026-11-28/previous_tables.json 7b,32b qkv,o \
+      1,4,8,12,16,24,32,48,64,112,128
     ;;
   68d)  # the issue's benchmark on the final tables (68c's less 7B qkv's M = 64 entry, which ran 0.97x at M = 48):
         # gemm_nvfp4.py (no Marlin) on the 7B / 32B layers' forward at M = 1-128
@@ -3434,16 +3440,8 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
         # the entries before, WHOLE_TILE_WORDS): the dispatch's and the epilogues' GPU tests, then the rollout forward
         # against the tables before (routes.py --verify --layout words) on 7B / 32B gate_up at M = 33-128
     device_name
-    t="timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
-    $t tests/test_kernels_ws_gpu.py -k "default_dispatch or swiglu_dispatch or swiglu_after or row_norm_epilogue" \
-      > /tmp/t_dispatch.txt 2>&1 &
-    $t tests/test_fused_norm.py tests/test_kernels_gpu.py -k "norm or fused or packed_linear" > /tmp/t_norm.txt 2>&1 &
-    wait
-    gpu_test_summary t
-    timeout 300 python3 benchmarks/routes.py --verify --layout words --dirs fwd --models 7b,32b --layers gate_up \
-      --previous-tables benchmarks/results/run35_2026-11-28/previous_tables.json \
-      --ms 33,40,48,56,64,72,80,96,112,128 --out "$out/verify_words" 2>&1 | grep -v Warning \
-      | tee "$out/log_verify.txt" | tail -2
+    entries_tests_then_verify benchmarks/results/run35_2026-11-28/previous_tables.json 7b,32b gate_up \
+      33,40,48,56,64,72,80,96,112,128
     ;;
   69k)  # each "words" table entry as it is and on stream-K (gemm_ws.py --tile-set table --stream-k --dp-waves), every
         # 7B / 14B / 32B layer at M = 16 / 32 / 64 / 128
