@@ -661,7 +661,8 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (8, 27648, 5120): WsConfig(8, 128, 5, 1, 1, False, 80),
     (16, 27648, 5120): WsConfig(16, 128, 6, 1, 1, True, 128),
     (32, 27648, 5120): WsConfig(32, 128, 4, 1, 1, True, 128),
-    # (Run 35: these two on stream-K, as 32B gate_up's below, took 1.02-1.04x the time at M = 33-64, 69l.)
+    # (Run 35: these two on stream-K, as 32B gate_up's below, took 1.02-1.04x the time at M = 33-64, 0.97-1.01x at
+    # 72-128, 69l.)
     (64, 27648, 5120): WsConfig(64, 128, 4, 1, 1, False, 128),
     (128, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),
     (256, 27648, 5120): WsConfig(128, 256, 3, 1, 2, False),  # run 27: 1.08x the previous entry
@@ -673,7 +674,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (8, 37888, 3584): WsConfig(8, 64, 6, 1, 1, True, 80),
     (16, 37888, 3584): WsConfig(16, 64, 6, 1, 1, True, 80),
     (32, 37888, 3584): WsConfig(32, 64, 4, 1, 1, True, 80),
-    # Run 35: stream-K on two CTAs per SM (69i: 1.06x the dispatch's time, 7B).
+    # Run 35: stream-K on two CTAs per SM (69j: 0.74-0.94 of the entry before's time at M = 33-64).
     (64, 37888, 3584): WsConfig(64, 128, 4, 1, 1, False, 128, stream_k=2),
     (128, 37888, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 15: 1.20x the previous entry
     (256, 37888, 3584): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 14: 1.09x the previous entry
@@ -685,7 +686,7 @@ TUNED_WORDS: dict[tuple[int, int, int], WsConfig | None] = {
     (8, 55296, 5120): WsConfig(8, 64, 6, 1, 1, False, 64),
     (16, 55296, 5120): WsConfig(16, 64, 6, 1, 1, False, 64),
     (32, 55296, 5120): WsConfig(32, 64, 4, 1, 1, False, 64),
-    # Run 35: the entries before on stream-K (69i: 1.10x / 1.11x their time at M = 64 / 128, 32B).
+    # Run 35: the entries before on stream-K (69j: 0.91-0.93 / 0.87-0.90 of their time at M = 33-64 / 72-128).
     (64, 55296, 5120): WsConfig(64, 128, 4, 1, 1, False, 128, stream_k=2),
     (128, 55296, 5120): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),
     (256, 55296, 5120): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # run 12: stream-K, 1.15x the previous entry
