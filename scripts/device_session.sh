@@ -3460,6 +3460,18 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --ms 33,40,48,56,64,72,80,96,112,128 --out "$out/verify_words" 2>&1 | grep -v Warning \
       | tee "$out/log_verify.txt" | tail -2
     ;;
+  69n)  # the final code's GPU tests around the decode step and the rollout backend (the epilogues' choice of config
+        # changed for stream-K entries): fused QKV / RoPE, decode attention, SiLU x up, the transformers backend, the
+        # epilogues on the warp-specialized kernel
+    device_name
+    rm -f /tmp/t_*.txt
+    t="timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
+    $t tests/test_fused_qkv.py tests/test_decode_attention.py tests/test_swiglu.py > /tmp/t_decode.txt 2>&1 &
+    $t tests/test_rollout_hf.py > /tmp/t_rollout.txt 2>&1 &
+    $t tests/test_kernels_ws_gpu.py -k "swiglu or add_norm or rope or row_norm" > /tmp/t_epilogues.txt 2>&1 &
+    wait
+    gpu_test_summary t
+    ;;
   69m)  # the final tables (69l's 14B entries back as before): the issue's benchmark on the 7B / 32B layers' forward at M =
         # 1 / 4 / 16 / 64 / 128
     device_name
