@@ -371,18 +371,22 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
     layouts = tuple(lay for lay in layouts if lay in (("pairs", "words") if fwd else ("pairs", "rows"))) or ("pairs",)
     if not fwd:
         shipped_layout = shipped_bwd_layout
+
+    def cell_candidates(m: int, k_pad: int) -> list:
+        if fwd:
+            return candidates(m, n, k_pad, sms, wide_splits, tile_set, layouts[0] == "words", stream_k, dp_waves)
+        return bwd_candidates(m, n, k_pad, sms, wide_splits, tile_set, stream_k, two_consumers, dp_waves)
+
     torch.manual_seed(hash((model, layer)) % 2**31)
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
     if warm_only:
         kernel = ws.ws_matmul if fwd else ws.ws_matmul_grad_input
+        weights = {lay: kern.prepare_weight(q.packed, q.scale, q.global_scale,
+                                            **({} if lay == "pairs" else {"layout": lay})) for lay in layouts}
         for m in ms:
             x = torch.randn(m, k if fwd else n, device="cuda").to(torch.bfloat16)
-            for lay in layouts:
-                w = kern.prepare_weight(q.packed, q.scale, q.global_scale, **({} if lay == "pairs" else {"layout": lay}))
-                for cfg in (candidates(m, n, w.k_pad, sms, wide_splits, tile_set, layouts[0] == "words", stream_k,
-                                       dp_waves) if fwd
-                            else bwd_candidates(m, n, w.k_pad, sms, wide_splits, tile_set, stream_k, two_consumers,
-                                                dp_waves)):
+            for lay, w in weights.items():
+                for cfg in cell_candidates(m, w.k_pad):
                     if warm_only is not True and not warm_shard(cfg, *warm_only):
                         continue
                     try:
@@ -427,10 +431,7 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
         t_ship = bench([lambda kw=kw, x=x: shipped(x, kw) for kw in cell_kws])
         err_ship, _ = checked(lambda out, x=x, w0=cell_kws[0]: shipped(x, w0, out=out), out_shape, ref)
         tried, bests = [], {}
-        cands = ([] if dispatch_only else candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set,
-                                                     layouts[0] == "words", stream_k, dp_waves) if fwd
-                 else bwd_candidates(m, n, kw0.k_pad, sms, wide_splits, tile_set, stream_k, two_consumers,
-                                     dp_waves))
+        cands = [] if dispatch_only else cell_candidates(m, kw0.k_pad)
         for cfg in cands:
             for lay in layouts:
                 copies = by_layout[lay]

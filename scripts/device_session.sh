@@ -3472,6 +3472,13 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     wait
     gpu_test_summary t
     ;;
+  69o)  # gemm_ws.py's warm-up after a refactor (the cell's candidates and weights built once): warm shards and a timed
+        # search, both directions, on one small shape
+    device_name
+    warm_shards_then_search 120 2 search_smoke --models 7b --layers o --ms 16,64 --dirs fwd,bwd --layouts words,pairs \
+      --shipped-layout words --tile-set table --stream-k
+    grep -c "warm-up" /tmp/warm_*.txt
+    ;;
   69m)  # the final tables (69l's 14B entries back as before): the issue's benchmark on the 7B / 32B layers' forward at M =
         # 1 / 4 / 16 / 64 / 128
     device_name
