@@ -82,18 +82,23 @@ sk_bwd_gpu_tests() {  # the input gradient's stream-K GPU tests (limit $1 s), in
   for f in /tmp/b_*.txt; do echo "$f: $(grep -v "^  \|Warning" $f | tail -1)"; grep "^FAILED\|^ERROR" $f; done \
     | tee "$out/gpu_tests.txt"
 }
+timed_search() {  # after a warm-up (warm_then_search / warm_shards_then_search): its failures, then
+                  # benchmarks/gemm_ws.py ARGS in one process (limit $1 s) into $out/$2 (its log in $out/log_$2.txt)
+  local limit=$1 dir=$2; shift 2
+  grep -h "warm-up" /tmp/warm_*.txt | head -5
+  timeout "$limit" python3 benchmarks/gemm_ws.py "$@" --out "$out/$dir" 2>&1 | grep -v Warning \
+    | tee "$out/log_$dir.txt" | tail -3
+}
 warm_then_search() {  # benchmarks/gemm_ws.py ARGS for models $2 and layers $3 (limit $1 s): first --warm-only in one
-                      # process per model and layer (compiling the candidates in parallel), then the timed search in
-                      # one process, into $out/$4 (its log in $out/log_$4.txt)
+                      # process per model and layer (compiling the candidates in parallel), then timed_search into $4
   local limit=$1 models=$2 layers=$3 dir=$4; shift 4
+  rm -f /tmp/warm_*.txt  # (a machine kept warm still holds the logs of an earlier call)
   for mo in ${models//,/ }; do for la in ${layers//,/ }; do
     timeout "$limit" python3 benchmarks/gemm_ws.py --warm-only --models "$mo" --layers "$la" "$@" \
       > "/tmp/warm_${mo}_$la.txt" 2>&1 &
   done; done
   wait
-  grep -h "warm-up" /tmp/warm_*.txt | head -5
-  timeout "$limit" python3 benchmarks/gemm_ws.py --models "$models" --layers "$layers" "$@" --out "$out/$dir" 2>&1 \
-    | grep -v Warning | tee "$out/log_$dir.txt" | tail -3
+  timed_search "$limit" "$dir" --models "$models" --layers "$layers" "$@"
 }
 vllm_parts() {  # the vLLM bundle (vllm_bundle.sh's archive) in $2 parts, .device/vllmN/p1..pN (split -n N; one per
                 # call, as the carry limit next to the tracked tree allows): each call stores the part it carried
@@ -114,16 +119,14 @@ vllm_parts() {  # the vLLM bundle (vllm_bundle.sh's archive) in $2 parts, .devic
   if [ -f /tmp/site/.vllm_done ]; then vllm_env; fi
 }
 warm_shards_then_search() {  # benchmarks/gemm_ws.py ARGS (limit $1 s): --warm-only in $2 processes, one shard of the
-                             # search's configs each (--warm-shard), then the timed search in one process into
-                             # $out/$3 (its log in $out/log_$3.txt)
+                             # search's configs each (--warm-shard), then timed_search into $3
   local limit=$1 n=$2 dir=$3; shift 3
+  rm -f /tmp/warm_*.txt
   for i in $(seq 0 $((n - 1))); do
     timeout "$limit" python3 benchmarks/gemm_ws.py --warm-only --warm-shard "$i/$n" "$@" > "/tmp/warm_$i.txt" 2>&1 &
   done
   wait
-  grep -h "warm-up" /tmp/warm_*.txt | head -5
-  timeout "$limit" python3 benchmarks/gemm_ws.py "$@" --out "$out/$dir" 2>&1 | grep -v Warning \
-    | tee "$out/log_$dir.txt" | tail -3
+  timed_search "$limit" "$dir" "$@"
 }
 entries_tests_then_verify() {  # new table entries: the dispatch's and the epilogues' GPU tests, then the rollout forward
                                # ("words") against the tables in JSON $1 (routes.py --verify) on models $2, layers $3
