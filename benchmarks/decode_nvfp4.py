@@ -473,6 +473,8 @@ def main() -> None:
     p.add_argument("--torch-swiglu", action="store_true",
                    help="NVFP4 model with --swiglu-epilogue: SiLU x up after the product in torch where the kernel "
                         "epilogue does not apply (nvfp4_gemm.SWIGLU_KERNEL off; before run 29: four kernels)")
+    p.add_argument("--pdl-compare", action="store_true",
+                   help="also time the NVFP4 model with its kernels launched without programmatic dependent launch")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
     from qerl.kernels import nvfp4_gemm_ws
@@ -521,6 +523,18 @@ def main() -> None:
                "ratio": bf16_ms / nvfp4_ms, "bf16_ms_step": bf16_ms, "nvfp4_ms_step": nvfp4_ms,
                "bf16_ms_step_passes": ms16, "nvfp4_ms_step_passes": ms4,
                "first_logits_rel_diff": rel, "first_token_agreement": agree}
+        if args.pdl_compare:
+            # The NVFP4 model again, its graph captured with every kernel launched only after the one before it has
+            # completed (``QERL_PDL=0``): the same kernels and arithmetic, so the same logits bit for bit.
+            serial = []
+            for _ in range(args.repeats):
+                with nvfp4_gemm_ws.pdl(False):
+                    serial.append(run_batch(model, batch, args.prompt, args.new_tokens, fp4=True))
+            serial_ms = statistics.median(r["ms_per_step"] for r in serial)
+            row.update({"nvfp4_serial_tok_s": batch * 1e3 / serial_ms, "nvfp4_serial_ms_step": serial_ms,
+                        "nvfp4_serial_ms_step_passes": [r["ms_per_step"] for r in serial],
+                        "ratio_serial": bf16_ms / serial_ms, "pdl_speedup": serial_ms / nvfp4_ms,
+                        "serial_logits_equal": bool(torch.equal(serial[0]["first_logits"], r4["first_logits"]))})
         if args.profile:
             row["profile"] = [profile_step(model, batch, args.prompt, fp4) for fp4 in (False, True)]
             row["attention_us_per_layer"] = {impl: time_attention(model, batch, args.prompt, impl)
@@ -539,7 +553,7 @@ def main() -> None:
             "rope_epilogue": args.rope_epilogue, "spare_rows": not args.no_spare_rows,
             "sub_box_rows": nvfp4_gemm_ws.SUB_BOX_ROWS, "swiglu_kernel": not args.torch_swiglu,
             "attention_paths_rel_diff": paths_diff,
-            "new_tokens": args.new_tokens,
+            "new_tokens": args.new_tokens, "pdl": nvfp4_gemm_ws.pdl_enabled(),
             "command": " ".join(["python"] + sys.argv)}
     (out_dir / "decode_nvfp4.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(f"\n{props.name}, {cfg.layers} layers, {args.new_tokens} new tokens (prompt {args.prompt})")
@@ -547,6 +561,10 @@ def main() -> None:
     for r in rows:
         print(f"{r['batch']:5d} {r['bf16_tok_s']:11.0f} {r['nvfp4_tok_s']:12.0f} {r['ratio']:6.2f} "
               f"{r['first_logits_rel_diff']:10.2e} {r['first_token_agreement']:9.2f}")
+    for r in rows:
+        if "pdl_speedup" in r:
+            print(f"batch {r['batch']}: NVFP4 without PDL {r['nvfp4_serial_tok_s']:.0f} tok/s ({r['ratio_serial']:.2f}x "
+                  f"BF16); PDL {r['pdl_speedup']:.3f}x; logits equal {r['serial_logits_equal']}")
     for r in rows:
         for prof in r.get("profile", []):
             kinds = ", ".join(f"{k} {v:.0f}" for k, v in sorted(prof["us_per_step_by_kind"].items()))

@@ -3496,4 +3496,26 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
     tail -12 "$out/log_gemm.txt"
     ;;
+  70a)  # run 36: programmatic dependent launch of the forward kernels (W's first copies before griddepcontrol.wait):
+        # its GPU tests and the dispatch / split / stream-K / epilogue tests (now launched with it), then the issue's
+        # benchmark with and without it in the same run (7B / 32B forward, M = 1-128)
+    device_name
+    rm -f /tmp/t_*.txt
+    t="timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
+    $t tests/test_kernels_pdl_gpu.py > /tmp/t_pdl.txt 2>&1 &
+    $t tests/test_fused_norm.py tests/test_fused_qkv.py tests/test_swiglu.py > /tmp/t_epilogues.txt 2>&1 &
+    $t tests/test_kernels_ws_gpu.py -k "default_dispatch or fused_split or stream_k or dp_waves" > /tmp/t_ws.txt 2>&1 &
+    $t tests/test_kernels_ws_gpu.py -k "matches_fp32_reference and not input_gradient" > /tmp/t_fp32.txt 2>&1 &
+    wait
+    gpu_test_summary t
+    timeout 300 python3 benchmarks/gemm_nvfp4.py --no-marlin --pdl-compare --models 7b,32b --ms 1,4,16,64,128 \
+      --dirs fwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
+    tail -8 "$out/log_gemm.txt"
+    ;;
+  70b)  # the decode harness (as 69c) with the NVFP4 model also captured without PDL, batches 1 / 8 / 64
+    device_name
+    timeout 560 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --swiglu-epilogue \
+      --fused-norm --rope-epilogue --pdl-compare --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
+    tail -9 "$out/log_decode.txt"
+    ;;
 esac

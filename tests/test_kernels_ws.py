@@ -5,6 +5,7 @@ configs that keep a chunk's wgmmas in flight wait for 2 pending groups in the lo
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -544,6 +545,39 @@ def test_stream_k_compiles_with_tile_counters_and_a_clean_chunk_loop():
             assert loop["HGMMA"] == ref["HGMMA"] and "LDL" not in loop and "STL" not in loop, (cfg, loop, ref)
             if cfg.maxnreg is not None:
                 assert sk["registers"] <= cfg.maxnreg
+
+
+@needs_ptxas
+def test_pdl_copies_only_w_before_waiting_for_the_launch_before():
+    # Programmatic dependent launch: every partition (the loader's two paths, the consumer) waits for the launches
+    # before this one (griddepcontrol.wait) and then lets the next one start (launch_dependents); before the loader's
+    # wait only W's code and scale copies are issued (X's two boxes per stage come after it: the kernel before may be
+    # writing X). The chunk loop (but for a register move or two) and the registers are those of the launch without
+    # PDL, which has neither instruction.
+    for cfg, words, out_f32 in ((ws.WsConfig(8, 128, 6, 7, 1, True, 128, True), True, True),  # 7B qkv, M = 1
+                                (ws.WsConfig(16, 64, 6, 1, 1, True, 96, stream_k=2), True, False),  # 7B o, M = 16
+                                (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), False, False)):
+        on = aot.ws_report(cfg, out_f32=out_f32, words=words, pdl=True)
+        off = aot.ws_report(cfg, out_f32=out_f32, words=words)
+        assert off["grid_waits"] == 0 and off["dependent_launches"] == 0 and off["copies_before_wait"] == []
+        assert on["grid_waits"] == on["dependent_launches"] >= 1 + cfg.consumers, (cfg, on)
+        assert on["copies_before_wait"] and set(on["copies_before_wait"]) == {2}, (cfg, on["copies_before_wait"])
+        loop, ref = on["mma_loop_opcodes"], off["mma_loop_opcodes"]
+        assert all(loop.get(op) == ref.get(op) for op in ("HGMMA", "LOP3", "HMUL2", "PRMT", "LDS")), (cfg, loop, ref)
+        assert abs(sum(loop.values()) - sum(ref.values())) <= 2, (cfg, loop, ref)  # (a register move or two)
+        assert on["registers"] <= (cfg.maxnreg or 232) and not on["wgmma_serialized"] and on["spill_bytes"] == 0
+
+
+def test_pdl_follows_its_environment_switch(monkeypatch):
+    monkeypatch.delenv("QERL_PDL", raising=False)
+    assert ws.pdl_enabled() and ws._pdl_args() == {"PDL": True, "launch_pdl": True}
+    with ws.pdl(False):
+        assert not ws.pdl_enabled() and ws._pdl_args() == {"PDL": False, "launch_pdl": False}
+    assert "QERL_PDL" not in os.environ
+    monkeypatch.setenv("QERL_PDL", "0")
+    with ws.pdl(True):
+        assert ws.pdl_enabled()
+    assert not ws.pdl_enabled()
 
 
 @needs_ptxas

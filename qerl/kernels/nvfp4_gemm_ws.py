@@ -70,6 +70,7 @@ many tiles) it is a persistent kernel whose tiles' copies overlap the next tiles
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
@@ -1114,12 +1115,46 @@ if gluon is not None:
                     tma.async_copy_global_to_shared(sub_desc, [r, col], bar, dst.slice(j * XB, XB))
 
     @gluon.jit
+    def _grid_dependency(PDL: gl.constexpr):
+        """Programmatic dependent launch (``PDL``, ``pdl_enabled``): wait until the launches before this one in the
+        stream have completed and their writes are visible (``griddepcontrol.wait``), then let the launch after this
+        one start its CTAs as SMs free up (``griddepcontrol.launch_dependents``). Every partition calls it before it
+        reads or writes memory that another launch may write (X, Y, partials, counters, epilogue operands); only the
+        loader's first copies of W, which no launch writes, come before it (``_load_worker``). Without PDL the
+        launch starts after the one before it has completed, and both instructions return at once."""
+        if PDL:
+            gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+            gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32,
+                                      is_pure=False, pack=1)
+
+    @gluon.jit
+    def _w_copies(w_desc, s_desc, bar, w_dst, s_dst, off_n, c, s_rows_per_chunk):
+        """TMA copies of chunk c's code bytes and scale bytes for W rows off_n .. off_n + BN."""
+        tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_dst)
+        tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_dst)
+
+    @gluon.jit
     def _load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0, n_chunks,
-                     s_rows_per_chunk, STAGES: gl.constexpr, xs_desc, M, BM: gl.constexpr, XB: gl.constexpr):
+                     s_rows_per_chunk, STAGES: gl.constexpr, xs_desc, M, BM: gl.constexpr, XB: gl.constexpr,
+                     PDL: gl.constexpr = False):
         """The producer warp: TMA copies of each chunk's two X boxes, code bytes and scale bytes into stage
-        ``i % STAGES`` once the consumer has released it (``empty``), completing ``ready`` by bytes."""
+        ``i % STAGES`` once the consumer has released it (``empty``), completing ``ready`` by bytes. With ``PDL``
+        the ring's first pass of W copies is issued before the wait for the launches before this one
+        (``_grid_dependency``), so that W's first bytes come from DRAM while they finish; X's copies after it."""
         nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
-        for i in range(n_chunks):
+        first = 0
+        if PDL:
+            first = gl.minimum(n_chunks, STAGES)
+            for i in range(first):
+                mbarrier.expect(ready.index(i), nbytes)
+                _w_copies(w_desc, s_desc, ready.index(i), w_smem.index(i), s_smem.index(i), off_n, c0 + i,
+                          s_rows_per_chunk)
+            _grid_dependency(PDL)
+            for i in range(first):
+                _x_box(x_desc, xs_desc, off_m, (c0 + i) * 128, M, ready.index(i), x_smem.index(2 * i), BM, XB)
+                _x_box(x_desc, xs_desc, off_m, (c0 + i) * 128 + 64, M, ready.index(i), x_smem.index(2 * i + 1), BM,
+                       XB)
+        for i in range(first, n_chunks):
             s = i % STAGES
             # The consumer's (i // STAGES - 1)-th release of this stage; the first pass finds every stage free.
             mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1, pred=i >= STAGES)
@@ -1128,8 +1163,7 @@ if gluon is not None:
             c = c0 + i
             _x_box(x_desc, xs_desc, off_m, c * 128, M, bar, x_smem.index(2 * s), BM, XB)
             _x_box(x_desc, xs_desc, off_m, c * 128 + 64, M, bar, x_smem.index(2 * s + 1), BM, XB)
-            tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))
-            tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))
+            _w_copies(w_desc, s_desc, bar, w_smem.index(s), s_smem.index(s), off_n, c, s_rows_per_chunk)
 
     @gluon.jit
     def _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, i0, BN: gl.constexpr, ROW0: gl.constexpr,
@@ -1200,7 +1234,7 @@ if gluon is not None:
                        GLU: gl.constexpr, ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, ADD_NORM: gl.constexpr,
                        ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr, SHIFT_LAST: gl.constexpr = False,
                        XB: gl.constexpr = 0, y_desc=None, CONSUMERS: gl.constexpr = 1,
-                       TMA_STORE: gl.constexpr = False):
+                       TMA_STORE: gl.constexpr = False, PDL: gl.constexpr = False):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
         registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
         previous stage's and then releases that stage (each consumer arrives once; the loader waits for all).
@@ -1208,6 +1242,7 @@ if gluon is not None:
         that finishes its rows' last split sums them into ``out_ptr`` (bf16), as ``nvfp4_gemm._last_split``. The
         whole tile (unsplit, or that sum) goes through ``_store_tile``'s epilogue; with ``TMA_STORE`` an unsplit tile
         not shifted whose rows are X's own (not remapped by XB) through ``_tma_store_tile``."""
+        _grid_dependency(PDL)
         mma: gl.constexpr = _mma_layout(BM)
         # The epilogue's operands, loaded before the chunk loop on the decode tiles so that their latency hides under
         # it (loaded after it, the RMSNorm scale alone added ~0.9-1.6 us to 7B qkv / gate_up at M = 8); on wider tiles
@@ -1479,7 +1514,7 @@ if gluon is not None:
                        WORDS: gl.constexpr, GLU: gl.constexpr = False, ROW_NORM: gl.constexpr = False,
                        NORM_NT: gl.constexpr = 1, ADD_NORM: gl.constexpr = False, ROPE: gl.constexpr = False,
                        ROPE_BIAS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0,
-                       TMA_STORE: gl.constexpr = False):
+                       TMA_STORE: gl.constexpr = False, PDL: gl.constexpr = False):
         gl.static_assert(not TMA_STORE or not (GLU or ADD_NORM or ROPE), "the TMA store takes the plain epilogue")
         gl.static_assert(not TMA_STORE or BN <= 128 * STAGES, "the TMA store stages the tile in X's 2 * STAGES boxes")
         pid = gl.program_id(0)
@@ -1506,9 +1541,9 @@ if gluon is not None:
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
                                   ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
-                                  CONSUMERS, TMA_STORE)),
+                                  CONSUMERS, TMA_STORE, PDL)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
-                                chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB)),
+                                chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB, PDL)),
             ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
@@ -1519,33 +1554,50 @@ if gluon is not None:
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
                                   ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
-                                  CONSUMERS, TMA_STORE)),
+                                  CONSUMERS, TMA_STORE, PDL)),
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, RB, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
                                   ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
-                                  CONSUMERS, TMA_STORE)),
+                                  CONSUMERS, TMA_STORE, PDL)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
-                                chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB)),
+                                chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB, PDL)),
             ], [4, 1], [CONSUMER_REGS, 40])
 
     # ------------------------------------------------------------------------------------------ stream-K forward
     @gluon.jit
     def _sk_load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end, n_chunks,
                         num_m, M, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
-                        SHIFT_LAST: gl.constexpr, xs_desc, XB: gl.constexpr, stored, TMA_STORE: gl.constexpr = 0):
+                        SHIFT_LAST: gl.constexpr, xs_desc, XB: gl.constexpr, stored, TMA_STORE: gl.constexpr = 0,
+                        PDL: gl.constexpr = False):
         """``_load_worker`` over this CTA's run of steps: chunks ``it_begin`` .. ``it_end`` of the tile-major sequence
         (tile t = step // n_chunks, M tiles of one N tile next to each other), one ring of stages throughout, so the
         next tile's first chunks load while the consumers write the previous tile. ``TMA_STORE`` 2: a stage that
         held this run's last chunk of a tile stored through it (``_sk_ring_store_tile``: the tiles the run holds from
         their first chunk) is refilled only once the consumers' copies of the tile out of it completed ``stored``
-        (``pending``: such stages, a bit each; ``flips``: each one's ``stored`` parity)."""
+        (``pending``: such stages, a bit each; ``flips``: each one's ``stored`` parity). ``PDL``: the first pass's W
+        copies before the wait for the launches before this one, as ``_load_worker``'s."""
         nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
         i = 0
         pending = 0
         flips = 0
+        first = 0
+        if PDL:
+            first = gl.maximum(gl.minimum(it_end - it_begin, STAGES), 0)
+            for j in range(first):
+                t = (it_begin + j) // n_chunks
+                mbarrier.expect(ready.index(j), nbytes)
+                _w_copies(w_desc, s_desc, ready.index(j), w_smem.index(j), s_smem.index(j), (t // num_m) * BN,
+                          it_begin + j - t * n_chunks, s_rows_per_chunk)
+            _grid_dependency(PDL)
+            for j in range(first):
+                t = (it_begin + j) // n_chunks
+                c = it_begin + j - t * n_chunks
+                off_m = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
+                _x_box(x_desc, xs_desc, off_m, c * 128, M, ready.index(j), x_smem.index(2 * j), BM, XB)
+                _x_box(x_desc, xs_desc, off_m, c * 128 + 64, M, ready.index(j), x_smem.index(2 * j + 1), BM, XB)
         for t in range(it_begin // n_chunks, (it_end - 1) // n_chunks + 1):
             off_m = _tile_m0(t % num_m, M, BM, SHIFT_LAST)
             off_n = (t // num_m) * BN
@@ -1563,13 +1615,23 @@ if gluon is not None:
                     pending = pending & ~(1 << s)
                     if ring_stored:
                         pending = pending | ((c == c_hi - 1).to(gl.int32) << s)
-                bar = ready.index(s)
-                mbarrier.expect(bar, nbytes)
-                _x_box(x_desc, xs_desc, off_m, c * 128, M, bar, x_smem.index(2 * s), BM, XB)
-                _x_box(x_desc, xs_desc, off_m, c * 128 + 64, M, bar, x_smem.index(2 * s + 1), BM, XB)
-                tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))
-                tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))
+                if PDL:
+                    if i >= first:  # the first pass's stages were filled before the loop
+                        _sk_stage_copies(x_desc, w_desc, s_desc, xs_desc, x_smem, w_smem, s_smem, ready.index(s), s,
+                                         off_m, off_n, c, M, s_rows_per_chunk, nbytes, BM, XB)
+                else:
+                    _sk_stage_copies(x_desc, w_desc, s_desc, xs_desc, x_smem, w_smem, s_smem, ready.index(s), s,
+                                     off_m, off_n, c, M, s_rows_per_chunk, nbytes, BM, XB)
                 i += 1
+
+    @gluon.jit
+    def _sk_stage_copies(x_desc, w_desc, s_desc, xs_desc, x_smem, w_smem, s_smem, bar, s, off_m, off_n, c, M,
+                         s_rows_per_chunk, nbytes: gl.constexpr, BM: gl.constexpr, XB: gl.constexpr):
+        """A stream-K step's copies into stage s: X's two boxes, W's code and scale bytes."""
+        mbarrier.expect(bar, nbytes)
+        _x_box(x_desc, xs_desc, off_m, c * 128, M, bar, x_smem.index(2 * s), BM, XB)
+        _x_box(x_desc, xs_desc, off_m, c * 128 + 64, M, bar, x_smem.index(2 * s + 1), BM, XB)
+        _w_copies(w_desc, s_desc, bar, w_smem.index(s), s_smem.index(s), off_n, c, s_rows_per_chunk)
 
     @gluon.jit
     def _sk_mma_partition(x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N, stride_ym,
@@ -1577,7 +1639,8 @@ if gluon is not None:
                           stored, BM: gl.constexpr, BN: gl.constexpr, ROW0: gl.constexpr, RB: gl.constexpr,
                           STAGES: gl.constexpr, CONSUMERS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr,
                           NORM_NT: gl.constexpr, SHIFT_LAST: gl.constexpr,
-                          XB: gl.constexpr, TMA_STORE: gl.constexpr = 0, IN_FLIGHT: gl.constexpr = False):
+                          XB: gl.constexpr, TMA_STORE: gl.constexpr = 0, IN_FLIGHT: gl.constexpr = False,
+                          PDL: gl.constexpr = False):
         """A consumer warpgroup over this CTA's run of steps (``_sk_load_worker``), rows ROW0 .. ROW0 + RB of each
         tile; ``IN_FLIGHT`` (one consumer) as ``_mma_partition``'s within each tile. A tile the run holds from its
         first chunk is written as bf16 (``TMA_STORE`` 1: by ``_sk_tma_store_tile``
@@ -1585,6 +1648,7 @@ if gluon is not None:
         remapped by XB), if the run ends inside it after the later CTAs' parts are added (``_sk_add_parts``); a
         part without the first chunk (only ever the run's first tile) goes to ``_sk_put_part``. ``ROW_NORM``: rows
         of X scaled as ``_store_tile``'s."""
+        _grid_dependency(PDL)
         mma: gl.constexpr = _mma_layout(BM)
         t0 = it_begin // n_chunks
         ME: gl.constexpr = ROW0 // RB
@@ -1795,7 +1859,7 @@ if gluon is not None:
                           BN: gl.constexpr, CONSUMERS: gl.constexpr, STAGES: gl.constexpr,
                           CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr = False,
                           NORM_NT: gl.constexpr = 1, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0,
-                          TMA_STORE: gl.constexpr = 0, IN_FLIGHT: gl.constexpr = False):
+                          TMA_STORE: gl.constexpr = 0, IN_FLIGHT: gl.constexpr = False, PDL: gl.constexpr = False):
         """The forward as stream-K: CTA g takes steps g * iters .. of the first ``sk_total`` (tile, chunk) steps (so
         every SM gets the same work whatever the tile count: no last wave of idle SMs), and stays resident across
         tiles; CTAs after those take one whole tile each (``_sk_run``). ``TMA_STORE`` (``sk_tma_store``): whole tiles
@@ -1822,10 +1886,10 @@ if gluon is not None:
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
                                      norm_k, eps, y_desc, y_smem, stored, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS,
-                                     ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE, IN_FLIGHT)),
+                                     ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE, IN_FLIGHT, PDL)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
                                    n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB,
-                                   stored, TMA_STORE)),
+                                   stored, TMA_STORE, PDL)),
             ], [1], [40])
         else:
             gl.static_assert(CONSUMERS == 2, "one or two consumer warpgroups")
@@ -1834,14 +1898,14 @@ if gluon is not None:
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
                                      norm_k, eps, y_desc, y_smem, stored, BM, BN, 0, RB, STAGES, CONSUMERS, WORDS,
-                                     ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE)),
+                                     ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE, False, PDL)),
                 (_sk_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, part_ptr, cnt_ptr, gs_ptr, M, N,
                                      stride_ym, it_begin, it_end, iters, n_chunks, num_m, norm_ptr, norm_tiles,
                                      norm_k, eps, y_desc, y_smem, stored, BM, BN, RB, RB, STAGES, CONSUMERS, WORDS,
-                                     ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE)),
+                                     ROW_NORM, NORM_NT, SHIFT_LAST, XB, TMA_STORE, False, PDL)),
                 (_sk_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end,
                                    n_chunks, num_m, M, s_rows_per_chunk, BM, BN, STAGES, SHIFT_LAST, xs_desc, XB,
-                                   stored, TMA_STORE)),
+                                   stored, TMA_STORE, PDL)),
             ], [4, 1], [CONSUMER_REGS, 40])
 
     # ------------------------------------------------------------------------------------------ input gradient
@@ -2419,6 +2483,35 @@ class RopeEpilogue(NamedTuple):
     heads: int
 
 
+def pdl_enabled() -> bool:
+    """Whether the forward kernels launch with programmatic dependent launch (Hopper's ``griddepcontrol``): the
+    launch's CTAs may start while the launch before it in the stream finishes, copy their first chunks of W (which no
+    kernel writes) and wait for it before touching anything else (``_grid_dependency``), so that in a run of
+    kernels, a decode step's projections, W's first bytes and the launch's set-up overlap the previous kernel's last
+    CTAs. ``QERL_PDL=0`` (read at each call, so a CUDA graph keeps what was set while it was captured) turns it off."""
+    return os.environ.get("QERL_PDL", "1") != "0"
+
+
+@contextlib.contextmanager
+def pdl(enabled: bool):
+    """``QERL_PDL`` set to ``enabled`` inside the block (launches and CUDA-graph captures made there), then restored:
+    how the benchmarks time the same calls with and without programmatic dependent launch in one process."""
+    before = os.environ.get("QERL_PDL")
+    os.environ["QERL_PDL"] = "1" if enabled else "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("QERL_PDL", None)
+        else:
+            os.environ["QERL_PDL"] = before
+
+
+def _pdl_args() -> dict:
+    pdl = pdl_enabled()
+    return {"PDL": pdl, "launch_pdl": pdl}
+
+
 def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.Tensor | None = None,
               glu: bool = False, row_norm: tuple[torch.Tensor, float] | None = None,
               add_norm: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
@@ -2492,7 +2585,7 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, GLU=glu,
                          ROW_NORM=row_norm is not None, NORM_NT=norm["nt"], ADD_NORM=add_norm is not None,
                          ROPE=rope is not None, ROPE_BIAS=rope is not None and rope.bias is not None,
-                         SHIFT_LAST=shift, XB=xb, TMA_STORE=tma_store,
+                         SHIFT_LAST=shift, XB=xb, TMA_STORE=tma_store, **_pdl_args(),
                          num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
@@ -2602,7 +2695,7 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
                                sk_total, scale_pitch(w), *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
                                STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words,
                                ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=shift, XB=xb,
-                               TMA_STORE=tma_store, IN_FLIGHT=cfg.in_flight, num_warps=4,
+                               TMA_STORE=tma_store, IN_FLIGHT=cfg.in_flight, **_pdl_args(), num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
