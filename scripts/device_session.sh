@@ -3518,4 +3518,17 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --fused-norm --rope-epilogue --pdl-compare --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
     tail -9 "$out/log_decode.txt"
     ;;
+  70c)  # where a launch lets the next one in: at its start (70a's) against after its chunks ("tail"), and without
+        # PDL, in the same run; the GPU chain tests on the tail trigger
+    device_name
+    rm -f /tmp/t_*.txt
+    t="timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
+    QERL_PDL=tail $t tests/test_kernels_pdl_gpu.py > /tmp/t_pdl_tail.txt 2>&1 &
+    QERL_PDL=tail $t tests/test_fused_norm.py -k pdl > /tmp/t_norm_tail.txt 2>&1 &
+    wait
+    gpu_test_summary t
+    timeout 330 python3 benchmarks/gemm_nvfp4.py --no-marlin --pdl-compare --models 7b,32b --ms 1,4,16,64,128 \
+      --dirs fwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
+    tail -8 "$out/log_gemm.txt"
+    ;;
 esac

@@ -557,26 +557,32 @@ def test_pdl_copies_only_w_before_waiting_for_the_launch_before():
     for cfg, words, out_f32 in ((ws.WsConfig(8, 128, 6, 7, 1, True, 128, True), True, True),  # 7B qkv, M = 1
                                 (ws.WsConfig(16, 64, 6, 1, 1, True, 96, stream_k=2), True, False),  # 7B o, M = 16
                                 (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), False, False)):
-        on = aot.ws_report(cfg, out_f32=out_f32, words=words, pdl=True)
         off = aot.ws_report(cfg, out_f32=out_f32, words=words)
         assert off["grid_waits"] == 0 and off["dependent_launches"] == 0 and off["copies_before_wait"] == []
-        assert on["grid_waits"] == on["dependent_launches"] >= 1 + cfg.consumers, (cfg, on)
-        assert on["copies_before_wait"] and set(on["copies_before_wait"]) == {2}, (cfg, on["copies_before_wait"])
-        loop, ref = on["mma_loop_opcodes"], off["mma_loop_opcodes"]
-        assert all(loop.get(op) == ref.get(op) for op in ("HGMMA", "LOP3", "HMUL2", "PRMT", "LDS")), (cfg, loop, ref)
-        assert abs(sum(loop.values()) - sum(ref.values())) <= 2, (cfg, loop, ref)  # (a register move or two)
-        assert on["registers"] <= (cfg.maxnreg or 232) and not on["wgmma_serialized"] and on["spill_bytes"] == 0
+        for mode in (1, 2):  # the next launch let in at this one's start / after its chunks
+            on = aot.ws_report(cfg, out_f32=out_f32, words=words, pdl=mode)
+            assert on["grid_waits"] >= 1 + cfg.consumers and on["dependent_launches"] >= 1 + cfg.consumers, (cfg, on)
+            # (0 on the path of a stream-K CTA whose run is empty.)
+            assert max(on["copies_before_wait"], default=0) == 2 and set(on["copies_before_wait"]) <= {0, 2}, (cfg, on)
+            loop, ref = on["mma_loop_opcodes"], off["mma_loop_opcodes"]
+            assert all(loop.get(op) == ref.get(op) for op in ("HGMMA", "LOP3", "HMUL2", "PRMT", "LDS")), (cfg, loop)
+            assert abs(sum(loop.values()) - sum(ref.values())) <= 2, (cfg, loop, ref)  # (a register move or two)
+            assert on["registers"] <= (cfg.maxnreg or 232) and not on["wgmma_serialized"] and on["spill_bytes"] == 0
 
 
 def test_pdl_follows_its_environment_switch(monkeypatch):
     monkeypatch.delenv("QERL_PDL", raising=False)
-    assert ws.pdl_enabled() and ws._pdl_args() == {"PDL": True, "launch_pdl": True}
+    default = {"start": 1, "tail": 2}[ws.PDL_TRIGGER]
+    assert ws.pdl_enabled() and ws._pdl_args() == {"PDL": default, "launch_pdl": True}
     with ws.pdl(False):
-        assert not ws.pdl_enabled() and ws._pdl_args() == {"PDL": False, "launch_pdl": False}
+        assert not ws.pdl_enabled() and ws._pdl_args() == {"PDL": 0, "launch_pdl": False}
     assert "QERL_PDL" not in os.environ
+    for name, mode in (("start", 1), ("tail", 2)):
+        with ws.pdl(name):
+            assert ws._pdl_args() == {"PDL": mode, "launch_pdl": True}
     monkeypatch.setenv("QERL_PDL", "0")
     with ws.pdl(True):
-        assert ws.pdl_enabled()
+        assert ws.pdl_mode() == default
     assert not ws.pdl_enabled()
 
 

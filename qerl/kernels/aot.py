@@ -65,7 +65,8 @@ def _assemble_source(src, const: dict, num_warps: int, num_stages: int, maxnreg:
         options["maxnreg"] = maxnreg
     compiled = kern.triton.compile(src, target=GPUTarget("cuda", capability, 32), options=options)
     if meta is not None:  # a warp-specialized kernel's warps include its partitions' (and their padding)
-        meta.update(threads=32 * compiled.metadata.num_warps, shared_bytes=compiled.metadata.shared)
+        meta.update(threads=32 * compiled.metadata.num_warps, shared_bytes=compiled.metadata.shared,
+                    ptx=compiled.asm["ptx"])
     arch = f"sm_{capability}a" if capability >= 90 else f"sm_{capability}"
     with tempfile.TemporaryDirectory() as tmp:
         ptx, cubin = os.path.join(tmp, "kernel.ptx"), os.path.join(tmp, "kernel.cubin")
@@ -221,22 +222,24 @@ def bwd_loop_global_loads(cfg: kern.BwdConfig, capability: int = 90) -> Counter:
 _WGMMA_SERIALIZED = re.compile(r"\(C751\d\)[^\n]*wgmma[^\n]*serialized")
 
 
-LOADER_REGS = 40  # the loader partition's registers (``gl.warp_specialize``'s worker registers in nvfp4_gemm_ws)
+_TMA_LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global"
 
 
-def _loader_copies_before_wait(sass: str) -> list[int]:
-    """Per stretch of SASS that the loader partition runs (from a ``USETMAXREG`` to ``LOADER_REGS`` registers up to
-    the next ``USETMAXREG``) and that holds a griddepcontrol.wait (``ACQBULK``): the TMA copies (``UTMALDG``) before
-    that wait."""
-    parts = re.split(r"USETMAXREG\.\S+ (?:U?P\d, )?0x([0-9a-f]+)", sass)
-    return [len(re.findall(r"\bUTMALDG\b", seg.split("ACQBULK")[0]))
-            for regs, seg in zip(parts[1::2], parts[2::2]) if int(regs, 16) == LOADER_REGS and "ACQBULK" in seg]
+def _copies_before_wait(ptx: str) -> list[int]:
+    """Per stretch of PTX between two register reallocations (``setmaxnreg``: each warp-specialized partition sets
+    its own) that holds TMA loads and a griddepcontrol.wait, the loads before the wait (the loader's: W's first
+    copies, which no other launch writes)."""
+    out = []
+    for stretch in re.split(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+\d+;", ptx):
+        if _TMA_LOAD in stretch and "griddepcontrol.wait" in stretch:
+            out.append(stretch.split("griddepcontrol.wait")[0].count(_TMA_LOAD))
+    return out
 
 
 def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = False, glu: bool = False,
               row_norm: bool = False, add_norm: bool = False, norm_nt: int = 64, rope: bool = False,
               rows: bool = False, shift_last: bool = False, sub_box: int = 0, tma_store: bool | int = False,
-              pdl: bool = False) -> dict:
+              pdl: int = 0) -> dict:
     """The warp-specialized kernel (``nvfp4_gemm_ws``) compiled for ``cfg`` as ``ws_matmul`` (a ``WsConfig``) or
     ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, threads per CTA, shared-memory
     bytes, spill bytes, whether ptxas
@@ -248,7 +251,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     of that many rows where it reaches past M (``_x_box``, ``nvfp4_gemm_ws.sub_box_rows``). ``tma_store``: the
     forward's whole tiles stored by TMA from shared memory (``_tma_store_tile``; stream-K: 1 from boxes of their own,
     ``_sk_tma_store_tile``, 2 through the ring's stage, ``_sk_ring_store_tile``). ``pdl``: the forward launched with
-    programmatic dependent launch (``nvfp4_gemm_ws.pdl_enabled``)."""
+    programmatic dependent launch (``nvfp4_gemm_ws.pdl_mode``: 1 or 2)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -277,7 +280,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages,
                  "CONSUMER_REGS": ws.CONSUMER_REGS, "WORDS": words, "ROW_NORM": row_norm, "NORM_NT": norm_nt,
                  "SHIFT_LAST": bool(shift_last), "XB": sub_box, "TMA_STORE": int(tma_store),
-                 "IN_FLIGHT": cfg.in_flight, "PDL": pdl}
+                 "IN_FLIGHT": cfg.in_flight, "PDL": int(pdl)}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>",
@@ -292,7 +295,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
                  "WORDS": words, "GLU": glu, "ROW_NORM": row_norm, "NORM_NT": norm_nt, "ADD_NORM": add_norm,
                  "ROPE": rope, "ROPE_BIAS": rope,
                  "SHIFT_LAST": bool(shift_last) and not add_norm and not rope, "XB": sub_box,
-                 "TMA_STORE": tma_store, "PDL": pdl}
+                 "TMA_STORE": tma_store, "PDL": int(pdl)}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>",
@@ -311,6 +314,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     meta: dict = {}
     report, sass = _assemble_source(GluonASTSource(fn, sig, const, attrs), const, 4, 1, cfg.maxnreg, capability,
                                     disassemble=True, meta=meta)
+    ptx = meta.pop("ptx")
     regs = re.search(r"Used (\d+) registers", report)
     spills = re.search(r"(\d+) bytes spill stores", report)
     if not regs or not spills:
@@ -323,10 +327,10 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
             "global_stores": len(re.findall(r"\bSTG\.", sass)),
             "consumer_barriers": len(re.findall(r"BAR\.SYNC\S* 0x[0-9a-f]+, 0x80\b", sass)),
             # Programmatic dependent launch (``pdl``): griddepcontrol.wait / .launch_dependents (one per partition's
-            # path), and the TMA copies the loader issues before its first wait (W's code and scale bytes only).
+            # path), and the TMA copies the loader issues before its wait (W's code and scale bytes only).
             "grid_waits": len(re.findall(r"\bACQBULK\b", sass)),
             "dependent_launches": len(re.findall(r"\bPREEXIT\b", sass)),
-            "copies_before_wait": _loader_copies_before_wait(sass),
+            "copies_before_wait": _copies_before_wait(ptx),
             "loop_opcodes": dict(main_loop_opcodes(sass).most_common()),
             "mma_loop_opcodes": dict(_opcodes(mma_loop_instructions(sass)).most_common()),
             "chunk_loop_opcodes": dict(_opcodes(densest_mma_loop_instructions(sass)).most_common())}
