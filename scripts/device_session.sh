@@ -3523,8 +3523,8 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     device_name
     rm -f /tmp/t_*.txt
     t="timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
-    QERL_PDL=tail $t tests/test_kernels_pdl_gpu.py > /tmp/t_pdl_tail.txt 2>&1 &
-    QERL_PDL=tail $t tests/test_fused_norm.py -k pdl > /tmp/t_norm_tail.txt 2>&1 &
+    $t tests/test_kernels_pdl_gpu.py -k tail > /tmp/t_pdl_tail.txt 2>&1 &
+    $t tests/test_fused_norm.py -k pdl > /tmp/t_norm_pdl.txt 2>&1 &
     wait
     gpu_test_summary t
     timeout 330 python3 benchmarks/gemm_nvfp4.py --no-marlin --pdl-compare --models 7b,32b --ms 1,4,16,64,128 \

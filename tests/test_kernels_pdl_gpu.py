@@ -52,7 +52,8 @@ def _chain(x0: torch.Tensor, weights: list, cfg, a: torch.Tensor, b: torch.Tenso
     (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), 200),  # stream-K, two consumers, tiles stored by TMA
 ], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
 @pytest.mark.parametrize("layout", ["words", "pairs"])
-def test_chained_products_under_pdl_give_the_bits_of_serial_launches(cfg, m, layout):
+@pytest.mark.parametrize("trigger", ["start", "tail"])
+def test_chained_products_under_pdl_give_the_bits_of_serial_launches(cfg, m, layout, trigger):
     torch.manual_seed(m)
     weights = _weights(layout)
     x0 = torch.randn(m, D, device="cuda").to(torch.bfloat16)
@@ -63,7 +64,7 @@ def test_chained_products_under_pdl_give_the_bits_of_serial_launches(cfg, m, lay
         want = a.clone() if LINKS % 2 == 0 else b.clone()
         _chain(x0, weights, cfg, a, b)  # (and the tile counters any split needs exist before the capture)
     assert torch.isfinite(want).all() and want.abs().max() > 0
-    with ws.pdl(True):
+    with ws.pdl(trigger):
         _chain(x0, weights, cfg, a, b)  # eager: launched from the host, mostly after the kernel before completed
         assert torch.equal(a if LINKS % 2 == 0 else b, want)
         graph = torch.cuda.CUDAGraph()
