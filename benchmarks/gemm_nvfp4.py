@@ -5,8 +5,7 @@ Per cell: "ours", the Triton tile kernels (``nvfp4_gemm``) on the config ``nvfp4
 fastest of ``--tune``'s candidates), and "dispatch", the default dispatch with no config: what training and vLLM's
 engine run (on Hopper the warp-specialized kernels where their tables say, the slab path at large M), on the
 weight's "pairs" layout (training's forward and input gradient) and, forward only, on "words" (the rollout's);
-with ``--pdl-compare`` "words" also without programmatic dependent launch and with its other trigger
-(``nvfp4_gemm_ws.pdl_mode``).
+with ``--pdl-compare`` "words" also without programmatic dependent launch (``nvfp4_gemm_ws.pdl_enabled``).
 
 Every number comes from this run on this device: CUDA-graph replays of one call per weight copy (enough copies
 that the weights are not served from L2), median over replays; the device copy bandwidth is measured in the same
@@ -411,12 +410,8 @@ def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, lo
                         variants[name] = [lambda w=w, x=x, fn=fn: fn(x, w) for w in weights]
             if args.pdl_compare and "words" in variants:
                 # The same calls launched without programmatic dependent launch (each kernel starts after the one
-                # before it has completed) and with the other place a launch lets the next one in, captured into
-                # graphs of their own.
-                other = "tail" if nvfp4_gemm_ws.PDL_TRIGGER == "start" else "start"
+                # before it has completed), captured into a graph of their own.
                 variants["words_serial"] = [lambda f=f: _under_pdl(False, f) for f in variants["words"]]
-                variants["words_other"] = [lambda f=f, o=other: _under_pdl(o, f) for f in variants["words"]]
-                row["other_trigger"] = other
             if direction == "fwd" and marlins:
                 row["marlin_rel_err"] = rel_err(marlins[0](x), ref)
                 variants["marlin"] = [lambda f=f, x=x: f(x) for f in marlins]
@@ -425,7 +420,7 @@ def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, lo
             us = interleaved_us(variants)
             t_bf16 = us["bf16"] / 1e6
             row.update({"bf16_us": us["bf16"], "bf16_gbps": (bf16_bytes + io_bytes) / t_bf16 / 1e9})
-            for name in ("dispatch", "words", "words_serial", "words_other"):
+            for name in ("dispatch", "words", "words_serial"):
                 if name in us:
                     t = us[name] / 1e6
                     row.update({f"{name}_us": us[name], f"{name}_speedup": t_bf16 / t,
@@ -487,8 +482,8 @@ def markdown(rows, meta) -> str:
              f"copy bandwidth {meta['copy_gbps']:.0f} GB/s (read + write); command: `{meta['command']}`", "",
              "| model | layer | N | K | dir | M | BF16 us | ours us | speedup | ours GB/s | % copy BW | Marlin us "
              "| ours vs Marlin | rel err | dispatch us | speedup | % copy BW | words us | speedup | words vs Marlin "
-             "| words no PDL us | speedup | words, other PDL trigger us | speedup |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| words no PDL us | speedup |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         def f(key, fmt, r=r):
             return format(r[key], fmt) if key in r else "-"
@@ -498,8 +493,7 @@ def markdown(rows, meta) -> str:
                      f"{f('ours_over_marlin', '.2f')} | {f('rel_err', '.1e')} | {f('dispatch_us', '.1f')} | "
                      f"{f('dispatch_speedup', '.2f')} | {f('dispatch_pct_bw', '.0f')} | {f('words_us', '.1f')} | "
                      f"{f('words_speedup', '.2f')} | {f('words_over_marlin', '.2f')} | {f('words_serial_us', '.1f')} | "
-                     f"{f('words_serial_speedup', '.2f')} | {f('words_other_us', '.1f')} | "
-                     f"{f('words_other_speedup', '.2f')} |")
+                     f"{f('words_serial_speedup', '.2f')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -512,8 +506,7 @@ def summary(rows) -> str:
         return f"{math.exp(sum(map(math.log, vals)) / len(vals)):6.2f} {min(vals):6.2f}"
 
     cols = (("speedup", "ours"), ("ours_over_marlin", "ours/Marlin"), ("dispatch_speedup", "dispatch"),
-            ("words_speedup", "words"), ("words_over_marlin", "words/Marlin"), ("words_serial_speedup", "words no PDL"),
-            ("words_other_speedup", "other trigger"))
+            ("words_speedup", "words"), ("words_over_marlin", "words/Marlin"), ("words_serial_speedup", "words no PDL"))
     out = ["", "speedup over BF16 or Marlin (geomean min over the shapes per column):",
            f"{'dir':4s} {'M':>5s} " + " ".join(f"{name:>13s}" for _, name in cols)]
     for d in ("fwd", "bwd"):
@@ -535,8 +528,7 @@ def main() -> None:
     p.add_argument("--configs", default="", help="tuned_configs.json from an earlier --tune run to use")
     p.add_argument("--no-marlin", action="store_true")
     p.add_argument("--pdl-compare", action="store_true",
-                   help="also time the forward on words without programmatic dependent launch (QERL_PDL=0) and "
-                   "with the launch after it let in at the other place (QERL_PDL=start / tail)")
+                   help="also time the forward on words without programmatic dependent launch (QERL_PDL=0)")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
     args.ms = [int(v) for v in args.ms.split(",")]

@@ -3531,4 +3531,22 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --dirs fwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
     tail -8 "$out/log_gemm.txt"
     ;;
+  70d)  # PDL kept at the launch's start (70c), not for splits summed by the second kernel nor stream-K with whole
+        # waves, and now in the decode attention's two kernels: GPU tests, the issue's benchmark with and without it
+        # (7B / 32B forward, M = 1-128), the decode harness with and without it
+    device_name
+    rm -f /tmp/t_*.txt
+    t="timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
+    $t tests/test_kernels_pdl_gpu.py tests/test_decode_attention.py > /tmp/t_pdl.txt 2>&1 &
+    $t tests/test_fused_norm.py tests/test_fused_qkv.py tests/test_swiglu.py > /tmp/t_epilogues.txt 2>&1 &
+    $t tests/test_kernels_ws_gpu.py -k "default_dispatch or fused_split or stream_k or dp_waves" > /tmp/t_ws.txt 2>&1 &
+    wait
+    gpu_test_summary t
+    timeout 200 python3 benchmarks/gemm_nvfp4.py --no-marlin --pdl-compare --models 7b,32b --ms 1,4,16,64,128 \
+      --dirs fwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
+    tail -7 "$out/log_gemm.txt"
+    timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --swiglu-epilogue \
+      --fused-norm --rope-epilogue --pdl-compare --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
+    tail -9 "$out/log_decode.txt"
+    ;;
 esac

@@ -44,7 +44,8 @@ def _chain(x0: torch.Tensor, weights: list, cfg, a: torch.Tensor, b: torch.Tenso
 @hopper
 @pytest.mark.parametrize("cfg,m", [
     (ws.WsConfig(8, 128, 6, 7, 1, True, 128, True), 1),  # split-K summed by the last CTA (7B qkv's M = 1 entry)
-    (ws.WsConfig(16, 128, 5, 5, 1, False, 80), 13),  # split-K summed by a second kernel, launched without PDL
+    # split-K summed by a second kernel (both launched without PDL: ``_pdl_args``) between launches with it
+    (ws.WsConfig(16, 128, 5, 5, 1, False, 80), 13),
     (ws.WsConfig(8, 64, 6, 1, 1, False, 64, stream_k=4), 8),  # stream-K, four CTAs per SM
     (ws.WsConfig(16, 64, 6, 1, 1, True, 96, stream_k=2), 16),  # stream-K, chunks in flight
     (ws.WsConfig(64, 64, 5, 1, 1, True, 128), 64),  # whole tiles, two CTAs per SM
@@ -52,8 +53,7 @@ def _chain(x0: torch.Tensor, weights: list, cfg, a: torch.Tensor, b: torch.Tenso
     (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), 200),  # stream-K, two consumers, tiles stored by TMA
 ], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
 @pytest.mark.parametrize("layout", ["words", "pairs"])
-@pytest.mark.parametrize("trigger", ["start", "tail"])
-def test_chained_products_under_pdl_give_the_bits_of_serial_launches(cfg, m, layout, trigger):
+def test_chained_products_under_pdl_give_the_bits_of_serial_launches(cfg, m, layout):
     torch.manual_seed(m)
     weights = _weights(layout)
     x0 = torch.randn(m, D, device="cuda").to(torch.bfloat16)
@@ -64,7 +64,7 @@ def test_chained_products_under_pdl_give_the_bits_of_serial_launches(cfg, m, lay
         want = a.clone() if LINKS % 2 == 0 else b.clone()
         _chain(x0, weights, cfg, a, b)  # (and the tile counters any split needs exist before the capture)
     assert torch.isfinite(want).all() and want.abs().max() > 0
-    with ws.pdl(trigger):
+    with ws.pdl(True):
         _chain(x0, weights, cfg, a, b)  # eager: launched from the host, mostly after the kernel before completed
         assert torch.equal(a if LINKS % 2 == 0 else b, want)
         graph = torch.cuda.CUDAGraph()
@@ -76,3 +76,41 @@ def test_chained_products_under_pdl_give_the_bits_of_serial_launches(cfg, m, lay
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(a if LINKS % 2 == 0 else b, want)
+
+
+@hopper
+@pytest.mark.parametrize("batch,splits", [(1, 4), (8, 1), (8, 2)])
+def test_projection_attention_projection_under_pdl_give_the_bits_of_serial_launches(batch, splits):
+    """The decode step's chain across attention: a projection writing q, the decode attention (its slices and their
+    merge, launched with PDL too) reading it and the caches, the o projection reading its output."""
+    from qerl.kernels.decode_attention import decode_attention
+
+    torch.manual_seed(batch)
+    heads, kv, hd, cache = 28, 4, 128, 300
+    w_q, w_o = _weights("words")[:2]
+    x = torch.randn(batch, D, device="cuda").to(torch.bfloat16)
+    k = torch.randn(batch, kv, cache, hd, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(batch, kv, cache, hd, device="cuda", dtype=torch.bfloat16)
+    lengths = torch.tensor([257], device="cuda")
+    cfg = ws.WsConfig(8, 128, 6, 7, 1, True, 128, True)
+
+    def step():
+        q = ws.ws_matmul(x, w_q, cfg).view(batch, heads, hd)
+        att = decode_attention(q, k, v, lengths, splits=splits)
+        return ws.ws_matmul(att.reshape(batch, D), w_o, cfg)
+
+    outs = {}
+    for enabled in (False, True):
+        with ws.pdl(enabled):
+            step()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                y = step()
+        for _ in range(3):
+            y.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.isfinite(y).all()
+            outs.setdefault(enabled, y.clone())
+            assert torch.equal(y, outs[enabled])
+    assert torch.equal(outs[True], outs[False])

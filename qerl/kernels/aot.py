@@ -239,7 +239,7 @@ def _copies_before_wait(ptx: str) -> list[int]:
 def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = False, glu: bool = False,
               row_norm: bool = False, add_norm: bool = False, norm_nt: int = 64, rope: bool = False,
               rows: bool = False, shift_last: bool = False, sub_box: int = 0, tma_store: bool | int = False,
-              pdl: int = 0) -> dict:
+              pdl: bool = False) -> dict:
     """The warp-specialized kernel (``nvfp4_gemm_ws``) compiled for ``cfg`` as ``ws_matmul`` (a ``WsConfig``) or
     ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, threads per CTA, shared-memory
     bytes, spill bytes, whether ptxas
@@ -251,7 +251,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     of that many rows where it reaches past M (``_x_box``, ``nvfp4_gemm_ws.sub_box_rows``). ``tma_store``: the
     forward's whole tiles stored by TMA from shared memory (``_tma_store_tile``; stream-K: 1 from boxes of their own,
     ``_sk_tma_store_tile``, 2 through the ring's stage, ``_sk_ring_store_tile``). ``pdl``: the forward launched with
-    programmatic dependent launch (``nvfp4_gemm_ws.pdl_mode``: 1 or 2)."""
+    programmatic dependent launch (``nvfp4_gemm_ws.pdl_enabled``)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -280,7 +280,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
         const = {"BM": cfg.bm, "BN": cfg.bn, "CONSUMERS": cfg.consumers, "STAGES": cfg.stages,
                  "CONSUMER_REGS": ws.CONSUMER_REGS, "WORDS": words, "ROW_NORM": row_norm, "NORM_NT": norm_nt,
                  "SHIFT_LAST": bool(shift_last), "XB": sub_box, "TMA_STORE": int(tma_store),
-                 "IN_FLIGHT": cfg.in_flight, "PDL": int(pdl)}
+                 "IN_FLIGHT": cfg.in_flight, "PDL": pdl}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>",
@@ -295,7 +295,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
                  "WORDS": words, "GLU": glu, "ROW_NORM": row_norm, "NORM_NT": norm_nt, "ADD_NORM": add_norm,
                  "ROPE": rope, "ROPE_BIAS": rope,
                  "SHIFT_LAST": bool(shift_last) and not add_norm and not rope, "XB": sub_box,
-                 "TMA_STORE": tma_store, "PDL": int(pdl)}
+                 "TMA_STORE": tma_store, "PDL": pdl}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>",

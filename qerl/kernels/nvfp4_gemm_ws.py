@@ -1116,28 +1116,18 @@ if gluon is not None:
 
     @gluon.jit
     def _grid_dependency(PDL: gl.constexpr):
-        """Programmatic dependent launch (``PDL`` 1 or 2, ``pdl_mode``): wait until the launches before this one in
-        the stream have completed and their writes are visible (``griddepcontrol.wait``); with ``PDL`` 1 then let the
-        launch after this one start its CTAs as SMs free up (``griddepcontrol.launch_dependents``; 2 does that at the
-        end of the partition's chunks, ``_grid_trigger``). Every partition calls it before it reads or writes memory
-        that another launch may write (X, Y, partials, counters, epilogue operands); only the loader's first copies
-        of W, which no launch writes, come before it (``_load_worker``). Without PDL the launch starts after the one
-        before it has completed, and both instructions return at once."""
-        if PDL != 0:
+        """Programmatic dependent launch (``PDL``, ``pdl_enabled``): wait until the launches before this one in the
+        stream have completed and their writes are visible (``griddepcontrol.wait``), then let the launch after this
+        one start its CTAs as SMs free up (``griddepcontrol.launch_dependents``; run 36: letting it in only once the
+        partitions' chunks were done took 1.04 / 1.02 / 1.01x the time at M = 1 / 4 / 16, geomean of the 7B / 32B
+        layers, up to 1.09x; faster only on the configs ``_pdl_args`` leaves without PDL). Every partition calls it before it reads or writes memory that another launch may write (X, Y,
+        partials, counters, epilogue operands); only the loader's first copies of W, which no launch writes, come
+        before it (``_load_worker``). Without PDL the launch starts after the one before it has completed, and both
+        instructions return at once."""
+        if PDL:
             gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-        if PDL == 1:
-            _launch_dependents()
-
-    @gluon.jit
-    def _grid_trigger(PDL: gl.constexpr):
-        """``PDL`` 2: the launch after this one may start its CTAs (called where a partition's chunks are done)."""
-        if PDL == 2:
-            _launch_dependents()
-
-    @gluon.jit
-    def _launch_dependents():
-        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
-                                  pack=1)
+            gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32,
+                                      is_pure=False, pack=1)
 
     @gluon.jit
     def _w_copies(w_desc, s_desc, bar, w_dst, s_dst, off_n, c, s_rows_per_chunk):
@@ -1148,14 +1138,14 @@ if gluon is not None:
     @gluon.jit
     def _load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0, n_chunks,
                      s_rows_per_chunk, STAGES: gl.constexpr, xs_desc, M, BM: gl.constexpr, XB: gl.constexpr,
-                     PDL: gl.constexpr = 0):
+                     PDL: gl.constexpr = False):
         """The producer warp: TMA copies of each chunk's two X boxes, code bytes and scale bytes into stage
         ``i % STAGES`` once the consumer has released it (``empty``), completing ``ready`` by bytes. With ``PDL``
         the ring's first pass of W copies is issued before the wait for the launches before this one
         (``_grid_dependency``), so that W's first bytes come from DRAM while they finish; X's copies after it."""
         nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
         first = 0
-        if PDL != 0:
+        if PDL:
             first = gl.minimum(n_chunks, STAGES)
             for i in range(first):
                 mbarrier.expect(ready.index(i), nbytes)
@@ -1176,7 +1166,6 @@ if gluon is not None:
             _x_box(x_desc, xs_desc, off_m, c * 128, M, bar, x_smem.index(2 * s), BM, XB)
             _x_box(x_desc, xs_desc, off_m, c * 128 + 64, M, bar, x_smem.index(2 * s + 1), BM, XB)
             _w_copies(w_desc, s_desc, bar, w_smem.index(s), s_smem.index(s), off_n, c, s_rows_per_chunk)
-        _grid_trigger(PDL)
 
     @gluon.jit
     def _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, i0, BN: gl.constexpr, ROW0: gl.constexpr,
@@ -1247,7 +1236,7 @@ if gluon is not None:
                        GLU: gl.constexpr, ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, ADD_NORM: gl.constexpr,
                        ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr, SHIFT_LAST: gl.constexpr = False,
                        XB: gl.constexpr = 0, y_desc=None, CONSUMERS: gl.constexpr = 1,
-                       TMA_STORE: gl.constexpr = False, PDL: gl.constexpr = 0):
+                       TMA_STORE: gl.constexpr = False, PDL: gl.constexpr = False):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
         registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
         previous stage's and then releases that stage (each consumer arrives once; the loader waits for all).
@@ -1284,7 +1273,6 @@ if gluon is not None:
             # consumer warpgroup's work fills the gaps.
             for i in range(n_chunks):
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, 0, BN, ROW0, RB, STAGES, False, WORDS)
-        _grid_trigger(PDL)
 
         if not EARLY:
             r, res, gw, rbias, cos, sin, pos = _epilogue_operands(
@@ -1528,7 +1516,7 @@ if gluon is not None:
                        WORDS: gl.constexpr, GLU: gl.constexpr = False, ROW_NORM: gl.constexpr = False,
                        NORM_NT: gl.constexpr = 1, ADD_NORM: gl.constexpr = False, ROPE: gl.constexpr = False,
                        ROPE_BIAS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0,
-                       TMA_STORE: gl.constexpr = False, PDL: gl.constexpr = 0):
+                       TMA_STORE: gl.constexpr = False, PDL: gl.constexpr = False):
         gl.static_assert(not TMA_STORE or not (GLU or ADD_NORM or ROPE), "the TMA store takes the plain epilogue")
         gl.static_assert(not TMA_STORE or BN <= 128 * STAGES, "the TMA store stages the tile in X's 2 * STAGES boxes")
         pid = gl.program_id(0)
@@ -1585,7 +1573,7 @@ if gluon is not None:
     def _sk_load_worker(x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, it_begin, it_end, n_chunks,
                         num_m, M, s_rows_per_chunk, BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
                         SHIFT_LAST: gl.constexpr, xs_desc, XB: gl.constexpr, stored, TMA_STORE: gl.constexpr = 0,
-                        PDL: gl.constexpr = 0):
+                        PDL: gl.constexpr = False):
         """``_load_worker`` over this CTA's run of steps: chunks ``it_begin`` .. ``it_end`` of the tile-major sequence
         (tile t = step // n_chunks, M tiles of one N tile next to each other), one ring of stages throughout, so the
         next tile's first chunks load while the consumers write the previous tile. ``TMA_STORE`` 2: a stage that
@@ -1598,7 +1586,7 @@ if gluon is not None:
         pending = 0
         flips = 0
         first = 0
-        if PDL != 0:
+        if PDL:
             first = gl.maximum(gl.minimum(it_end - it_begin, STAGES), 0)
             for j in range(first):
                 t = (it_begin + j) // n_chunks
@@ -1629,7 +1617,7 @@ if gluon is not None:
                     pending = pending & ~(1 << s)
                     if ring_stored:
                         pending = pending | ((c == c_hi - 1).to(gl.int32) << s)
-                if PDL != 0:
+                if PDL:
                     if i >= first:  # the first pass's stages were filled before the loop
                         _sk_stage_copies(x_desc, w_desc, s_desc, xs_desc, x_smem, w_smem, s_smem, ready.index(s), s,
                                          off_m, off_n, c, M, s_rows_per_chunk, nbytes, BM, XB)
@@ -1637,7 +1625,6 @@ if gluon is not None:
                     _sk_stage_copies(x_desc, w_desc, s_desc, xs_desc, x_smem, w_smem, s_smem, ready.index(s), s,
                                      off_m, off_n, c, M, s_rows_per_chunk, nbytes, BM, XB)
                 i += 1
-        _grid_trigger(PDL)
 
     @gluon.jit
     def _sk_stage_copies(x_desc, w_desc, s_desc, xs_desc, x_smem, w_smem, s_smem, bar, s, off_m, off_n, c, M,
@@ -1655,7 +1642,7 @@ if gluon is not None:
                           STAGES: gl.constexpr, CONSUMERS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr,
                           NORM_NT: gl.constexpr, SHIFT_LAST: gl.constexpr,
                           XB: gl.constexpr, TMA_STORE: gl.constexpr = 0, IN_FLIGHT: gl.constexpr = False,
-                          PDL: gl.constexpr = 0):
+                          PDL: gl.constexpr = False):
         """A consumer warpgroup over this CTA's run of steps (``_sk_load_worker``), rows ROW0 .. ROW0 + RB of each
         tile; ``IN_FLIGHT`` (one consumer) as ``_mma_partition``'s within each tile. A tile the run holds from its
         first chunk is written as bf16 (``TMA_STORE`` 1: by ``_sk_tma_store_tile``
@@ -1712,8 +1699,6 @@ if gluon is not None:
                     acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, 0, BN, ROW0, RB, STAGES, False,
                                     WORDS)
                     i += 1
-            if t == (it_end - 1) // n_chunks:  # the run's last chunks are done
-                _grid_trigger(PDL)
             # (The tile's first row made where each use needs it: kept live from here, ptxas spilled more, run 27.)
             if c_lo == 0:
                 if add_parts:
@@ -1876,7 +1861,7 @@ if gluon is not None:
                           BN: gl.constexpr, CONSUMERS: gl.constexpr, STAGES: gl.constexpr,
                           CONSUMER_REGS: gl.constexpr, WORDS: gl.constexpr, ROW_NORM: gl.constexpr = False,
                           NORM_NT: gl.constexpr = 1, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0,
-                          TMA_STORE: gl.constexpr = 0, IN_FLIGHT: gl.constexpr = False, PDL: gl.constexpr = 0):
+                          TMA_STORE: gl.constexpr = 0, IN_FLIGHT: gl.constexpr = False, PDL: gl.constexpr = False):
         """The forward as stream-K: CTA g takes steps g * iters .. of the first ``sk_total`` (tile, chunk) steps (so
         every SM gets the same work whatever the tile count: no last wave of idle SMs), and stays resident across
         tiles; CTAs after those take one whole tile each (``_sk_run``). ``TMA_STORE`` (``sk_tma_store``): whole tiles
@@ -2500,36 +2485,22 @@ class RopeEpilogue(NamedTuple):
     heads: int
 
 
-PDL_TRIGGER = "start"  # where a launch lets the next one start, unless QERL_PDL names it: "start" or "tail"
-
-
-def pdl_mode() -> int:
-    """How the forward kernels launch: 0 without programmatic dependent launch, else with it (Hopper's
-    ``griddepcontrol``): the launch's CTAs may start while the launch before it in the stream finishes, copy their
-    first chunks of W (which no kernel writes) and wait for it before touching anything else (``_grid_dependency``),
-    so that in a run of kernels, a decode step's projections, W's first bytes and the launch's set-up overlap the
-    previous kernel's last CTAs. 1: each launch lets the next one start from its own start (its CTAs take SM slots
-    as they free up), 2: once its partitions' chunks are done (``_grid_trigger``). ``QERL_PDL`` (read at each call, so
-    a CUDA graph keeps what was set while it was captured): "0" off, "start" / "tail" those two, else
-    ``PDL_TRIGGER``'s."""
-    value = os.environ.get("QERL_PDL", "1")
-    if value == "0":
-        return 0
-    return {"start": 1, "tail": 2}.get(value if value in ("start", "tail") else PDL_TRIGGER, 1)
-
-
 def pdl_enabled() -> bool:
-    """Whether the forward kernels launch with programmatic dependent launch (``pdl_mode``)."""
-    return pdl_mode() != 0
+    """Whether the forward kernels launch with programmatic dependent launch (Hopper's ``griddepcontrol``): the
+    launch's CTAs may start while the launch before it in the stream finishes, copy their first chunks of W (which no
+    kernel writes) and wait for it before touching anything else (``_grid_dependency``), so that in a run of
+    kernels, a decode step's projections, W's first bytes and the launch's set-up overlap the previous kernel's last
+    CTAs. Not for configs whose split partials a second kernel sums, nor stream-K with whole waves (``_pdl_args``).
+    ``QERL_PDL=0`` (read at each call, so a CUDA graph keeps what was set while it was captured) turns it off."""
+    return os.environ.get("QERL_PDL", "1") != "0"
 
 
 @contextlib.contextmanager
-def pdl(enabled: bool | str):
-    """``QERL_PDL`` set inside the block (launches and CUDA-graph captures made there), then restored: False off,
-    True on (``PDL_TRIGGER``), "start" / "tail" (``pdl_mode``); how the benchmarks time the same calls with and
-    without programmatic dependent launch in one process."""
+def pdl(enabled: bool):
+    """``QERL_PDL`` set to ``enabled`` inside the block (launches and CUDA-graph captures made there), then restored:
+    how the benchmarks time the same calls with and without programmatic dependent launch in one process."""
     before = os.environ.get("QERL_PDL")
-    os.environ["QERL_PDL"] = enabled if isinstance(enabled, str) else "1" if enabled else "0"
+    os.environ["QERL_PDL"] = "1" if enabled else "0"
     try:
         yield
     finally:
@@ -2539,9 +2510,13 @@ def pdl(enabled: bool | str):
             os.environ["QERL_PDL"] = before
 
 
-def _pdl_args() -> dict:
-    mode = pdl_mode()
-    return {"PDL": mode, "launch_pdl": mode != 0}
+def _pdl_args(cfg: WsConfig, second_kernel_sum: bool = False) -> dict:
+    """The launch's PDL constexpr and option. Run 36 (benchmarks/RESULTS.md): configs whose split partials
+    ``nvfp4_gemm._reduce`` sums after the kernel (which launches without PDL, so the next product cannot start early
+    anyway) took 1.03-1.10x the time with it, stream-K with whole waves (``dp_waves``, whose plan counts on its CTAs
+    starting together) 1.2x; every other config measured 0.83-1.0x."""
+    on = pdl_enabled() and not second_kernel_sum and not cfg.dp_waves
+    return {"PDL": on, "launch_pdl": on}
 
 
 def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.Tensor | None = None,
@@ -2617,7 +2592,8 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          IN_FLIGHT=cfg.in_flight, FUSED=counters is not None, WORDS=w.words, GLU=glu,
                          ROW_NORM=row_norm is not None, NORM_NT=norm["nt"], ADD_NORM=add_norm is not None,
                          ROPE=rope is not None, ROPE_BIAS=rope is not None and rope.bias is not None,
-                         SHIFT_LAST=shift, XB=xb, TMA_STORE=tma_store, **_pdl_args(),
+                         SHIFT_LAST=shift, XB=xb, TMA_STORE=tma_store,
+                         **_pdl_args(cfg, split > 1 and counters is None),
                          num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
@@ -2727,7 +2703,7 @@ def _stream_k(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, y: torch.Te
                                sk_total, scale_pitch(w), *norm["args"][:4], BM=cfg.bm, BN=cfg.bn, CONSUMERS=cfg.consumers,
                                STAGES=cfg.stages, CONSUMER_REGS=CONSUMER_REGS, WORDS=w.words,
                                ROW_NORM=norm["row_norm"], NORM_NT=norm["nt"], SHIFT_LAST=shift, XB=xb,
-                               TMA_STORE=tma_store, IN_FLIGHT=cfg.in_flight, **_pdl_args(), num_warps=4,
+                               TMA_STORE=tma_store, IN_FLIGHT=cfg.in_flight, **_pdl_args(cfg), num_warps=4,
                                **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     return True
 
