@@ -3549,4 +3549,19 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --fused-norm --rope-epilogue --pdl-compare --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
     tail -9 "$out/log_decode.txt"
     ;;
+  70e)  # PDL in the Triton kernels between the projections too (add + RMSNorm, SiLU x up): GPU tests, the decode
+        # harness with and without it
+    device_name
+    rm -f /tmp/t_*.txt
+    t="timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
+    $t tests/test_kernels_pdl_gpu.py tests/test_decode_attention.py tests/test_swiglu.py > /tmp/t_pdl.txt 2>&1 &
+    $t tests/test_fused_norm.py tests/test_fused_qkv.py > /tmp/t_norm.txt 2>&1 &
+    $t tests/test_kernels_ws_gpu.py -k "swiglu or add_norm or row_norm" > /tmp/t_epilogues.txt 2>&1 &
+    $t tests/test_rollout_hf.py > /tmp/t_rollout.txt 2>&1 &
+    wait
+    gpu_test_summary t
+    timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --swiglu-epilogue \
+      --fused-norm --rope-epilogue --pdl-compare --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
+    tail -9 "$out/log_decode.txt"
+    ;;
 esac

@@ -158,27 +158,6 @@ def test_rope_and_cache_rejects_bad_input(bad):
         rope_and_cache(qkv, None, cos, sin, positions, kc, kc.clone(), h)
 
 
-def test_attention_kernels_wait_for_the_launch_before_under_pdl():
-    # Compiled ahead of time for sm_90a: with PDL both kernels wait for the launch before them (griddepcontrol.wait,
-    # ACQBULK) before their first global load and then let the next launch in (PREEXIT); without it, neither.
-    from qerl.kernels import aot
-    from qerl.kernels import decode_attention as da
-
-    if aot.ptxas_path() is None:
-        pytest.skip("this Triton build ships no ptxas")
-    part_ptrs = {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "out_ptr": "*bf16", "len_ptr": "*i32",
-                 "start_ptr": "*i32", "part_acc_ptr": "*fp32", "part_ml_ptr": "*fp32", "qk_scale": "fp32"}
-    merge_ptrs = {"part_acc_ptr": "*fp32", "part_ml_ptr": "*fp32", "out_ptr": "*bf16"}
-    shape = {"KV_HEADS": 4, "SPLITS": 4, "GROUP_PAD": 16, "HEAD_DIM": 128}
-    for fn, ptrs, const in ((da._decode_attn_part_kernel, part_ptrs, {**shape, "BLOCK_N": 64, "HAS_START": False}),
-                            (da._decode_attn_merge_kernel, merge_ptrs, shape)):
-        for pdl in (False, True):
-            _, sass = aot._assemble(fn, {**const, "PDL": pdl}, ptrs, 4, 3, None, 90, disassemble=True)
-            assert sass.count("ACQBULK") == sass.count("PREEXIT") == int(pdl), (fn.__name__, pdl)
-            if pdl:
-                assert sass.index("ACQBULK") < sass.index("LDG"), fn.__name__
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("batch", [1, 8, 64])

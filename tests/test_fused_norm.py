@@ -167,11 +167,12 @@ def test_7b_decode_layer_runs_the_epilogues_and_matches_the_unfused_calls(m, mon
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not hopper_gpu(), reason="needs a Hopper GPU and Triton's Gluon")
-@pytest.mark.parametrize("m", [1, 8, 16])
+@pytest.mark.parametrize("m", [1, 8, 16, 40, 64])
 def test_decode_layers_under_pdl_give_the_bits_of_serial_launches(m):
     """Three 7B-shaped MLP blocks on the epilogues (gate_up with the norm's row scale and SiLU x up, down adding the
-    residual and writing the next norm's input), each reading what the one before wrote, captured in a CUDA graph
-    with programmatic dependent launch (the launches overlap on the GPU) and without: the same bits."""
+    residual and writing the next norm's input; past ``NORM_EPILOGUE_MAX_M`` rows the add + RMSNorm and SiLU x up
+    kernels between the projections), each reading what the one before wrote, captured in a CUDA graph with
+    programmatic dependent launch (the launches overlap on the GPU) and without: the same bits."""
     from qerl.kernels import nvfp4_gemm_ws as ws
 
     torch.manual_seed(m)

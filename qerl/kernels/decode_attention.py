@@ -28,29 +28,9 @@ import torch
 import triton
 import triton.language as tl
 
+from qerl.kernels.pdl import grid_dependency, launch_options
+
 _LOG2E = 1.4426950408889634
-
-
-@triton.jit
-def _grid_dependency(PDL: tl.constexpr):
-    """Programmatic dependent launch (``_pdl``): wait for the launch before this one (the QKV projection writing q
-    and the caches, or the slices this merge reads) before reading anything, then let the launch after it (the o
-    projection, whose first copies of W need nothing of this one) start its CTAs."""
-    if PDL:
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
-
-
-def _pdl(device: torch.device) -> dict:
-    """Launch options: with programmatic dependent launch where the GEMMs take it (``nvfp4_gemm_ws.pdl_enabled``; a
-    Hopper or later GPU, not the interpreter), so a decode step's chain of launches stays overlapped across
-    attention."""
-    from qerl.kernels import nvfp4_gemm as kern
-    from qerl.kernels.nvfp4_gemm_ws import pdl_enabled
-
-    on = (device.type == "cuda" and not kern._interpreting() and pdl_enabled()
-          and torch.cuda.get_device_capability(device)[0] >= 9)
-    return {"PDL": True, "launch_pdl": True} if on else {}
 
 
 @triton.jit
@@ -60,7 +40,7 @@ def _decode_attn_part_kernel(q_ptr, k_ptr, v_ptr, len_ptr, start_ptr, out_ptr, p
                              KV_HEADS: tl.constexpr, SPLITS: tl.constexpr, GROUP_PAD: tl.constexpr,
                              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, HAS_START: tl.constexpr,
                              PDL: tl.constexpr = False):
-    _grid_dependency(PDL)
+    grid_dependency(PDL)
     bh = tl.program_id(0)  # (batch, kv head)
     split = tl.program_id(1)
     b = bh // KV_HEADS
@@ -112,7 +92,7 @@ def _decode_attn_part_kernel(q_ptr, k_ptr, v_ptr, len_ptr, start_ptr, out_ptr, p
 def _decode_attn_merge_kernel(part_acc_ptr, part_ml_ptr, out_ptr, stride_ob, stride_oh, group,
                               KV_HEADS: tl.constexpr, SPLITS: tl.constexpr, GROUP_PAD: tl.constexpr,
                               HEAD_DIM: tl.constexpr, PDL: tl.constexpr = False):
-    _grid_dependency(PDL)
+    grid_dependency(PDL)
     bh = tl.program_id(0)
     r = tl.program_id(1)  # one query head of the group
     b = bh // KV_HEADS
@@ -275,7 +255,7 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     else:
         part_acc = part_ml = out  # unused
     qk_scale = (d ** -0.5 if scale is None else scale) * _LOG2E
-    pdl = _pdl(q.device)
+    pdl = launch_options(q.device)  # (the QKV projection before, the o projection after: qerl.kernels.pdl)
     len_stride = 0 if lengths.numel() == 1 else lengths.stride(0)
     start_stride = 0 if starts is None or starts.numel() == 1 else starts.stride(0)
     _decode_attn_part_kernel[(b * kv, splits)](

@@ -39,6 +39,7 @@ from qerl.kernels.nvfp4_gemm import (
     nvfp4_matmul_swiglu,
     swiglu_interleaved,
 )
+from qerl.kernels.pdl import launch_options
 
 # Rows of X up to which the projections apply the RMSNorm in their epilogues. Measured per 7B layer on an H200
 # (benchmarks/RESULTS.md, run 17): at M = 8 the four projections with the epilogues took 5 us less than without
@@ -128,7 +129,8 @@ def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor, weight: torch.Tens
 
         x = padded_empty(r2.shape[0], n, r2) if r2.dim() == 2 else torch.empty_like(r2)
         _add_rms_norm_kernel[(r2.shape[0],)](r2, d2, weight.contiguous(), h, x, n, float(eps),
-                                             BLOCK=triton.next_power_of_2(n), num_warps=8)
+                                             BLOCK=triton.next_power_of_2(n), num_warps=8,
+                                             **launch_options(r2.device))
         return h, x
     h = (residual.float() + delta.float()).to(torch.bfloat16)
     hf = h.float()
@@ -137,9 +139,12 @@ def add_rms_norm(residual: torch.Tensor, delta: torch.Tensor, weight: torch.Tens
 
 
 if triton is not None:
+    from qerl.kernels.pdl import grid_dependency
 
     @triton.jit
-    def _add_rms_norm_kernel(res_ptr, delta_ptr, w_ptr, h_ptr, x_ptr, N, eps, BLOCK: tl.constexpr):
+    def _add_rms_norm_kernel(res_ptr, delta_ptr, w_ptr, h_ptr, x_ptr, N, eps, BLOCK: tl.constexpr,
+                             PDL: tl.constexpr = False):
+        grid_dependency(PDL)  # (between two projections of a decode step: qerl.kernels.pdl)
         row = tl.program_id(0).to(tl.int64) * N
         c = tl.arange(0, BLOCK)
         mask = c < N

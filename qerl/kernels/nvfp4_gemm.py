@@ -91,6 +91,7 @@ from typing import NamedTuple
 
 import torch
 
+from qerl.kernels.pdl import launch_options
 from qerl.nvfp4 import GROUP_SIZE, unpack
 
 try:  # Triton is optional: CPU-only installs use the torch reference in qerl.modules.
@@ -1787,16 +1788,20 @@ def swiglu_triton(y: torch.Tensor) -> torch.Tensor:
     if m:
         block = 1024
         _swiglu_kernel[(m, triton.cdiv(inter, block))](y2, out, inter, y2.stride(0), out.stride(0), BLOCK=block,
-                                                      GLU=GLU_BLOCK, num_warps=4)
+                                                      GLU=GLU_BLOCK, num_warps=4, **launch_options(y2.device))
     return out.reshape(*y.shape[:-1], inter)
 
 
 if triton is not None:
+    from qerl.kernels.pdl import grid_dependency
 
     @triton.jit
-    def _swiglu_kernel(y_ptr, out_ptr, inter, stride_y, stride_o, BLOCK: tl.constexpr, GLU: tl.constexpr):
+    def _swiglu_kernel(y_ptr, out_ptr, inter, stride_y, stride_o, BLOCK: tl.constexpr, GLU: tl.constexpr,
+                       PDL: tl.constexpr = False):
         """Row ``program_id(0)``, output columns ``program_id(1) * BLOCK ..``: column c's gate is y's column
-        (c // GLU) * 2 GLU + c % GLU, its up the column GLU after it (``interleave_gate_up``)."""
+        (c // GLU) * 2 GLU + c % GLU, its up the column GLU after it (``interleave_gate_up``). ``PDL``: between two
+        projections of a decode step (``qerl.kernels.pdl``)."""
+        grid_dependency(PDL)
         row = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         mask = c < inter

@@ -70,7 +70,6 @@ many tiles) it is a persistent kernel whose tiles' copies overlap the next tiles
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import os
@@ -80,6 +79,7 @@ from typing import NamedTuple
 import torch
 
 from qerl.kernels import nvfp4_gemm as kern
+from qerl.kernels.pdl import pdl, pdl_enabled  # noqa: F401 (``pdl``: the benchmarks' and tests' switch)
 
 try:
     from triton.experimental import gluon
@@ -1116,7 +1116,7 @@ if gluon is not None:
 
     @gluon.jit
     def _grid_dependency(PDL: gl.constexpr):
-        """Programmatic dependent launch (``PDL``, ``pdl_enabled``): wait until the launches before this one in the
+        """Programmatic dependent launch (``PDL``, ``qerl.kernels.pdl``): wait until the launches before this one in the
         stream have completed and their writes are visible (``griddepcontrol.wait``), then let the launch after this
         one start its CTAs as SMs free up (``griddepcontrol.launch_dependents``; run 36: letting it in only once the
         partitions' chunks were done took 1.04 / 1.02 / 1.01x the time at M = 1 / 4 / 16, geomean of the 7B / 32B
@@ -2485,36 +2485,13 @@ class RopeEpilogue(NamedTuple):
     heads: int
 
 
-def pdl_enabled() -> bool:
-    """Whether the forward kernels launch with programmatic dependent launch (Hopper's ``griddepcontrol``): the
-    launch's CTAs may start while the launch before it in the stream finishes, copy their first chunks of W (which no
-    kernel writes) and wait for it before touching anything else (``_grid_dependency``), so that in a run of
-    kernels, a decode step's projections, W's first bytes and the launch's set-up overlap the previous kernel's last
-    CTAs. Not for configs whose split partials a second kernel sums, nor stream-K with whole waves (``_pdl_args``).
-    ``QERL_PDL=0`` (read at each call, so a CUDA graph keeps what was set while it was captured) turns it off."""
-    return os.environ.get("QERL_PDL", "1") != "0"
-
-
-@contextlib.contextmanager
-def pdl(enabled: bool):
-    """``QERL_PDL`` set to ``enabled`` inside the block (launches and CUDA-graph captures made there), then restored:
-    how the benchmarks time the same calls with and without programmatic dependent launch in one process."""
-    before = os.environ.get("QERL_PDL")
-    os.environ["QERL_PDL"] = "1" if enabled else "0"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("QERL_PDL", None)
-        else:
-            os.environ["QERL_PDL"] = before
-
-
 def _pdl_args(cfg: WsConfig, second_kernel_sum: bool = False) -> dict:
-    """The launch's PDL constexpr and option. Run 36 (benchmarks/RESULTS.md): configs whose split partials
-    ``nvfp4_gemm._reduce`` sums after the kernel (which launches without PDL, so the next product cannot start early
-    anyway) took 1.03-1.10x the time with it, stream-K with whole waves (``dp_waves``, whose plan counts on its CTAs
-    starting together) 1.2x; every other config measured 0.83-1.0x."""
+    """The launch's PDL constexpr and option (``qerl.kernels.pdl``: the launch's CTAs may start while the launch
+    before it finishes, copy their first chunks of W, which no kernel writes, and wait for it before touching anything
+    else, ``_grid_dependency``). Run 36 (benchmarks/RESULTS.md): configs whose split partials ``nvfp4_gemm._reduce``
+    sums after the kernel (which launches without PDL, so the next product cannot start early anyway) took
+    1.03-1.10x the time with it, stream-K with whole waves (``dp_waves``, whose plan counts on its CTAs starting
+    together) 1.2x; every other config measured 0.83-1.0x."""
     on = pdl_enabled() and not second_kernel_sum and not cfg.dp_waves
     return {"PDL": on, "launch_pdl": on}
 
