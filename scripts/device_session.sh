@@ -3564,4 +3564,14 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --fused-norm --rope-epilogue --pdl-compare --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
     tail -9 "$out/log_decode.txt"
     ;;
+  70f)  # PDL next to a kernel without it (a copy into X before each projection) against the chain of projections,
+        # 7B / 32B at M = 1 / 8 / 64; the issue's benchmark with and without PDL at M = 256 / 1024 / 4096
+    device_name
+    timeout 200 python3 benchmarks/pdl_neighbours.py --models 7b,32b --ms 1,8,64 --out "$out/neighbours" 2>&1 \
+      | grep -v Warning > "$out/log_neighbours.txt"
+    tail -6 "$out/log_neighbours.txt"
+    timeout 200 python3 benchmarks/gemm_nvfp4.py --no-marlin --pdl-compare --models 7b,32b --ms 256,1024,4096 \
+      --dirs fwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
+    tail -5 "$out/log_gemm.txt"
+    ;;
 esac
