@@ -33,6 +33,13 @@ its row statistics, qkv / gate_up scale their output rows by the norm's factor; 
 final norm stay separate steps. Above ``NORM_EPILOGUE_MAX_M`` rows (batch 64) the projections are followed by one
 add + RMSNorm kernel instead. The BF16 model keeps cuBLAS and the compiled add + RMSNorm.
 
+``--pdl`` (NVFP4 model): its kernels launch with programmatic dependent launch (``qerl.kernels.pdl``): each
+projection's first copies of W and each launch's set-up overlap the kernel before it; with the three epilogue flags
+above every kernel between the projections is the project's and takes part. ``--pdl-compare`` also times the NVFP4
+model without it (the same kernels, so the same logits bit for bit: checked). The BF16 model launches as before.
+
+    python benchmarks/decode_nvfp4.py --compile --layout words --swiglu-epilogue --fused-norm --rope-epilogue --pdl
+
 Writes decode_nvfp4.json under $OUT (or --out) and prints a table last.
 """
 
@@ -473,10 +480,14 @@ def main() -> None:
     p.add_argument("--torch-swiglu", action="store_true",
                    help="NVFP4 model with --swiglu-epilogue: SiLU x up after the product in torch where the kernel "
                         "epilogue does not apply (nvfp4_gemm.SWIGLU_KERNEL off; before run 29: four kernels)")
+    p.add_argument("--pdl", action="store_true",
+                   help="the NVFP4 model's kernels launched with programmatic dependent launch (qerl.kernels.pdl)")
     p.add_argument("--pdl-compare", action="store_true",
-                   help="also time the NVFP4 model with its kernels launched without programmatic dependent launch")
+                   help="with --pdl: also time the NVFP4 model without programmatic dependent launch")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
+    if args.pdl_compare and not args.pdl:
+        p.error("--pdl-compare times the NVFP4 model without PDL against --pdl: pass both")
     from qerl.kernels import nvfp4_gemm_ws
 
     nvfp4_gemm_ws.SPARE_ROWS = not args.no_spare_rows
@@ -511,8 +522,11 @@ def main() -> None:
           flush=True)
     for batch in batches:
         # BF16 and NVFP4 in turn, ``--repeats`` times each: the medians' ratio, not one pass's.
-        passes = [(run_batch(model, batch, args.prompt, args.new_tokens, fp4=False),
-                   run_batch(model, batch, args.prompt, args.new_tokens, fp4=True)) for _ in range(args.repeats)]
+        passes = []
+        for _ in range(args.repeats):
+            r16 = run_batch(model, batch, args.prompt, args.new_tokens, fp4=False)
+            with nvfp4_gemm_ws.pdl(args.pdl):
+                passes.append((r16, run_batch(model, batch, args.prompt, args.new_tokens, fp4=True)))
         r16, r4 = passes[0]
         rel = float((r4["first_logits"] - r16["first_logits"]).norm() / r16["first_logits"].norm())
         agree = float((r4["first_tokens"] == r16["first_tokens"]).float().mean())
@@ -553,7 +567,7 @@ def main() -> None:
             "rope_epilogue": args.rope_epilogue, "spare_rows": not args.no_spare_rows,
             "sub_box_rows": nvfp4_gemm_ws.SUB_BOX_ROWS, "swiglu_kernel": not args.torch_swiglu,
             "attention_paths_rel_diff": paths_diff,
-            "new_tokens": args.new_tokens, "pdl": nvfp4_gemm_ws.pdl_enabled(),
+            "new_tokens": args.new_tokens, "pdl": args.pdl,
             "command": " ".join(["python"] + sys.argv)}
     (out_dir / "decode_nvfp4.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(f"\n{props.name}, {cfg.layers} layers, {args.new_tokens} new tokens (prompt {args.prompt})")

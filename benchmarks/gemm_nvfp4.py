@@ -5,7 +5,7 @@ Per cell: "ours", the Triton tile kernels (``nvfp4_gemm``) on the config ``nvfp4
 fastest of ``--tune``'s candidates), and "dispatch", the default dispatch with no config: what training and vLLM's
 engine run (on Hopper the warp-specialized kernels where their tables say, the slab path at large M), on the
 weight's "pairs" layout (training's forward and input gradient) and, forward only, on "words" (the rollout's);
-with ``--pdl-compare`` "words" also without programmatic dependent launch (``nvfp4_gemm_ws.pdl_enabled``).
+with ``--pdl-compare`` "words" also with programmatic dependent launch (``qerl.kernels.pdl``; off by default).
 
 Every number comes from this run on this device: CUDA-graph replays of one call per weight copy (enough copies
 that the weights are not served from L2), median over replays; the device copy bandwidth is measured in the same
@@ -409,9 +409,9 @@ def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, lo
                     if f"{name}_rel_err" in checked_fields:
                         variants[name] = [lambda w=w, x=x, fn=fn: fn(x, w) for w in weights]
             if args.pdl_compare and "words" in variants:
-                # The same calls launched without programmatic dependent launch (each kernel starts after the one
-                # before it has completed), captured into a graph of their own.
-                variants["words_serial"] = [lambda f=f: _under_pdl(False, f) for f in variants["words"]]
+                # The same calls launched with programmatic dependent launch (each kernel's CTAs may start while the
+                # one before it finishes: here the same product on the next weight copy), in a graph of their own.
+                variants["words_pdl"] = [lambda f=f: _under_pdl(True, f) for f in variants["words"]]
             if direction == "fwd" and marlins:
                 row["marlin_rel_err"] = rel_err(marlins[0](x), ref)
                 variants["marlin"] = [lambda f=f, x=x: f(x) for f in marlins]
@@ -420,7 +420,7 @@ def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, lo
             us = interleaved_us(variants)
             t_bf16 = us["bf16"] / 1e6
             row.update({"bf16_us": us["bf16"], "bf16_gbps": (bf16_bytes + io_bytes) / t_bf16 / 1e9})
-            for name in ("dispatch", "words", "words_serial"):
+            for name in ("dispatch", "words", "words_pdl"):
                 if name in us:
                     t = us[name] / 1e6
                     row.update({f"{name}_us": us[name], f"{name}_speedup": t_bf16 / t,
@@ -482,7 +482,7 @@ def markdown(rows, meta) -> str:
              f"copy bandwidth {meta['copy_gbps']:.0f} GB/s (read + write); command: `{meta['command']}`", "",
              "| model | layer | N | K | dir | M | BF16 us | ours us | speedup | ours GB/s | % copy BW | Marlin us "
              "| ours vs Marlin | rel err | dispatch us | speedup | % copy BW | words us | speedup | words vs Marlin "
-             "| words no PDL us | speedup |",
+             "| words PDL us | speedup |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         def f(key, fmt, r=r):
@@ -492,8 +492,8 @@ def markdown(rows, meta) -> str:
                      f"{f('ours_gbps', '.0f')} | {f('ours_pct_bw', '.0f')} | {f('marlin_us', '.1f')} | "
                      f"{f('ours_over_marlin', '.2f')} | {f('rel_err', '.1e')} | {f('dispatch_us', '.1f')} | "
                      f"{f('dispatch_speedup', '.2f')} | {f('dispatch_pct_bw', '.0f')} | {f('words_us', '.1f')} | "
-                     f"{f('words_speedup', '.2f')} | {f('words_over_marlin', '.2f')} | {f('words_serial_us', '.1f')} | "
-                     f"{f('words_serial_speedup', '.2f')} |")
+                     f"{f('words_speedup', '.2f')} | {f('words_over_marlin', '.2f')} | {f('words_pdl_us', '.1f')} | "
+                     f"{f('words_pdl_speedup', '.2f')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -506,7 +506,7 @@ def summary(rows) -> str:
         return f"{math.exp(sum(map(math.log, vals)) / len(vals)):6.2f} {min(vals):6.2f}"
 
     cols = (("speedup", "ours"), ("ours_over_marlin", "ours/Marlin"), ("dispatch_speedup", "dispatch"),
-            ("words_speedup", "words"), ("words_over_marlin", "words/Marlin"), ("words_serial_speedup", "words no PDL"))
+            ("words_speedup", "words"), ("words_over_marlin", "words/Marlin"), ("words_pdl_speedup", "words PDL"))
     out = ["", "speedup over BF16 or Marlin (geomean min over the shapes per column):",
            f"{'dir':4s} {'M':>5s} " + " ".join(f"{name:>13s}" for _, name in cols)]
     for d in ("fwd", "bwd"):
@@ -528,7 +528,7 @@ def main() -> None:
     p.add_argument("--configs", default="", help="tuned_configs.json from an earlier --tune run to use")
     p.add_argument("--no-marlin", action="store_true")
     p.add_argument("--pdl-compare", action="store_true",
-                   help="also time the forward on words without programmatic dependent launch (QERL_PDL=0)")
+                   help="also time the forward on words with programmatic dependent launch (QERL_PDL=1)")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
     args.ms = [int(v) for v in args.ms.split(",")]

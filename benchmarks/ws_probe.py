@@ -41,7 +41,8 @@ With ``--dir bwd`` the input gradient (``_ws_bwd_kernel``, one consumer; ``--bwd
 
 Outputs of the edited variants are wrong by design; only their time is reported, per layer, M and launch config
 (the shipped config of ``TUNED_WORDS`` / of the input gradient's tables by default), with the weight in enough copies
-that L2 serves none of it.
+that L2 serves none of it. The launches are without programmatic dependent launch (``qerl.kernels.pdl``, off by
+default): the forward variants edit the loader's loop, not the first copies a launch with it makes before the loop.
 
     python benchmarks/ws_probe.py --models 7b --ms 1,8,16 --out benchmarks/out/ws_probe
     python benchmarks/ws_probe.py --dir bwd --models 7b --ms 1,16,64 --out benchmarks/out/ws_probe_bwd
@@ -75,9 +76,14 @@ _X_COPIES = ('''            _x_box(x_desc, xs_desc, off_m, c * 128, M, bar, x_sm
             _x_box(x_desc, xs_desc, off_m, c * 128 + 64, M, bar, x_smem.index(2 * s + 1), BM, XB)
             tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))''',
              '''            tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))''')
+# (The probes time launches without programmatic dependent launch, whose first copies of W come before the loop.)
 _X_BYTES = ('''        nbytes: gl.constexpr = 2 * x_desc.block_type.nbytes + w_desc.block_type.nbytes + s_desc.block_type.nbytes
-        for i in range(n_chunks):''', '''        nbytes: gl.constexpr = w_desc.block_type.nbytes + s_desc.block_type.nbytes
-        for i in range(n_chunks):''')
+        first = 0
+        if PDL:
+            first = gl.minimum(n_chunks, STAGES)''', '''        nbytes: gl.constexpr = w_desc.block_type.nbytes + s_desc.block_type.nbytes
+        first = 0
+        if PDL:
+            first = gl.minimum(n_chunks, STAGES)''')
 # (A variant without the wgmmas alone cannot be made this way: the dequantization whose result no wgmma reads is
 # dropped by the compiler, even as non-pure inline PTX, so it would time the copies alone, as no_compute does.)
 _S_COPY = ('''

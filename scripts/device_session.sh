@@ -3574,4 +3574,21 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --dirs fwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
     tail -5 "$out/log_gemm.txt"
     ;;
+  70g)  # PDL off by default (70f: a launch with it after one without costs time), on for the decode harness's NVFP4
+        # model (--pdl): GPU tests, the decode harness with and without it, the issue's benchmark with the PDL column
+    device_name
+    rm -f /tmp/t_*.txt
+    t="timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
+    $t tests/test_kernels_pdl_gpu.py tests/test_decode_attention.py tests/test_swiglu.py > /tmp/t_pdl.txt 2>&1 &
+    $t tests/test_fused_norm.py tests/test_fused_qkv.py tests/test_rollout_hf.py > /tmp/t_norm.txt 2>&1 &
+    $t tests/test_kernels_ws_gpu.py -k "default_dispatch or fused_split or stream_k or swiglu" > /tmp/t_ws.txt 2>&1 &
+    wait
+    gpu_test_summary t
+    timeout 150 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --swiglu-epilogue \
+      --fused-norm --rope-epilogue --pdl --pdl-compare --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
+    tail -9 "$out/log_decode.txt"
+    timeout 150 python3 benchmarks/gemm_nvfp4.py --no-marlin --pdl-compare --models 7b,32b --ms 1,4,16,64,128 \
+      --dirs fwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
+    tail -7 "$out/log_gemm.txt"
+    ;;
 esac

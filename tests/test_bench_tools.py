@@ -219,15 +219,19 @@ def test_probe_variants_edit_the_kernel_source():
     no_compute = wp.variant_source(src, "no_compute")
     step = no_compute[no_compute.index("    def _mma_step("):no_compute.index("    def _mma_partition(")]
     assert "warpgroup_mma(" not in step and "mbarrier.wait(ready" in step and "mbarrier.arrive(empty" in step
+    # (The loader's loop; the probes launch without PDL, whose first copies come before it: ``_load_worker``.)
     no_x = wp.variant_source(src, "no_x")
     loader = no_x[no_x.index("    def _load_worker("):no_x.index("    def _mma_step(")]
-    assert "_x_box(x_desc" not in loader and "w_desc, [off_n" in loader
+    loop = loader[loader.index("for i in range(first, n_chunks):"):]
+    assert "_x_box(x_desc" not in loop and "w_desc, [off_n" in loop and "2 * x_desc" not in loader
     no_scales = wp.variant_source(src, "no_scales")
     loader = no_scales[no_scales.index("    def _load_worker("):no_scales.index("    def _mma_step(")]
-    assert "s_desc, [c *" not in loader and "_x_box(x_desc" in loader and "+ s_desc.block_type" not in loader
+    loop = loader[loader.index("for i in range(first, n_chunks):"):]
+    assert "s_desc, [c *" not in loop and "_x_box(x_desc" in loop and "+ s_desc.block_type" not in loader
     codes_only = wp.variant_source(src, "codes_only")
     loader = codes_only[codes_only.index("    def _load_worker("):codes_only.index("    def _mma_step(")]
-    assert loader.count("tma.async_copy_global_to_shared(") == 1 and "nbytes: gl.constexpr = w_desc.block_type.nbytes\n" in loader
+    loop = loader[loader.index("for i in range(first, n_chunks):"):]
+    assert loop.count("tma.async_copy_global_to_shared(") == 1 and "nbytes: gl.constexpr = w_desc.block_type.nbytes\n" in loader
     # Run 30's: the wgmmas on code bytes without their decode; the tile's stores (registers and TMA) left out; every
     # tile stored from registers.
     no_dequant = wp.variant_source(src, "no_dequant")
@@ -481,20 +485,21 @@ def test_gemm_nvfp4_reports_the_default_dispatch_beside_the_triton_kernels():
     gn = _load("gemm_nvfp4")
     base = {"layer": "o", "n": 3584, "k": 3584, "dir": "fwd", "m": 1024, "bf16_us": 40.0, "ours_us": 80.0,
             "speedup": 0.5, "rel_err": 1e-3}
-    rows = [dict(base, model="7b", dispatch_us=40.0, dispatch_speedup=1.0, words_us=50.0, words_speedup=0.8),
+    rows = [dict(base, model="7b", dispatch_us=40.0, dispatch_speedup=1.0, words_us=50.0, words_speedup=0.8,
+                 words_pdl_us=40.0, words_pdl_speedup=1.0),
             dict(base, model="32b", dispatch_us=40.0, dispatch_speedup=0.25, words_us=50.0, words_speedup=0.8),
             dict(base, model="7b", dir="bwd", dispatch_us=20.0, dispatch_speedup=2.0)]
     md = gn.markdown(rows, {"device": "d", "date": "x", "torch": "t", "triton": "tr", "copy_gbps": 1.0,
                             "command": "c"})
     header, rule, first = md.splitlines()[4:7]
-    assert header.count("|") == rule.count("|") == first.count("|") == 21
-    assert "| 40.0 | 1.00 |" in first and "| 50.0 | 0.80 | - |" in first
+    assert header.count("|") == rule.count("|") == first.count("|") == 23
+    assert "| 40.0 | 1.00 |" in first and "| 50.0 | 0.80 | - | 40.0 | 1.00 |" in first  # (words with PDL last)
     lines = gn.summary(rows).splitlines()
     fwd = next(line for line in lines if line.startswith("fwd")).split()
     bwd = next(line for line in lines if line.startswith("bwd")).split()
-    # ours (geomean, min), ours/Marlin, dispatch, words, words/Marlin
-    assert fwd[2:] == ["0.50", "0.50", "-", "-", "0.50", "0.25", "0.80", "0.80", "-", "-"]
-    assert bwd[2:] == ["0.50", "0.50", "-", "-", "2.00", "2.00", "-", "-", "-", "-"]
+    # ours (geomean, min), ours/Marlin, dispatch, words, words/Marlin, words with PDL (one row of two has it)
+    assert fwd[2:] == ["0.50", "0.50", "-", "-", "0.50", "0.25", "0.80", "0.80", "-", "-", "1.00", "1.00"]
+    assert bwd[2:] == ["0.50", "0.50", "-", "-", "2.00", "2.00", "-", "-", "-", "-", "-", "-"]
     logged = []
 
     def broken(x, w, out=None):

@@ -17,14 +17,14 @@ triton = pytest.importorskip("triton")
 
 def test_switch_and_options_follow_the_environment(monkeypatch):
     monkeypatch.delenv("QERL_PDL", raising=False)
-    assert pdl.pdl_enabled()
-    with pdl.pdl(False):
-        assert not pdl.pdl_enabled() and os.environ["QERL_PDL"] == "0"
-    assert "QERL_PDL" not in os.environ
-    monkeypatch.setenv("QERL_PDL", "0")
+    assert not pdl.pdl_enabled()  # off unless asked for: a launch with it after one without costs time
     with pdl.pdl(True):
-        assert pdl.pdl_enabled()
-    assert not pdl.pdl_enabled()
+        assert pdl.pdl_enabled() and os.environ["QERL_PDL"] == "1"
+    assert "QERL_PDL" not in os.environ
+    monkeypatch.setenv("QERL_PDL", "1")
+    with pdl.pdl(False):
+        assert not pdl.pdl_enabled()
+    assert pdl.pdl_enabled()
     assert pdl.launch_options(torch.device("cpu")) == {}  # no griddepcontrol off the GPU (nor in the interpreter)
 
 

@@ -1165,7 +1165,8 @@ if gluon is not None:
             c = c0 + i
             _x_box(x_desc, xs_desc, off_m, c * 128, M, bar, x_smem.index(2 * s), BM, XB)
             _x_box(x_desc, xs_desc, off_m, c * 128 + 64, M, bar, x_smem.index(2 * s + 1), BM, XB)
-            _w_copies(w_desc, s_desc, bar, w_smem.index(s), s_smem.index(s), off_n, c, s_rows_per_chunk)
+            tma.async_copy_global_to_shared(w_desc, [off_n, c * 64], bar, w_smem.index(s))
+            tma.async_copy_global_to_shared(s_desc, [c * s_rows_per_chunk + off_n // 32, 0], bar, s_smem.index(s))
 
     @gluon.jit
     def _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, i0, BN: gl.constexpr, ROW0: gl.constexpr,

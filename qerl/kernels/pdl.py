@@ -4,12 +4,15 @@ A kernel launched with PDL may start its CTAs while the kernel before it in the 
 (``griddepcontrol.wait``) before it reads what that kernel writes or writes what it reads, and it lets the kernel
 after it start early (``griddepcontrol.launch_dependents``). In a decode step's chain of small launches that hides a
 launch's set-up and, in the NVFP4 projections (``nvfp4_gemm_ws``), the first copies of W (which no kernel writes)
-under the previous kernel's last CTAs. Every kernel of the chain takes part, or the chain breaks: a launch with PDL
-after one without it measured slower than without PDL (run 36, benchmarks/RESULTS.md), so the small Triton kernels
-between the projections (attention, the residual add + RMSNorm, SiLU x up) launch with it too, each waiting first.
+under the previous kernel's last CTAs: run 36 (benchmarks/RESULTS.md) measured the rollout's forward 0.87 / 0.89 /
+0.96 of its time at M = 1 / 8 / 64 in a chain of projections, and the 7B-shaped decode harness 1.07-1.08x faster at
+batch 1 / 8. But a launch with PDL after a kernel without it took 1.06x the time at M = 1 / 8 (up to 1.10x;
+``benchmarks/pdl_neighbours.py``), so every kernel of the chain must take part: the small Triton kernels between the
+projections here (attention, the residual add + RMSNorm, SiLU x up) launch with it too, each waiting first.
 
-``QERL_PDL=0`` (read at each launch, so a CUDA graph keeps what was set while it was captured) turns it off; ``pdl``
-sets it for a block of code.
+Off by default, since vLLM's engine and training put kernels of their own between the projections; on where the
+whole step is this project's kernels (benchmarks/decode_nvfp4.py ``--pdl``): ``QERL_PDL=1`` (read at each launch,
+so a CUDA graph keeps what was set while it was captured), or ``pdl(True)`` around a block of code.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ except ImportError:  # pragma: no cover - CPU-only installs
 
 
 def pdl_enabled() -> bool:
-    """Whether the kernels launch with programmatic dependent launch (``QERL_PDL`` not "0")."""
-    return os.environ.get("QERL_PDL", "1") != "0"
+    """Whether the kernels launch with programmatic dependent launch (``QERL_PDL=1``; off by default)."""
+    return os.environ.get("QERL_PDL", "0") == "1"
 
 
 @contextlib.contextmanager
