@@ -575,7 +575,7 @@ def test_pdl_launches_except_where_it_measured_slower(monkeypatch):
     assert ws._pdl_args(plain) == {"PDL": False, "launch_pdl": False}  # off by default (qerl.kernels.pdl)
     with ws.pdl(True):
         assert ws._pdl_args(plain) == ws._pdl_args(sk) == {"PDL": True, "launch_pdl": True}
-        # (A split summed by the second kernel, stream-K with whole waves: 1.03-1.2x the time with PDL, run 36.)
+        # (A split summed by the second kernel, stream-K with whole waves: 1.01-1.25x the time with PDL, run 36.)
         assert ws._pdl_args(plain, True) == ws._pdl_args(sk_waves) == {"PDL": False, "launch_pdl": False}
 
 

@@ -2,7 +2,8 @@
 ``nvfp4_gemm_ws`` for the warp-specialized forward and input-gradient kernels, ``decode_attention`` for the decode
 step around attention (bias + rotary + KV-cache write, grouped-query attention over a static cache) that
 benchmarks/decode_nvfp4.py runs; ``fused_norm`` (RMSNorm folded into the projections around it) and ``fused_qkv``
-(the QKV projection with bias + rotary + KV-cache write in its epilogue) for that decode step on NVFP4 weights."""
+(the QKV projection with bias + rotary + KV-cache write in its epilogue) for that decode step on NVFP4 weights;
+``pdl`` (programmatic dependent launch of that step's kernels, off by default)."""
 
 from qerl.kernels.nvfp4_gemm import (
     BwdConfig,

@@ -66,6 +66,10 @@ The stream-K kernel (``sk_tma_store``, run 31), whose ring holds the next tile's
 its whole tiles from boxes of their own where shared memory holds them, else through the stage of the tile's last
 chunk, which the loader refills only after the copy (``stored`` barriers); on runs of whole tiles (pure stream-K over
 many tiles) it is a persistent kernel whose tiles' copies overlap the next tiles' work.
+
+With programmatic dependent launch (``qerl.kernels.pdl``, off by default; ``_pdl_args``) the forward's loader issues
+the ring's first pass of W's copies before it waits for the launch before it (``_grid_dependency``), and X's after:
+in a chain of launches (a decode step) W's first bytes and the launch's set-up overlap the previous kernel's end.
 """
 
 from __future__ import annotations
@@ -1120,7 +1124,7 @@ if gluon is not None:
         stream have completed and their writes are visible (``griddepcontrol.wait``), then let the launch after this
         one start its CTAs as SMs free up (``griddepcontrol.launch_dependents``; run 36: letting it in only once the
         partitions' chunks were done took 1.04 / 1.02 / 1.01x the time at M = 1 / 4 / 16, geomean of the 7B / 32B
-        layers, up to 1.09x; faster only on the configs ``_pdl_args`` leaves without PDL). Every partition calls it before it reads or writes memory that another launch may write (X, Y,
+        layers, up to 1.09x; faster by more than 2% only on configs ``_pdl_args`` leaves without PDL). Every partition calls it before it reads or writes memory that another launch may write (X, Y,
         partials, counters, epilogue operands); only the loader's first copies of W, which no launch writes, come
         before it (``_load_worker``). Without PDL the launch starts after the one before it has completed, and both
         instructions return at once."""
@@ -2491,8 +2495,8 @@ def _pdl_args(cfg: WsConfig, second_kernel_sum: bool = False) -> dict:
     before it finishes, copy their first chunks of W, which no kernel writes, and wait for it before touching anything
     else, ``_grid_dependency``). Run 36 (benchmarks/RESULTS.md): configs whose split partials ``nvfp4_gemm._reduce``
     sums after the kernel (which launches without PDL, so the next product cannot start early anyway) took
-    1.03-1.10x the time with it, stream-K with whole waves (``dp_waves``, whose plan counts on its CTAs starting
-    together) 1.2x; every other config measured 0.83-1.0x."""
+    1.01-1.10x the time with it, stream-K with whole waves (``dp_waves``, whose plan counts on its CTAs starting
+    together) 1.22-1.25x; with those left out every cell measured 0.80-1.01x of the time without PDL."""
     on = pdl_enabled() and not second_kernel_sum and not cfg.dp_waves
     return {"PDL": on, "launch_pdl": on}
 
