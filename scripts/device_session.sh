@@ -142,6 +142,17 @@ entries_tests_then_verify() {  # new table entries: the dispatch's and the epilo
     --previous-tables "$1" --ms "$4" --out "$out/verify_words" 2>&1 | grep -v Warning \
     | tee "$out/log_verify.txt" | tail -2
 }
+gpu_tests_parallel() {  # GPU test runs in parallel processes (limit $1 s each), one per NAME:PYTEST-ARGS argument
+                       # (quoted as in a shell), logged to /tmp/t_NAME.txt; their summary into $out/gpu_tests.txt
+  local limit=$1 spec; shift
+  rm -f /tmp/t_*.txt  # (a machine kept warm still holds the logs of an earlier call)
+  for spec in "$@"; do
+    eval "timeout $limit python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short ${spec#*:}" \
+      > "/tmp/t_${spec%%:*}.txt" 2>&1 &
+  done
+  wait
+  gpu_test_summary t
+}
 device_name() {  # the device's name, memory and driver into $out/device.txt
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 }
@@ -3500,14 +3511,10 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
         # its GPU tests and the dispatch / split / stream-K / epilogue tests (now launched with it), then the issue's
         # benchmark with and without it in the same run (7B / 32B forward, M = 1-128)
     device_name
-    rm -f /tmp/t_*.txt
-    t="timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
-    $t tests/test_kernels_pdl_gpu.py > /tmp/t_pdl.txt 2>&1 &
-    $t tests/test_fused_norm.py tests/test_fused_qkv.py tests/test_swiglu.py > /tmp/t_epilogues.txt 2>&1 &
-    $t tests/test_kernels_ws_gpu.py -k "default_dispatch or fused_split or stream_k or dp_waves" > /tmp/t_ws.txt 2>&1 &
-    $t tests/test_kernels_ws_gpu.py -k "matches_fp32_reference and not input_gradient" > /tmp/t_fp32.txt 2>&1 &
-    wait
-    gpu_test_summary t
+    gpu_tests_parallel 300 "pdl:tests/test_kernels_pdl_gpu.py" \
+      "epilogues:tests/test_fused_norm.py tests/test_fused_qkv.py tests/test_swiglu.py" \
+      "ws:tests/test_kernels_ws_gpu.py -k 'default_dispatch or fused_split or stream_k or dp_waves'" \
+      "fp32:tests/test_kernels_ws_gpu.py -k 'matches_fp32_reference and not input_gradient'"
     timeout 300 python3 benchmarks/gemm_nvfp4.py --no-marlin --pdl-compare --models 7b,32b --ms 1,4,16,64,128 \
       --dirs fwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
     tail -8 "$out/log_gemm.txt"
@@ -3521,12 +3528,7 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
   70c)  # where a launch lets the next one in: at its start (70a's) against after its chunks ("tail"), and without
         # PDL, in the same run; the GPU chain tests on the tail trigger
     device_name
-    rm -f /tmp/t_*.txt
-    t="timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
-    $t tests/test_kernels_pdl_gpu.py -k tail > /tmp/t_pdl_tail.txt 2>&1 &
-    $t tests/test_fused_norm.py -k pdl > /tmp/t_norm_pdl.txt 2>&1 &
-    wait
-    gpu_test_summary t
+    gpu_tests_parallel 200 "pdl_tail:tests/test_kernels_pdl_gpu.py -k tail" "norm_pdl:tests/test_fused_norm.py -k pdl"
     timeout 330 python3 benchmarks/gemm_nvfp4.py --no-marlin --pdl-compare --models 7b,32b --ms 1,4,16,64,128 \
       --dirs fwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
     tail -8 "$out/log_gemm.txt"
@@ -3535,13 +3537,9 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
         # waves, and now in the decode attention's two kernels: GPU tests, the issue's benchmark with and without it
         # (7B / 32B forward, M = 1-128), the decode harness with and without it
     device_name
-    rm -f /tmp/t_*.txt
-    t="timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
-    $t tests/test_kernels_pdl_gpu.py tests/test_decode_attention.py > /tmp/t_pdl.txt 2>&1 &
-    $t tests/test_fused_norm.py tests/test_fused_qkv.py tests/test_swiglu.py > /tmp/t_epilogues.txt 2>&1 &
-    $t tests/test_kernels_ws_gpu.py -k "default_dispatch or fused_split or stream_k or dp_waves" > /tmp/t_ws.txt 2>&1 &
-    wait
-    gpu_test_summary t
+    gpu_tests_parallel 240 "pdl:tests/test_kernels_pdl_gpu.py tests/test_decode_attention.py" \
+      "epilogues:tests/test_fused_norm.py tests/test_fused_qkv.py tests/test_swiglu.py" \
+      "ws:tests/test_kernels_ws_gpu.py -k 'default_dispatch or fused_split or stream_k or dp_waves'"
     timeout 200 python3 benchmarks/gemm_nvfp4.py --no-marlin --pdl-compare --models 7b,32b --ms 1,4,16,64,128 \
       --dirs fwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
     tail -7 "$out/log_gemm.txt"
@@ -3552,14 +3550,9 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
   70e)  # PDL in the Triton kernels between the projections too (add + RMSNorm, SiLU x up): GPU tests, the decode
         # harness with and without it
     device_name
-    rm -f /tmp/t_*.txt
-    t="timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
-    $t tests/test_kernels_pdl_gpu.py tests/test_decode_attention.py tests/test_swiglu.py > /tmp/t_pdl.txt 2>&1 &
-    $t tests/test_fused_norm.py tests/test_fused_qkv.py > /tmp/t_norm.txt 2>&1 &
-    $t tests/test_kernels_ws_gpu.py -k "swiglu or add_norm or row_norm" > /tmp/t_epilogues.txt 2>&1 &
-    $t tests/test_rollout_hf.py > /tmp/t_rollout.txt 2>&1 &
-    wait
-    gpu_test_summary t
+    gpu_tests_parallel 240 "pdl:tests/test_kernels_pdl_gpu.py tests/test_decode_attention.py tests/test_swiglu.py" \
+      "norm:tests/test_fused_norm.py tests/test_fused_qkv.py" \
+      "epilogues:tests/test_kernels_ws_gpu.py -k 'swiglu or add_norm or row_norm'" "rollout:tests/test_rollout_hf.py"
     timeout 200 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --swiglu-epilogue \
       --fused-norm --rope-epilogue --pdl-compare --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
     tail -9 "$out/log_decode.txt"
@@ -3577,13 +3570,9 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
   70g)  # PDL off by default (70f: a launch with it after one without costs time), on for the decode harness's NVFP4
         # model (--pdl): GPU tests, the decode harness with and without it, the issue's benchmark with the PDL column
     device_name
-    rm -f /tmp/t_*.txt
-    t="timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -rf --tb=short"
-    $t tests/test_kernels_pdl_gpu.py tests/test_decode_attention.py tests/test_swiglu.py > /tmp/t_pdl.txt 2>&1 &
-    $t tests/test_fused_norm.py tests/test_fused_qkv.py tests/test_rollout_hf.py > /tmp/t_norm.txt 2>&1 &
-    $t tests/test_kernels_ws_gpu.py -k "default_dispatch or fused_split or stream_k or swiglu" > /tmp/t_ws.txt 2>&1 &
-    wait
-    gpu_test_summary t
+    gpu_tests_parallel 200 "pdl:tests/test_kernels_pdl_gpu.py tests/test_decode_attention.py tests/test_swiglu.py" \
+      "norm:tests/test_fused_norm.py tests/test_fused_qkv.py tests/test_rollout_hf.py" \
+      "ws:tests/test_kernels_ws_gpu.py -k 'default_dispatch or fused_split or stream_k or swiglu'"
     timeout 150 python3 benchmarks/decode_nvfp4.py --compile --layout words --repeats 3 --swiglu-epilogue \
       --fused-norm --rope-epilogue --pdl --pdl-compare --out "$out/decode" 2>&1 | grep -v Warning > "$out/log_decode.txt"
     tail -9 "$out/log_decode.txt"

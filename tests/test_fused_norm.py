@@ -16,7 +16,7 @@ from qerl.kernels.fused_norm import (
     nvfp4_matmul_normed,
     rms_norm_input,
 )
-from tests.conftest import capture_graph, hopper_gpu
+from tests.conftest import capture_graph, hopper_gpu, same_bits_with_and_without_pdl
 
 
 def _weight(n: int, k: int, device: str = "cpu", glu: bool = False, layout: str = "pairs"):
@@ -173,8 +173,6 @@ def test_decode_layers_under_pdl_give_the_bits_of_serial_launches(m):
     residual and writing the next norm's input; past ``NORM_EPILOGUE_MAX_M`` rows the add + RMSNorm and SiLU x up
     kernels between the projections), each reading what the one before wrote, captured in a CUDA graph with
     programmatic dependent launch (the launches overlap on the GPU) and without: the same bits."""
-    from qerl.kernels import nvfp4_gemm_ws as ws
-
     torch.manual_seed(m)
     hidden, inter, eps = 3584, 18944, 1e-6
     gu_w, _ = _weight(2 * inter, hidden, "cuda", glu=True, layout="words")
@@ -190,19 +188,7 @@ def test_decode_layers_under_pdl_give_the_bits_of_serial_launches(m):
             h, u, stats = nvfp4_matmul_add_norm(act, down_w, h, g, eps)
         return h
 
-    outs = {}
-    for enabled in (False, True):
-        with ws.pdl(enabled):
-            blocks()  # the split counters exist before the capture
-            graph, h = capture_graph(blocks)
-        for _ in range(3):
-            h.fill_(float("nan"))
-            graph.replay()
-            torch.cuda.synchronize()
-            assert torch.isfinite(h).all()
-            outs.setdefault(enabled, h.clone())
-            assert torch.equal(h, outs[enabled])
-    assert torch.equal(outs[True], outs[False])
+    same_bits_with_and_without_pdl(blocks)
 
 
 @pytest.mark.gpu

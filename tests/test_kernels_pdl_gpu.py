@@ -18,6 +18,7 @@ pytestmark = [
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
 from qerl.kernels import nvfp4_gemm_ws as ws  # noqa: E402
+from tests.conftest import same_bits_with_and_without_pdl  # noqa: E402
 
 hopper = pytest.mark.skipif(not ws.available(), reason="needs a Hopper GPU and Triton's Gluon")
 
@@ -99,18 +100,4 @@ def test_projection_attention_projection_under_pdl_give_the_bits_of_serial_launc
         att = decode_attention(q, k, v, lengths, splits=splits)
         return ws.ws_matmul(att.reshape(batch, D), w_o, cfg)
 
-    outs = {}
-    for enabled in (False, True):
-        with ws.pdl(enabled):
-            step()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                y = step()
-        for _ in range(3):
-            y.fill_(float("nan"))
-            graph.replay()
-            torch.cuda.synchronize()
-            assert torch.isfinite(y).all()
-            outs.setdefault(enabled, y.clone())
-            assert torch.equal(y, outs[enabled])
-    assert torch.equal(outs[True], outs[False])
+    same_bits_with_and_without_pdl(step)
