@@ -1120,13 +1120,14 @@ if gluon is not None:
 
     @gluon.jit
     def _grid_dependency(PDL: gl.constexpr):
-        """Programmatic dependent launch (``PDL``, ``qerl.kernels.pdl``): wait until the launches before this one in the
-        stream have completed and their writes are visible (``griddepcontrol.wait``), then let the launch after this
-        one start its CTAs as SMs free up (``griddepcontrol.launch_dependents``; run 36: letting it in only once the
-        partitions' chunks were done took 1.04 / 1.02 / 1.01x the time at M = 1 / 4 / 16, geomean of the 7B / 32B
-        layers, up to 1.09x; faster by more than 2% only on configs ``_pdl_args`` leaves without PDL). Every partition calls it before it reads or writes memory that another launch may write (X, Y,
-        partials, counters, epilogue operands); only the loader's first copies of W, which no launch writes, come
-        before it (``_load_worker``). Without PDL the launch starts after the one before it has completed, and both
+        """Programmatic dependent launch (``PDL``, ``qerl.kernels.pdl``): wait until the launches before this one in
+        the stream have completed and their writes are visible (``griddepcontrol.wait``), then let the launch after
+        this one start its CTAs as SMs free up (``griddepcontrol.launch_dependents``; run 36: letting it in only once
+        the partitions' chunks were done took 1.04 / 1.02 / 1.01x the time at M = 1 / 4 / 16, geomean of the 7B /
+        32B layers, up to 1.09x; faster by more than 2% only on configs ``_pdl_args`` leaves without PDL). Every
+        partition calls it before it reads or writes memory that another launch may write (X, Y, partials, counters,
+        epilogue operands); only the loader's first copies of W, which no launch writes, come before it
+        (``_load_worker``). Without PDL the launch starts after the one before it has completed, and both
         instructions return at once."""
         if PDL:
             gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
