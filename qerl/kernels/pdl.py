@@ -18,6 +18,7 @@ so a CUDA graph keeps what was set while it was captured), or ``pdl(True)`` arou
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 
 import torch
@@ -54,8 +55,13 @@ def launch_options(device: torch.device) -> dict:
     constexpr calls ``grid_dependency`` first) on a Hopper or later GPU outside the interpreter when enabled, else
     none (the constexpr's default, False)."""
     on = (device.type == "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1" and pdl_enabled()
-          and torch.cuda.get_device_capability(device)[0] >= 9)
+          and _major(device.index if device.index is not None else torch.cuda.current_device()) >= 9)
     return {"PDL": True, "launch_pdl": True} if on else {}
+
+
+@functools.cache
+def _major(index: int) -> int:
+    return torch.cuda.get_device_capability(index)[0]
 
 
 if triton is not None:
