@@ -489,6 +489,7 @@ def main() -> None:
     if args.pdl_compare and not args.pdl:
         p.error("--pdl-compare times the NVFP4 model without PDL against --pdl: pass both")
     from qerl.kernels import nvfp4_gemm_ws
+    from qerl.kernels.pdl import pdl
 
     nvfp4_gemm_ws.SPARE_ROWS = not args.no_spare_rows
     if args.whole_boxes:
@@ -525,7 +526,7 @@ def main() -> None:
         passes = []
         for _ in range(args.repeats):
             r16 = run_batch(model, batch, args.prompt, args.new_tokens, fp4=False)
-            with nvfp4_gemm_ws.pdl(args.pdl):
+            with pdl(args.pdl):
                 passes.append((r16, run_batch(model, batch, args.prompt, args.new_tokens, fp4=True)))
         r16, r4 = passes[0]
         rel = float((r4["first_logits"] - r16["first_logits"]).norm() / r16["first_logits"].norm())
@@ -542,7 +543,7 @@ def main() -> None:
             # completed (``QERL_PDL=0``): the same kernels and arithmetic, so the same logits bit for bit.
             serial = []
             for _ in range(args.repeats):
-                with nvfp4_gemm_ws.pdl(False):
+                with pdl(False):
                     serial.append(run_batch(model, batch, args.prompt, args.new_tokens, fp4=True))
             serial_ms = statistics.median(r["ms_per_step"] for r in serial)
             row.update({"nvfp4_serial_tok_s": batch * 1e3 / serial_ms, "nvfp4_serial_ms_step": serial_ms,

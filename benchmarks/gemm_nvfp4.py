@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
-from qerl.kernels import nvfp4_gemm_ws  # noqa: E402
 from qerl.kernels.nvfp4_gemm import BwdConfig, FwdConfig  # noqa: E402
+from qerl.kernels.pdl import pdl  # noqa: E402
 
 SHAPES = {
     "7b": [("qkv", 4608, 3584), ("o", 3584, 3584), ("gate_up", 37888, 3584), ("down", 3584, 18944)],
@@ -457,7 +457,7 @@ def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, lo
 
 
 def _under_pdl(mode, fn):
-    with nvfp4_gemm_ws.pdl(mode):
+    with pdl(mode):
         return fn()
 
 

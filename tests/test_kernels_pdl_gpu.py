@@ -1,4 +1,4 @@
-"""Programmatic dependent launch of the warp-specialized forward (``nvfp4_gemm_ws.pdl_enabled``): a launch's CTAs
+"""Programmatic dependent launch of the warp-specialized forward (``qerl.kernels.pdl``): a launch's CTAs
 may start while the launch before it finishes, so every read of X and every write must wait for it. Chains of
 products where each reads the output of the one before and writes over that one's input, replayed from a CUDA graph
 (back to back on the GPU, where the launches overlap), give the bits of the same chain launched one after another.
@@ -18,6 +18,7 @@ pytestmark = [
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
 from qerl.kernels import nvfp4_gemm_ws as ws  # noqa: E402
+from qerl.kernels.pdl import pdl  # noqa: E402
 from tests.conftest import same_bits_with_and_without_pdl  # noqa: E402
 
 hopper = pytest.mark.skipif(not ws.available(), reason="needs a Hopper GPU and Triton's Gluon")
@@ -60,12 +61,12 @@ def test_chained_products_under_pdl_give_the_bits_of_serial_launches(cfg, m, lay
     x0 = torch.randn(m, D, device="cuda").to(torch.bfloat16)
     a = torch.empty(m, D, device="cuda", dtype=torch.bfloat16)
     b = torch.empty_like(a)
-    with ws.pdl(False):
+    with pdl(False):
         _chain(x0, weights, cfg, a, b)
         want = a.clone() if LINKS % 2 == 0 else b.clone()
         _chain(x0, weights, cfg, a, b)  # (and the tile counters any split needs exist before the capture)
     assert torch.isfinite(want).all() and want.abs().max() > 0
-    with ws.pdl(True):
+    with pdl(True):
         _chain(x0, weights, cfg, a, b)  # eager: launched from the host, mostly after the kernel before completed
         assert torch.equal(a if LINKS % 2 == 0 else b, want)
         graph = torch.cuda.CUDAGraph()

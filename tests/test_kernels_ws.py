@@ -16,6 +16,7 @@ pytest.importorskip("triton.experimental.gluon")
 from qerl.kernels import aot  # noqa: E402
 from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
 from qerl.kernels import nvfp4_gemm_ws as ws  # noqa: E402
+from qerl.kernels.pdl import pdl  # noqa: E402
 
 needs_ptxas = pytest.mark.skipif(aot.ptxas_path() is None, reason="this Triton build ships no ptxas")
 
@@ -573,7 +574,7 @@ def test_pdl_launches_except_where_it_measured_slower(monkeypatch):
         ws.WsConfig(8, 128, 5, 1, 1, False, 80, stream_k=2, dp_waves=True)
     monkeypatch.delenv("QERL_PDL", raising=False)
     assert ws._pdl_args(plain) == {"PDL": False, "launch_pdl": False}  # off by default (qerl.kernels.pdl)
-    with ws.pdl(True):
+    with pdl(True):
         assert ws._pdl_args(plain) == ws._pdl_args(sk) == {"PDL": True, "launch_pdl": True}
         # (A split summed by the second kernel, stream-K with whole waves: 1.01-1.25x the time with PDL, run 36.)
         assert ws._pdl_args(plain, True) == ws._pdl_args(sk_waves) == {"PDL": False, "launch_pdl": False}

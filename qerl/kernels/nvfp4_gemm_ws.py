@@ -83,7 +83,7 @@ from typing import NamedTuple
 import torch
 
 from qerl.kernels import nvfp4_gemm as kern
-from qerl.kernels.pdl import pdl, pdl_enabled  # noqa: F401 (``pdl``: the benchmarks' and tests' switch)
+from qerl.kernels.pdl import pdl_enabled
 
 try:
     from triton.experimental import gluon
