@@ -16,6 +16,7 @@ turn, and the ratio of the medians.
     python benchmarks/rollout_hf.py                                  # batch 8, no adapter, fused step
     python benchmarks/rollout_hf.py --batches 1,8 --lora-ranks 0,32 --modes fused,compiled,eager
     python benchmarks/rollout_hf.py --profile                        # where a step's wall time goes
+    python benchmarks/rollout_hf.py --lora-ranks 32 --ws-lora-epilogue-compare   # + NVFP4 with the expand after
 
 Unlike ``benchmarks/decode_nvfp4.py`` (a decode step written for the kernels, with the projections' epilogues:
 RMSNorms, SiLU x up, RoPE), this runs a training model: transformers' Qwen2 modules with peft's adapters, the norms
@@ -125,6 +126,19 @@ def profile_generate(backend: HFRolloutBackend, prompts: list[list[int]], settin
             "host_profiled_wall_us_per_step": host_result.seconds * 1e6 / steps, "top_host_ops": ops[:25]}
 
 
+def timed(name: str, backend, prompts, settings) -> dict:
+    """``timed_generate``; for "nvfp4_after" with the expand after the warp-specialized product while its step runs
+    and is captured (the dispatch reads the switch as the graph is recorded)."""
+    from qerl.kernels import nvfp4_gemm_ws
+
+    before = nvfp4_gemm_ws.BIAS_LORA_EPILOGUE
+    nvfp4_gemm_ws.BIAS_LORA_EPILOGUE = name != "nvfp4_after"
+    try:
+        return timed_generate(backend, prompts, settings)
+    finally:
+        nvfp4_gemm_ws.BIAS_LORA_EPILOGUE = before
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batches", default="8")
@@ -139,6 +153,9 @@ def main() -> None:
                    help="fused step, NVFP4 with an adapter: the adapter's expand after the product (the "
                         "warp-specialized kernel where its table has the shape) instead of in its epilogue")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    p.add_argument("--ws-lora-epilogue-compare", action="store_true",
+                   help="also time the NVFP4 model with the adapter's expand added after the warp-specialized "
+                        "product (nvfp4_gemm_ws.BIAS_LORA_EPILOGUE off) as 'nvfp4_after', in the same passes")
     p.add_argument("--shrink-reduction-max-m", type=int, default=None,
                    help="fused step: rows up to which the adapters' shrink is a multiply-sum (default: the step's)")
     args = p.parse_args()
@@ -166,6 +183,7 @@ def main() -> None:
             "triton": triton.__version__, "transformers": transformers.__version__, "layers": args.layers,
             "prompt": args.prompt, "new_tokens": args.new_tokens, "repeats": args.repeats,
             "expand_after": args.expand_after, "shrink_reduction_max_m": decode_step.SHRINK_REDUCTION_MAX_M,
+            "ws_lora_epilogue_compare": args.ws_lora_epilogue_compare,
             "command": " ".join(["python"] + sys.argv)}
     # A token id past the vocabulary: no row stops early, every call generates batch x new_tokens tokens.
     eos = [QWEN7B["vocab_size"]]
@@ -176,23 +194,29 @@ def main() -> None:
         models = {"bf16": with_adapter(bf16, rank), "nvfp4": with_adapter(nvfp4, rank)}
         for mode in args.modes.split(","):
             compiled = mode != "eager"
+            runs = dict(models)
+            if args.ws_lora_epilogue_compare:
+                runs["nvfp4_after"] = models["nvfp4"]
             backends = {name: HFRolloutBackend(m, tok, eos, static_cache=compiled, compile=compiled,
                                                fused_step={"fused": True, "compiled": False, "eager": None}[mode])
-                        for name, m in models.items()}
+                        for name, m in runs.items()}
             for batch in (int(b) for b in args.batches.split(",")):
                 g = torch.Generator().manual_seed(batch)
                 prompts = [torch.randint(2, QWEN7B["vocab_size"], (args.prompt,), generator=g).tolist()
                            for _ in range(batch)]
                 row = {"lora_rank": rank, "mode": mode, "batch": batch}
                 for name, backend in backends.items():
-                    row[f"{name}_first_call_s"] = timed_generate(backend, prompts, settings)["seconds"]
-                passes = [{name: timed_generate(b, prompts, settings) for name, b in backends.items()}
+                    row[f"{name}_first_call_s"] = timed(name, backend, prompts, settings)["seconds"]
+                passes = [{name: timed(name, b, prompts, settings) for name, b in backends.items()}
                           for _ in range(args.repeats)]
                 for name in backends:
                     row[f"{name}_tok_s_passes"] = [q[name]["tok_s"] for q in passes]
                     row[f"{name}_tok_s"] = statistics.median(row[f"{name}_tok_s_passes"])
                     row[f"{name}_tokens"] = passes[0][name]["tokens"]
                 row["ratio"] = row["nvfp4_tok_s"] / row["bf16_tok_s"]
+                if "nvfp4_after" in backends:
+                    row["ratio_after"] = row["nvfp4_after_tok_s"] / row["bf16_tok_s"]
+                    row["epilogue_speedup"] = row["nvfp4_tok_s"] / row["nvfp4_after_tok_s"]
                 for name, backend in backends.items():
                     step = getattr(backend.decoder, "_fused", None)
                     row[f"{name}_fused_groups"] = None if step is None else step.fused_groups()
@@ -211,6 +235,9 @@ def main() -> None:
     for r in rows:
         print(f"{r['lora_rank']:4d} {r['mode']:>8s} {r['batch']:5d} {r['bf16_tok_s']:11.0f} {r['nvfp4_tok_s']:12.0f} "
               f"{r['ratio']:6.2f} {r['bf16_first_call_s']:12.1f} / {r['nvfp4_first_call_s']:.1f}")
+        if "nvfp4_after_tok_s" in r:
+            print(f"     expand after the product: NVFP4 {r['nvfp4_after_tok_s']:.0f} tok/s ({r['ratio_after']:.2f}x "
+                  f"BF16); in the epilogue {r['epilogue_speedup']:.3f}x faster")
     for r in rows:
         for name, prof in r.get("profile", {}).items():
             kinds = ", ".join(f"{k} {v:.0f}" for k, v in sorted(prof["gpu_us_per_step_by_kind"].items()))

@@ -3580,4 +3580,24 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --dirs fwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -30 > "$out/log_gemm.txt"
     tail -7 "$out/log_gemm.txt"
     ;;
+  71a)  # the bias and the adapter's expand in the warp-specialized forward's epilogue (new): its GPU tests, the
+        # dispatch's, the rollout backend's and run 36's PDL tests (not run on a GPU since their last commits); then
+        # benchmarks/lora_epilogue.py (the epilogue against the expand after the product, same rounds)
+    device_name
+    gpu_tests_parallel 280 "lw:tests/test_kernels_ws_gpu.py -k 'bias_and_adapter_expand and words'" \
+      "lp:tests/test_kernels_ws_gpu.py -k 'bias_and_adapter_expand and pairs'" \
+      "ld:tests/test_kernels_ws_gpu.py -k 'puts_bias_and_adapter or refusals or adapter_expand_after or small_m'" \
+      "step:tests/test_rollout_hf.py tests/test_decode_step.py" "kg:tests/test_kernels_gpu.py -k 'lora or bias'" \
+      "pdl:tests/test_kernels_pdl_gpu.py tests/test_fused_norm.py tests/test_pdl.py tests/test_decode_attention.py"
+    timeout 290 python3 benchmarks/lora_epilogue.py --models 7b,32b --ms 1,8,16,64 --ranks 32 \
+      --out "$out/lora_epilogue" 2>&1 | grep -v Warning > "$out/log_lora_epilogue.txt"
+    tail -10 "$out/log_lora_epilogue.txt"
+    ;;
+  71b)  # whole rollouts of the transformers backend with a rank-32 adapter: NVFP4 with the expand in the epilogue and
+        # after the product (nvfp4_after), BF16, in the same passes, batch 8 and 64
+    device_name
+    timeout 560 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 32 --modes fused \
+      --ws-lora-epilogue-compare --out "$out/rollout" 2>&1 | grep -v Warning > "$out/log_rollout.txt"
+    tail -8 "$out/log_rollout.txt"
+    ;;
 esac

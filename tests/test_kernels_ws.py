@@ -927,3 +927,73 @@ def test_fill_searches_count_the_ctas_an_sm_holds():
     for cap, ctas in gw.CTAS_PER_SM.items():
         if cap is not None:
             assert fit(aot.ws_report(ws.WsConfig(8, 64, 6, 1, 1, True, cap), words=True), cap) == ctas, cap
+
+
+def _lora(m: int, sizes: tuple[int, ...], rank: int) -> kern.LoRAEpilogue:
+    return kern.LoRAEpilogue(torch.zeros(len(sizes), m, rank),
+                             tuple(torch.zeros(s, rank, dtype=torch.bfloat16) for s in sizes))
+
+
+@needs_ptxas
+def test_bias_and_adapter_epilogue_compile_on_the_decode_configs():
+    """The bias and the adapter's expand in the forward's epilogue (``ws_matmul(bias=, lora=)``) on the decode
+    configs the dispatch gives them (``bias_lora_config``: whole tiles, splits summed in the kernel) and two
+    consumers: no spills, no serialized wgmma, registers within the cap, the chunk loop's decode and waits as without
+    (its shared-memory loads no more), and shared memory for B's rows and u's per consumer."""
+    from types import SimpleNamespace
+
+    configs = {ws.epilogue_config(_x(m, k), SimpleNamespace(n=n, k=k, k_pad=k, words=True))
+               for (m, n, k) in ws.TUNED_WORDS if m in (1, 8, 16, 32, 64) and ws.TUNED_WORDS[(m, n, k)]}
+    configs.discard(None)
+    configs.add(ws.WsConfig(128, 256, 3, 1, 2, False))
+    assert configs and all(ws.tile_epilogue(c, SimpleNamespace(k_pad=3584)) for c in configs)
+    for cfg in sorted(configs):
+        out_f32 = cfg.split_k > 1
+        plain = aot.ws_report(cfg, out_f32=out_f32, words=True)
+        for rank in (16, 32):
+            r = aot.ws_report(cfg, out_f32=out_f32, words=True, bias=True, lora_slices=3, lora_rank=rank)
+            assert not r["wgmma_serialized"] and r["spill_bytes"] == 0, (cfg, rank, r)
+            assert r["registers"] <= (cfg.maxnreg or 255), (cfg, rank, r)
+            rows = cfg.bn // cfg.consumers
+            assert r["shared_bytes"] - plain["shared_bytes"] >= cfg.consumers * (rows + cfg.bm) * rank * 2
+            loop, ref = r["chunk_loop_opcodes"], plain["chunk_loop_opcodes"]
+            for op in ("HGMMA", "HMUL2", "HFMA2", "PRMT", "SYNCS"):
+                assert loop.get(op) == ref.get(op), (cfg, rank, op, loop, ref)
+            assert loop.get("LDS", 0) <= ref.get("LDS", 0) and "LDL" not in loop, (cfg, rank, loop, ref)
+
+
+def test_bias_and_adapter_go_into_the_epilogue_at_decode_batches(monkeypatch):
+    """``bias_lora_config``: at M <= BIAS_LORA_RESHAPE_MAX_M every tuned "words" shape gets a config with whole
+    tiles (``epilogue_config``'s, stream-K entries made one CTA a tile); above it only where the table's config
+    (or the whole-tile entry kept for a stream-K one) already has them; never for a rank the kernel's wgmma cannot take, slices ending inside its tiles, a bias of
+    the wrong shape, or with the switch off."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    seen = 0
+    for (bucket, n, k), cfg in ws.TUNED_WORDS.items():
+        if cfg is None or bucket > 128:
+            continue
+        w = SimpleNamespace(n=n, k=k, k_pad=k, words=True)
+        x = _x(bucket, k)
+        lora = _lora(bucket, (n // 2, n // 2), 32)
+        got = ws.bias_lora_config(x, w, None, lora)
+        if bucket <= ws.BIAS_LORA_RESHAPE_MAX_M:
+            assert got == ws.epilogue_config(x, w) and got is not None and ws.tile_epilogue(got, w), (bucket, n, k)
+        else:
+            # the table's config where it has whole tiles, or the whole-tile entry before a stream-K one
+            assert got == ws.epilogue_config(x, w, reshape=False), (bucket, n, k, got)
+            assert got is None or got in (cfg, ws.WHOLE_TILE_WORDS.get((bucket, n, k))), (bucket, n, k, got)
+        seen += got is not None
+        if got is None:
+            continue
+        bias = torch.zeros(n)
+        assert ws.bias_lora_config(x, w, bias, None) == got
+        assert ws.bias_lora_config(x, w, bias[1:], None) is None
+        assert ws.bias_lora_config(x, w, None, _lora(bucket, (n // 2, n // 2), 8)) is None
+        assert ws.bias_lora_config(x, w, None, _lora(bucket, (n // 2 - 32, n // 2 + 32), 32)) is None
+        assert ws.bias_lora_config(x, w, None, None) is None
+        monkeypatch.setattr(ws, "BIAS_LORA_EPILOGUE", False)
+        assert ws.bias_lora_config(x, w, bias, lora) is None
+        monkeypatch.setattr(ws, "BIAS_LORA_EPILOGUE", True)
+    assert seen >= 40

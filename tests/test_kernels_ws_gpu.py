@@ -787,7 +787,8 @@ def test_dp_waves_runs_whole_waves_and_splits_the_leftover_tiles():
 @hopper
 @pytest.mark.parametrize("m", [1, 8, 13])
 def test_default_dispatch_takes_small_m_entries(m, monkeypatch):
-    # A decode-shape entry (M < MIN_M) routes nvfp4_matmul to this kernel (bias added after it), checked in fp32.
+    # A decode-shape entry (M < MIN_M) routes nvfp4_matmul to this kernel (bias added in its epilogue), checked in
+    # fp32.
     from qerl.kernels import nvfp4_gemm as kern
 
     n, k = 4608, 3584
@@ -808,10 +809,12 @@ def test_default_dispatch_takes_small_m_entries(m, monkeypatch):
 @hopper
 @pytest.mark.parametrize("m", [8, 64])
 def test_adapter_expand_after_the_kernel_from_lora_ws_min_m(m, monkeypatch):
-    # With an adapter's expand: below LORA_WS_MIN_M the Triton kernel adds it in its epilogue, from there on the
-    # warp-specialized kernel (tuned shape: 14B / 32B qkv, three slices) runs and the expand is added after it.
+    # Without the expand in the warp-specialized kernel's epilogue (``BIAS_LORA_EPILOGUE`` off): below
+    # LORA_WS_MIN_M the Triton kernel adds it in its epilogue, from there on the warp-specialized kernel (tuned
+    # shape: 14B / 32B qkv, three slices) runs and the expand is added after it.
     from qerl.kernels import nvfp4_gemm as kern
 
+    monkeypatch.setattr(ws, "BIAS_LORA_EPILOGUE", False)
     n, k, r = 7168, 5120, 32
     assert ws.pick(torch.empty(64, k, device="cuda", dtype=torch.bfloat16), n, k, k) is not None
     calls = []
@@ -827,6 +830,117 @@ def test_adapter_expand_after_the_kernel_from_lora_ws_min_m(m, monkeypatch):
     ref = ref + bias.float() + expand
     assert torch.isfinite(y).all()
     assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
+
+
+def _lora_case(m: int, sizes: tuple[int, ...], rank: int, dtype=torch.bfloat16):
+    """An adapter's expand operands for output slices of ``sizes`` columns: u fp32 [S, M, R] (the shrink's output,
+    scaled), B's bf16 [N_s, R] (every other one a column slice of a wider tensor: rows not contiguous), the bias, and
+    the fp32 reference of bias + u_s (rounded to bf16, as vLLM's expand) @ B_s^T side by side."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    u = torch.randn(len(sizes), m, rank, device="cuda") * 0.5
+    bs = tuple(torch.randn(s, rank + (8 if i % 2 else 0), device="cuda").to(torch.bfloat16)[:, :rank] * 0.05
+               for i, s in enumerate(sizes))
+    bias = torch.randn(sum(sizes), device="cuda").to(dtype)
+    expand = torch.cat([_fp32_matmul(u[i].to(torch.bfloat16).float(), b.float().T) for i, b in enumerate(bs)], 1)
+    return kern.LoRAEpilogue(u, bs), bias, bias.float() + expand
+
+
+LORA_CONFIGS = [ws.WsConfig(8, 64, 6, 1, 1, True, 80), ws.WsConfig(16, 64, 6, 4, 1, True, 80, True),
+                ws.WsConfig(8, 128, 6, 7, 1, True, 128, True), ws.WsConfig(8, 64, 6, 1, 1, False, 64),
+                ws.WsConfig(32, 64, 4, 3, 1, True, 80, True), ws.WsConfig(64, 64, 4, 1, 1, True, 128),
+                ws.WsConfig(64, 128, 4, 1, 2, False), ws.WsConfig(128, 256, 3, 1, 2, False),
+                ws.WsConfig(128, 64, 4, 1, 1, True, 128)]
+
+
+@hopper
+@pytest.mark.parametrize("cfg", LORA_CONFIGS, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("m,sizes,rank,k", [(1, (384, 128, 128), 32, 3584), (5, (640,), 16, 1008),
+                                            (13, (512, 128), 64, 2048), (40, (384, 128, 128), 32, 1424),
+                                            (100, (256, 256), 16, 3584)])
+@pytest.mark.parametrize("layout", ["pairs", "words"])
+def test_bias_and_adapter_expand_in_the_epilogue_match_fp32_reference(cfg, m, sizes, rank, k, layout):
+    """``ws_matmul(bias=, lora=)``: x W^T + bias + the slices' expand in fp32 before the one rounding, against the
+    fp32 reference; one to three slices (inner ends on the tiles of 128 columns), ranks 16 / 32 / 64, B's rows
+    strided, M not a multiple of the tile (the u rows past M read as zero), N ending inside a tile (640 on 256-row
+    tiles), K padded (1008, 1424); split tiles summed in the kernel, two consumers, the TMA store (128-row tiles);
+    every output written (NaN-poisoned before)."""
+    n = sum(sizes)
+    x, w, ref = _case(m, n, k, layout)
+    lora, bias, extra = _lora_case(m, sizes, rank)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    y = ws.ws_matmul(x, w, cfg, out=out, bias=bias, lora=lora)
+    assert y.data_ptr() == out.data_ptr() and torch.isfinite(y).all()
+    ref = ref + extra
+    assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
+    # The expand is there: without it the same product is off by its size.
+    plain = ws.ws_matmul(x, w, cfg, bias=bias)
+    assert float((plain.float() - ref).norm() / ref.norm()) > 2e-2
+    assert float((plain.float() - (ref - extra + bias.float())).norm() / ref.norm()) < 4e-3
+
+
+@hopper
+def test_bias_and_adapter_epilogue_refusals():
+    from qerl.kernels import nvfp4_gemm as kern
+
+    x, w, ref = _case(8, 640, 1024, "words")
+    lora, bias, _ = _lora_case(8, (384, 256), 32)
+    with pytest.raises(ValueError, match="stream-K"):
+        ws.ws_matmul(x, w, ws.WsConfig(8, 64, 6, 1, 1, False, 64, stream_k=4), lora=lora)
+    with pytest.raises(ValueError, match="stream-K"):  # splits summed by a second kernel
+        ws.ws_matmul(x, w, ws.WsConfig(8, 64, 6, 4, 1, True, 80), bias=bias)
+    with pytest.raises(ValueError, match="plain epilogue"):
+        ws.ws_matmul(x, w, ws.WsConfig(8, 64, 6, 1, 1, True, 80), glu=True, lora=lora)
+    odd = _lora_case(8, (384, 256), 8)  # a rank the wgmma cannot take
+    with pytest.raises(ValueError, match="R in"):
+        ws.ws_matmul(x, w, ws.WsConfig(8, 64, 6, 1, 1, True, 80), lora=odd[0])
+    split = _lora_case(8, (352, 288), 32)  # an inner slice ending inside a tile
+    with pytest.raises(ValueError, match="inner slices"):
+        ws.ws_matmul(x, w, ws.WsConfig(8, 64, 6, 1, 1, True, 80), lora=split[0])
+    # The dispatch, which has a config for the bias alone, adds what the epilogue refuses after the product.
+    assert ws.bias_lora_config(x, w, bias, None) is not None
+    for bad, bad_bias, extra in (odd, split):
+        assert ws.bias_lora_config(x, w, bad_bias, bad) is None
+        y = kern.nvfp4_matmul(x, w, bias=bad_bias, lora=bad)
+        assert torch.isfinite(y).all() and float((y.float() - ref - extra).norm() / (ref + extra).norm()) < 4e-3
+
+
+# Shapes of Qwen2.5 7B / 32B projections with their adapter's slices (vLLM's and the rollout backend's fused q/k/v
+# and gate/up groups).
+LORA_SHAPES = {"7b qkv": (3584, (3584, 512, 512)), "7b o": (3584, (3584,)), "7b gate_up": (3584, (18944, 18944)),
+               "7b down": (18944, (3584,)), "32b qkv": (5120, (5120, 1024, 1024)), "32b o": (5120, (5120,))}
+
+
+@hopper
+@pytest.mark.parametrize("shape", list(LORA_SHAPES))
+@pytest.mark.parametrize("m", [1, 8, 16, 33, 64])
+@pytest.mark.parametrize("layout", ["pairs", "words"])
+def test_default_dispatch_puts_bias_and_adapter_in_the_epilogue(shape, m, layout, monkeypatch):
+    """``nvfp4_matmul`` with an adapter at decode batches on the tuned shapes: one launch of the warp-specialized
+    kernel with the bias and expand in its epilogue (stream-K entries made one CTA a tile) wherever the table has a
+    config, matching the fp32 reference; and the same result with the epilogue switched off (the expand after)."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    k, sizes = LORA_SHAPES[shape]
+    n = sum(sizes)
+    x, w, ref = _case(m, n, k, layout)
+    lora, bias, extra = _lora_case(m, sizes, 32)
+    ref = ref + extra
+    calls = []
+    real = ws.ws_matmul
+    monkeypatch.setattr(ws, "ws_matmul", lambda *a, **kw: calls.append((a[2], "lora" in kw)) or real(*a, **kw))
+    picked = ws.pick(x, n, k, w.k_pad, w.words)
+    y = kern.nvfp4_matmul(x, w, bias=bias, lora=lora)
+    assert torch.isfinite(y).all() and float((y.float() - ref).norm() / ref.norm()) < 4e-3
+    if layout == "words" or picked is not None:
+        assert picked is not None
+        assert len(calls) == 1 and calls[0][1] and ws.tile_epilogue(calls[0][0], w), calls
+        assert calls[0][0] == ws.epilogue_config(x, w)
+    calls.clear()
+    monkeypatch.setattr(ws, "BIAS_LORA_EPILOGUE", False)
+    after = kern.nvfp4_matmul(x, w, bias=bias, lora=lora)
+    assert all(not with_lora for _, with_lora in calls)
+    assert float((after.float() - ref).norm() / ref.norm()) < 4e-3
 
 
 def _glu_case(m: int, inter: int, k: int, layout: str):

@@ -239,7 +239,7 @@ def _copies_before_wait(ptx: str) -> list[int]:
 def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = False, glu: bool = False,
               row_norm: bool = False, add_norm: bool = False, norm_nt: int = 64, rope: bool = False,
               rows: bool = False, shift_last: bool = False, sub_box: int = 0, tma_store: bool | int = False,
-              pdl: bool = False) -> dict:
+              pdl: bool = False, bias: bool = False, lora_slices: int = 0, lora_rank: int = 16) -> dict:
     """The warp-specialized kernel (``nvfp4_gemm_ws``) compiled for ``cfg`` as ``ws_matmul`` (a ``WsConfig``) or
     ``ws_matmul_grad_input`` (a ``WsBwdConfig``) launches it: registers per thread, threads per CTA, shared-memory
     bytes, spill bytes, whether ptxas
@@ -251,7 +251,8 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
     of that many rows where it reaches past M (``_x_box``, ``nvfp4_gemm_ws.sub_box_rows``). ``tma_store``: the
     forward's whole tiles stored by TMA from shared memory (``_tma_store_tile``; stream-K: 1 from boxes of their own,
     ``_sk_tma_store_tile``, 2 through the ring's stage, ``_sk_ring_store_tile``). ``pdl``: the forward launched with
-    programmatic dependent launch (``nvfp4_gemm_ws.pdl_enabled``)."""
+    programmatic dependent launch (``nvfp4_gemm_ws.pdl_enabled``). ``bias`` / ``lora_slices`` / ``lora_rank``: the
+    forward's bias and adapter expand in its epilogue (``ws_matmul(bias=, lora=)``)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -295,7 +296,7 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
                  "WORDS": words, "GLU": glu, "ROW_NORM": row_norm, "NORM_NT": norm_nt, "ADD_NORM": add_norm,
                  "ROPE": rope, "ROPE_BIAS": rope,
                  "SHIFT_LAST": bool(shift_last) and not add_norm and not rope, "XB": sub_box,
-                 "TMA_STORE": tma_store, "PDL": pdl}
+                 "TMA_STORE": tma_store, "PDL": pdl, "HAS_BIAS": bias, "LORA_S": lora_slices, "LORA_R": lora_rank}
         x_l, w_l, s_l = ws.shared_layouts(cfg.bm, cfg.bn)
         descs = {"x_desc": f"tensordesc<bf16[{cfg.bm}, 64],{x_l!r}>", "w_desc": f"tensordesc<u8[{cfg.bn}, 64],{w_l!r}>",
                  "s_desc": f"tensordesc<u8[{cfg.bn // 32}, 256],{s_l!r}>",
@@ -306,7 +307,8 @@ def ws_report(cfg, out_f32: bool = False, capability: int = 90, words: bool = Fa
                     "norm_ptr": "*fp32" if row_norm else "*bf16", "eps": "fp32", "res_ptr": "*bf16", "u_ptr": "*bf16",
                     "g_ptr": "*bf16", "ssq_ptr": "*fp32" if add_norm else "*bf16", "rope_bias_ptr": "*bf16",
                     "cos_ptr": "*bf16", "sin_ptr": "*bf16", "pos_ptr": "*i64" if rope else "*bf16", "k_ptr": "*bf16",
-                    "v_ptr": "*bf16"}
+                    "v_ptr": "*bf16", "bias_ptr": "*bf16", "lu_ptr": "*fp32" if lora_slices else "*bf16",
+                    "lb0_ptr": "*bf16", "lb1_ptr": "*bf16", "lb2_ptr": "*bf16"}
     sig = {n: "constexpr" if n in const else descs.get(n) or pointers.get(n, "i32") for n in fn.arg_names}
     skip = {p.name for p in fn.params if p.do_not_specialize}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)

@@ -65,8 +65,9 @@ Kernels:
     consumer warpgroups dequantizing into wgmma's register operand), forward and input gradient.
     ``nvfp4_matmul`` / ``nvfp4_matmul_grad_input`` take them where their tuned tables hold a config for the shape
     and M's bucket (the Qwen2.5 shapes where they beat the paths below: forward at M = 16-1024, input gradient at
-    M = 1-1024, and on a few wide layers up to M = 4096); with an adapter's expand the forward takes them from
-    M = ``LORA_WS_MIN_M`` on and adds the expand after them.
+    M = 1-1024, and on a few wide layers up to M = 4096). A bias and an adapter's expand go into their epilogue
+    where a config hands each tile whole to one CTA (``nvfp4_gemm_ws.bias_lora_config``: decode batches, ranks
+    16 / 32 / 64); otherwise the forward takes them from M = ``LORA_WS_MIN_M`` on and adds the expand after them.
   * Large M (training): slabs of W dequantized into bounded bf16 buffers, then cuBLAS, on the plan ``slab_plan``
     picks per shape (``SLAB_PLANS``, measured): how many row slabs, the next one dequantized on a second stream
     while the current one is multiplied or not, and for the input gradient column slabs, each multiplied into its
@@ -1686,11 +1687,20 @@ def nvfp4_matmul(
     if config is None and x2.is_cuda and _slab_range("words" if w.words else "fwd", m, w.n, w.k):
         y = add_bias_and_lora_(_matmul_large_m(x2, w, y), bias, lora)
         return y.reshape(*x.shape[:-1], w.n)
+    if config is None and x2.is_cuda and (bias is not None or lora is not None):
+        # The bias and the adapter's expand in the warp-specialized kernel's epilogue (one launch, not two) where
+        # it has a config that hands each tile whole to one CTA (``nvfp4_gemm_ws.bias_lora_config``).
+        from qerl.kernels import nvfp4_gemm_ws
+
+        ws_cfg = nvfp4_gemm_ws.bias_lora_config(x2, w, bias, lora)
+        if ws_cfg is not None:
+            y = nvfp4_gemm_ws.ws_matmul(x2, w, ws_cfg, out=y, bias=bias, lora=lora)
+            return y.reshape(*x.shape[:-1], w.n)
     if config is None and x2.is_cuda and (lora is None or m >= LORA_WS_MIN_M or w.words):
         # The warp-specialized Gluon kernel (Hopper) where its launch search beat this module's path; imported here
-        # because it builds on this module. The adapter's fused epilogue exists only in _fwd_kernel: with an adapter
-        # the expand is added after the kernel (``LORA_WS_MIN_M`` says from which M that pays; on the "words" layout
-        # at every M: _fwd_kernel decodes words in plain Triton only).
+        # because it builds on this module. An adapter the block above could not put in its epilogue is added
+        # after the kernel (``LORA_WS_MIN_M`` says from which M that pays against _fwd_kernel's epilogue; on the
+        # "words" layout at every M: _fwd_kernel decodes words in plain Triton only).
         from qerl.kernels import nvfp4_gemm_ws
 
         ws_cfg = nvfp4_gemm_ws.pick(x2, w.n, w.k, w.k_pad, w.words)

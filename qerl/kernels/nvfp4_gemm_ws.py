@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import os
 import threading
 from typing import NamedTuple
@@ -1242,16 +1243,25 @@ if gluon is not None:
                        GLU: gl.constexpr, ROW_NORM: gl.constexpr, NORM_NT: gl.constexpr, ADD_NORM: gl.constexpr,
                        ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr, SHIFT_LAST: gl.constexpr = False,
                        XB: gl.constexpr = 0, y_desc=None, CONSUMERS: gl.constexpr = 1,
-                       TMA_STORE: gl.constexpr = False, PDL: gl.constexpr = False):
+                       TMA_STORE: gl.constexpr = False, PDL: gl.constexpr = False, lb_smem=None, lu_smem=None,
+                       bias_ptr=None, lu_ptr=None, lb0_ptr=None, lb1_ptr=None, lb2_ptr=None, lora_e0=0, lora_e1=0,
+                       stride_lus=0, stride_lb0=0, stride_lb1=0, stride_lb2=0, HAS_BIAS: gl.constexpr = False,
+                       LORA_S: gl.constexpr = 0, LORA_R: gl.constexpr = 16):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
         registers and multiplied by two async wgmmas (low and high halves of the chunk); it waits only for the
         previous stage's and then releases that stage (each consumer arrives once; the loader waits for all).
         Split-K (``OUT_F32``): the fp32 partial goes to split ``pid_k`` of ``y_ptr``; with ``FUSED`` the consumer
         that finishes its rows' last split sums them into ``out_ptr`` (bf16), as ``nvfp4_gemm._last_split``. The
         whole tile (unsplit, or that sum) goes through ``_store_tile``'s epilogue; with ``TMA_STORE`` an unsplit tile
-        not shifted whose rows are X's own (not remapped by XB) through ``_tma_store_tile``."""
+        not shifted whose rows are X's own (not remapped by XB) through ``_tma_store_tile``. ``HAS_BIAS`` /
+        ``LORA_S``: the bias and the adapter's expand added to the whole tile first (``_lora_operands``)."""
         _grid_dependency(PDL)
         mma: gl.constexpr = _mma_layout(BM)
+        # The bias and the adapter's operands (B's rows, u) before the chunk loop: their loads overlap the ring's
+        # first copies, and the expand after the loop is one wgmma from shared memory.
+        bias = _lora_operands(lb_smem, lu_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr, lb2_ptr, lora_e0, lora_e1,
+                              stride_lus, stride_lb0, stride_lb1, stride_lb2, off_m, off_n + ROW0, M, N, mma,
+                              ROW0 // RB, RB, BM, HAS_BIAS, LORA_S, LORA_R, XB)
         # The epilogue's operands, loaded before the chunk loop on the decode tiles so that their latency hides under
         # it (loaded after it, the RMSNorm scale alone added ~0.9-1.6 us to 7B qkv / gate_up at M = 8); on wider tiles
         # after it (held across it they spill: the operands grow with BM, the registers do not).
@@ -1286,6 +1296,8 @@ if gluon is not None:
                 rope_bias_ptr, cos_ptr, sin_ptr, stride_cos, pos_ptr, pos_stride, mma, RB, BM, ROW_NORM, NORM_NT,
                 ADD_NORM, ROPE, ROPE_BIAS, XB)
         out = acc * (16384.0 / gl.load(gs_ptr))  # the dequantized tiles carry 2**-14 and no 1 / global_scale
+        if not OUT_F32:
+            out = _add_bias_lora(out, bias, lb_smem, lu_smem, ROW0 // RB, HAS_BIAS, LORA_S)
         if OUT_F32:
             offs_n = off_n + ROW0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
             offs_m = _rows_held(off_m, gl.arange(0, BM, layout=gl.SliceLayout(0, mma)), M, XB)
@@ -1296,6 +1308,7 @@ if gluon is not None:
             # Each consumer counts its own rows' splits (a counter per CTA tile and consumer).
             if FUSED and _last_split(cnt_ptr, gl.program_id(0) * (BN // RB) + ROW0 // RB):
                 total = _sum_splits(ptrs - pid_k.to(gl.int64) * stride_ysplit, stride_ysplit, mask, acc)
+                total = _add_bias_lora(total, bias, lb_smem, lu_smem, ROW0 // RB, HAS_BIAS, LORA_S)
                 _store_tile(out_ptr, total, off_m, off_n + ROW0, M, N, stride_om, r, res, gw, u_ptr, ssq_ptr, rbias,
                             cos, sin, pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU,
                             ROW_NORM, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)
@@ -1313,6 +1326,85 @@ if gluon is not None:
             _store_tile(y_ptr, out, off_m, off_n + ROW0, M, N, stride_om, r, res, gw, u_ptr, ssq_ptr, rbias, cos, sin,
                         pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU, ROW_NORM,
                         ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)
+
+    @gluon.constexpr_function
+    def _lora_layout(R):
+        """Registers of a [rows, R] LoRA operand loaded from global memory by one warpgroup: 8 consecutive ranks per
+        thread (one 16-byte load of B), the rows over the warpgroup's threads."""
+        return gl.BlockedLayout([1, 8], [32 // (R // 8), R // 8], [4, 1], [1, 0])
+
+    @gluon.jit
+    def _lora_buffers(like, RB: gl.constexpr, BM: gl.constexpr, CONSUMERS: gl.constexpr, LORA_S: gl.constexpr,
+                      LORA_R: gl.constexpr):
+        """Shared memory for the adapter's expand (``LORA_S`` slices): per consumer its RB rows of B [RB, R] and the
+        tile's rows of u [BM, R], bf16, in wgmma's operand layouts; without an adapter ``like`` stands in for both."""
+        if LORA_S > 0:
+            lb = gl.allocate_shared_memory(gl.bfloat16, [CONSUMERS, RB, LORA_R],
+                                           gl.NVMMASharedLayout.get_default_for([RB, LORA_R], gl.bfloat16))
+            lu = gl.allocate_shared_memory(gl.bfloat16, [CONSUMERS, BM, LORA_R],
+                                           gl.NVMMASharedLayout.get_default_for([BM, LORA_R], gl.bfloat16))
+        else:
+            lb = like
+            lu = like
+        return lb, lu
+
+    @gluon.jit
+    def _lora_operands(lb_smem, lu_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr, lb2_ptr, lora_e0, lora_e1, stride_lus,
+                       stride_lb0, stride_lb1, stride_lb2, off_m, n0, M, N, mma: gl.constexpr, c: gl.constexpr,
+                       RB: gl.constexpr, BM: gl.constexpr, HAS_BIAS: gl.constexpr, LORA_S: gl.constexpr,
+                       LORA_R: gl.constexpr, XB: gl.constexpr):
+        """The bias of output columns n0 .. n0 + RB ([RB] fp32 in the accumulator's row slice; 0.0 without
+        ``HAS_BIAS``), and with an adapter (``LORA_S`` slices ending at columns ``lora_e0`` / ``lora_e1`` / N, each
+        tile inside one: ``ws_matmul`` checks) consumer ``c``'s operands of its expand written to shared memory: the
+        slice's B rows ([N_s, R] bf16, row stride ``stride_lb*``) for these columns, and u ([S, M, R] fp32, slice
+        stride ``stride_lus``) of the tile's rows of X (``_rows_held``; rows past M zero), rounded to bf16 as vLLM's
+        expand does. Written by the warpgroup's threads, then fenced for the async proxy and synchronised, so that
+        the wgmma of ``_add_bias_lora`` may read them."""
+        bias = 0.0
+        if HAS_BIAS:
+            offs_n = n0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
+            bias = gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(gl.float32)
+        if LORA_S > 0:
+            blk: gl.constexpr = _lora_layout(LORA_R)
+            ranks = gl.arange(0, LORA_R, layout=gl.SliceLayout(0, blk))
+            if n0 < lora_e0:
+                b_ptr = lb0_ptr
+                b_row0 = n0
+                stride_b = stride_lb0
+                s = 0
+            elif n0 < lora_e1:
+                b_ptr = lb1_ptr
+                b_row0 = n0 - lora_e0
+                stride_b = stride_lb1
+                s = 1
+            else:
+                b_ptr = lb2_ptr
+                b_row0 = n0 - lora_e1
+                stride_b = stride_lb2
+                s = 2
+            rows = gl.arange(0, RB, layout=gl.SliceLayout(1, blk))
+            b_mask = gl.expand_dims(n0 + rows < N, 1) & gl.expand_dims(ranks < LORA_R, 0)
+            b = gl.load(b_ptr + gl.expand_dims((b_row0 + rows).to(gl.int64) * stride_b, 1) + gl.expand_dims(ranks, 0),
+                        mask=b_mask, other=0.0)
+            offs_m = _rows_held(off_m, gl.arange(0, BM, layout=gl.SliceLayout(1, blk)), M, XB)
+            u_mask = gl.expand_dims(offs_m < M, 1) & gl.expand_dims(ranks < LORA_R, 0)
+            u = gl.load(lu_ptr + s * stride_lus + gl.expand_dims(offs_m.to(gl.int64) * LORA_R, 1)
+                        + gl.expand_dims(ranks, 0), mask=u_mask, other=0.0)
+            lb_smem.index(c).store(b)
+            lu_smem.index(c).store(u.to(gl.bfloat16))
+            fence_async_shared()
+            gl.thread_barrier()  # every thread's part written (and fenced) before the wgmma reads them
+        return bias
+
+    @gluon.jit
+    def _add_bias_lora(out, bias, lb_smem, lu_smem, c: gl.constexpr, HAS_BIAS: gl.constexpr, LORA_S: gl.constexpr):
+        """``out`` (fp32 [RB, BM] of Y^T) + the bias of each output column + consumer ``c``'s expand B_s u^T (one
+        wgmma over the rank, from the operands ``_lora_operands`` wrote), in fp32."""
+        if HAS_BIAS:
+            out = out + gl.expand_dims(bias, 1)
+        if LORA_S > 0:
+            out = warpgroup_mma(lb_smem.index(c), lu_smem.index(c).permute((1, 0)), out)
+        return out
 
     @gluon.jit
     def _tma_store_tile(y_desc, out, x_smem, empty, n_chunks, r, off_m, n0, ROW0: gl.constexpr, STAGES: gl.constexpr,
@@ -1522,8 +1614,13 @@ if gluon is not None:
                        WORDS: gl.constexpr, GLU: gl.constexpr = False, ROW_NORM: gl.constexpr = False,
                        NORM_NT: gl.constexpr = 1, ADD_NORM: gl.constexpr = False, ROPE: gl.constexpr = False,
                        ROPE_BIAS: gl.constexpr = False, SHIFT_LAST: gl.constexpr = False, XB: gl.constexpr = 0,
-                       TMA_STORE: gl.constexpr = False, PDL: gl.constexpr = False):
+                       TMA_STORE: gl.constexpr = False, PDL: gl.constexpr = False, bias_ptr=None, lu_ptr=None,
+                       lb0_ptr=None, lb1_ptr=None, lb2_ptr=None, lora_e0=0, lora_e1=0, stride_lus=0, stride_lb0=0,
+                       stride_lb1=0, stride_lb2=0, HAS_BIAS: gl.constexpr = False, LORA_S: gl.constexpr = 0,
+                       LORA_R: gl.constexpr = 16):
         gl.static_assert(not TMA_STORE or not (GLU or ADD_NORM or ROPE), "the TMA store takes the plain epilogue")
+        gl.static_assert(not (HAS_BIAS or LORA_S > 0) or not (GLU or ADD_NORM or ROPE or ROW_NORM),
+                         "the bias and the adapter's expand take the plain epilogue")
         gl.static_assert(not TMA_STORE or BN <= 128 * STAGES, "the TMA store stages the tile in X's 2 * STAGES boxes")
         pid = gl.program_id(0)
         pid_k = gl.program_id(1)
@@ -1541,6 +1638,7 @@ if gluon is not None:
         # One partition per consumer warpgroup (rows c * RB .. of the BN), the loader last. Gluon takes the list
         # literally, hence one branch per consumer count.
         RB: gl.constexpr = BN // CONSUMERS
+        lb_smem, lu_smem = _lora_buffers(w_smem, RB, BM, CONSUMERS, LORA_S, LORA_R)
         if CONSUMERS == 1:
             gl.warp_specialize([
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
@@ -1549,7 +1647,9 @@ if gluon is not None:
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
                                   ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
-                                  CONSUMERS, TMA_STORE, PDL)),
+                                  CONSUMERS, TMA_STORE, PDL, lb_smem, lu_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr,
+                                  lb2_ptr, lora_e0, lora_e1, stride_lus, stride_lb0, stride_lb1, stride_lb2,
+                                  HAS_BIAS, LORA_S, LORA_R)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB, PDL)),
             ], [1], [40])
@@ -1562,14 +1662,18 @@ if gluon is not None:
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
                                   ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
-                                  CONSUMERS, TMA_STORE, PDL)),
+                                  CONSUMERS, TMA_STORE, PDL, lb_smem, lu_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr,
+                                  lb2_ptr, lora_e0, lora_e1, stride_lus, stride_lb0, stride_lb1, stride_lb2,
+                                  HAS_BIAS, LORA_S, LORA_R)),
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
                                   stride_ym, stride_om, stride_ysplit, pid_k, off_m, off_n, chunks_per_split, norm_ptr, norm_tiles,
                                   norm_k, eps, res_ptr, u_ptr, g_ptr, ssq_ptr, rope_bias_ptr, cos_ptr, sin_ptr,
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, RB, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
                                   ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
-                                  CONSUMERS, TMA_STORE, PDL)),
+                                  CONSUMERS, TMA_STORE, PDL, lb_smem, lu_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr,
+                                  lb2_ptr, lora_e0, lora_e1, stride_lus, stride_lb0, stride_lb1, stride_lb2,
+                                  HAS_BIAS, LORA_S, LORA_R)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
                                 chunks_per_split, s_rows_per_chunk, STAGES, xs_desc, M, BM, XB, PDL)),
             ], [4, 1], [CONSUMER_REGS, 40])
@@ -2465,6 +2569,34 @@ def epilogue_config(x2: torch.Tensor, w: kern.KernelWeight, whole: bool = True,
     return cfg
 
 
+# Up to this many rows (decode batches) ``nvfp4_matmul`` moves a bias and an adapter's expand into the kernel's
+# epilogue even where the table's config must change for it (``epilogue_config``'s reshape: stream-K to one CTA per
+# tile, splits summed in the kernel), which costs less than the launch after the product; above it only where the
+# config already hands each tile whole to one CTA.
+BIAS_LORA_RESHAPE_MAX_M = 64
+# False: ``nvfp4_matmul`` adds the bias and the expand after the product as before (benchmarks compare the two).
+BIAS_LORA_EPILOGUE = True
+
+
+def bias_lora_config(x2: torch.Tensor, w: kern.KernelWeight, bias: torch.Tensor | None,
+                     lora: kern.LoRAEpilogue | None) -> WsConfig | None:
+    """The config ``nvfp4_matmul`` runs ``x2`` on ``w`` with when it adds ``bias`` and ``lora`` in the kernel's
+    epilogue (``ws_matmul(bias=, lora=)``), or None: neither given, no warp-specialized config for this M, a config
+    without whole tiles above ``BIAS_LORA_RESHAPE_MAX_M`` rows, an adapter the epilogue cannot take
+    (``lora_epilogue_fits``), or a bias that is not a contiguous [N] tensor; then they are added after the product."""
+    if not BIAS_LORA_EPILOGUE or (bias is None and lora is None):
+        return None
+    m = x2.shape[0]
+    cfg = epilogue_config(x2, w, whole=True, reshape=m <= BIAS_LORA_RESHAPE_MAX_M)
+    if cfg is None or not tile_epilogue(cfg, w):
+        return None
+    if lora is not None and not lora_epilogue_fits(lora, cfg, m, w.n):
+        return None
+    if bias is not None and (bias.shape != (w.n,) or not bias.is_contiguous() or not bias.is_floating_point()):
+        return None
+    return cfg
+
+
 def norm_slots(cfg: WsConfig, n: int) -> int:
     """Rows of the RMSNorm statistics an ``add_norm`` launch of ``cfg`` writes for N = ``n``: one per tile of
     BN / consumers columns (``_add_norm_store``)."""
@@ -2505,10 +2637,14 @@ def _pdl_args(cfg: WsConfig, second_kernel_sum: bool = False) -> dict:
 def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.Tensor | None = None,
               glu: bool = False, row_norm: tuple[torch.Tensor, float] | None = None,
               add_norm: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
-              rope: RopeEpilogue | None = None) -> torch.Tensor:
+              rope: RopeEpilogue | None = None, bias: torch.Tensor | None = None,
+              lora: kern.LoRAEpilogue | None = None) -> torch.Tensor:
     """``x2 @ W^T`` for a contiguous bf16 ``x2`` [M, K] on the warp-specialized kernel: bf16 [M, N] (``out`` if
-    given). No bias or adapter epilogue (``nvfp4_gemm.add_bias_and_lora_`` adds them after). Epilogues, as the
-    kernel writes each tile (``glu`` and ``add_norm`` with ``tile_epilogue`` configs only):
+    given). Epilogues, as the kernel writes each tile (all but ``row_norm`` with ``tile_epilogue`` configs only):
+
+    - ``bias`` [N] and / or ``lora`` (``nvfp4_gemm.LoRAEpilogue``, where ``lora_epilogue_fits``): the bias and the
+      adapter's expand added in fp32 before the tile is rounded (``nvfp4_gemm.add_bias_and_lora_`` adds them after
+      the product otherwise); with the plain epilogue only.
 
     - ``glu``: W's rows interleave a gate and an up projection (``nvfp4_gemm.interleave_gate_up``) and the kernel
       stores SiLU(gate) * up, bf16 [M, N / 2].
@@ -2529,6 +2665,10 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          f"sums itself (fused), not {cfg}")
     if glu + (add_norm is not None) + (rope is not None) > 1:
         raise ValueError("glu, add_norm and rope are different epilogues: pass one")
+    bias_lora = _bias_lora_args(bias, lora, cfg, w, m, x2)
+    if (bias is not None or lora is not None) and (glu or add_norm is not None or rope is not None or row_norm is not None):
+        raise ValueError("the bias and the adapter's expand take the plain epilogue: not with glu, add_norm, rope "
+                         "or row_norm")
     if row_norm is not None and not (tile_epilogue(cfg, w) or cfg.stream_k):
         raise ValueError(f"the RMSNorm row scale needs a config whose splits (if any) the kernel sums itself (fused) "
                          f"or stream-K, not {cfg}")
@@ -2562,7 +2702,8 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     # Split partials are [split, M, N] (N columns even where the epilogue stores fewer, as ``glu`` does).
     target, stride_split, counters = kern._split_target(y, split, grid[0] * cfg.consumers, fused=cfg.fused,
                                                         cols=w.n)
-    epilogue = glu or row_norm is not None or add_norm is not None or rope is not None
+    epilogue = (glu or row_norm is not None or add_norm is not None or rope is not None or bias is not None
+                or lora is not None)
     if split > 1 and counters is None and epilogue:
         raise RuntimeError("the kernel's epilogue needs the split tiles' counters, which cannot be allocated while a "
                            "CUDA graph is captured: run this call once before capturing it")
@@ -2576,11 +2717,53 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          ROW_NORM=row_norm is not None, NORM_NT=norm["nt"], ADD_NORM=add_norm is not None,
                          ROPE=rope is not None, ROPE_BIAS=rope is not None and rope.bias is not None,
                          SHIFT_LAST=shift, XB=xb, TMA_STORE=tma_store,
-                         **_pdl_args(cfg, split > 1 and counters is None),
+                         **_pdl_args(cfg, split > 1 and counters is None), **bias_lora,
                          num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
         kern._reduce(target, y, split)
     return y
+
+
+# Ranks the kernel's expand takes: one wgmma's K (multiples of 16), its operands in shared memory (B's rows of a tile:
+# 128 x 64 x 2 bytes at most, next to the ring). Other ranks: ``nvfp4_gemm.add_bias_and_lora_`` after the product.
+LORA_EPILOGUE_RANKS = (16, 32, 64)
+
+
+def lora_epilogue_fits(lora: kern.LoRAEpilogue, cfg: WsConfig, m: int, n: int) -> bool:
+    """Whether ``ws_matmul`` can add ``lora``'s expand in ``cfg``'s epilogue: a rank of ``LORA_EPILOGUE_RANKS``, and
+    ``nvfp4_gemm._lora_fits`` on each consumer's rows (every tile of BN / consumers columns inside one slice)."""
+    rows = cfg.bn // max(cfg.consumers, 1)
+    return lora.u.dim() == 3 and lora.u.shape[2] in LORA_EPILOGUE_RANKS and kern._lora_fits(lora, m, n, rows)
+
+
+def _bias_lora_args(bias: torch.Tensor | None, lora: kern.LoRAEpilogue | None, cfg: WsConfig, w: kern.KernelWeight,
+                    m: int, like: torch.Tensor) -> dict:
+    """The kernel's bias and expand arguments, checked (``like`` stands in for absent tensors)."""
+    args: dict = {"bias_ptr": like, "lu_ptr": like, "lb0_ptr": like, "lb1_ptr": like, "lb2_ptr": like,
+                  "HAS_BIAS": False, "LORA_S": 0}
+    if bias is None and lora is None:
+        return args
+    if not tile_epilogue(cfg, w):
+        raise ValueError(f"the bias and the adapter's expand need a config without stream-K whose splits (if any) "
+                         f"the kernel sums itself (fused), not {cfg}")
+    n = w.n
+    if bias is not None and (bias.shape != (n,) or not bias.is_contiguous() or not bias.is_floating_point()):
+        raise ValueError(f"bias must be a contiguous float [{n}] tensor, not {tuple(bias.shape)} {bias.dtype}")
+    if bias is not None:
+        args.update(bias_ptr=bias, HAS_BIAS=True)
+    if lora is None:
+        return args
+    if not lora_epilogue_fits(lora, cfg, m, n):
+        raise ValueError(f"the kernel's expand needs u fp32 [slices, {m}, R] (contiguous, R in "
+                         f"{LORA_EPILOGUE_RANKS}), bf16 B's [N_s, R] with contiguous rows, N_s summing to {n} and "
+                         f"inner slices ending on tiles of {cfg.bn // max(cfg.consumers, 1)} columns; got u "
+                         f"{tuple(lora.u.shape)} {lora.u.dtype}, B's {[tuple(b.shape) for b in lora.b]}")
+    bs = list(lora.b) + [lora.b[0]] * (kern.MAX_LORA_SLICES - len(lora.b))
+    ends = list(itertools.accumulate(b.shape[0] for b in lora.b))[:-1] + [n, n]
+    args.update(lu_ptr=lora.u, lb0_ptr=bs[0], lb1_ptr=bs[1], lb2_ptr=bs[2], lora_e0=ends[0], lora_e1=ends[1],
+                stride_lus=lora.u.stride(0), stride_lb0=bs[0].stride(0), stride_lb1=bs[1].stride(0),
+                stride_lb2=bs[2].stride(0), LORA_S=len(lora.b), LORA_R=lora.u.shape[2])
+    return args
 
 
 def _rope_args(rope: RopeEpilogue | None, cfg: WsConfig, m: int, n: int, like: torch.Tensor) -> list:
