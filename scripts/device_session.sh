@@ -3593,6 +3593,19 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --out "$out/lora_epilogue" 2>&1 | grep -v Warning > "$out/log_lora_epilogue.txt"
     tail -10 "$out/log_lora_epilogue.txt"
     ;;
+  71c)  # 71a's tests and benchmark on the second version: B's rows and u copied asynchronously (cp.async) before the
+        # chunk loop (71a loaded them into registers there: up to 6 us slower on 32B gate_up at M = 64), u read after
+        # the loop on 64-row tiles; only configs that already hand each tile whole to one CTA (splits summed by the
+        # last CTA up to M = 16), where the operands leave the CTAs per SM as they are
+    device_name
+    gpu_tests_parallel 280 "lw:tests/test_kernels_ws_gpu.py -k 'bias_and_adapter_expand and words'" \
+      "lp:tests/test_kernels_ws_gpu.py -k 'bias_and_adapter_expand and pairs'" \
+      "ld:tests/test_kernels_ws_gpu.py -k 'puts_bias_and_adapter or refusals or adapter_expand_after or small_m'" \
+      "step:tests/test_rollout_hf.py tests/test_decode_step.py" "kg:tests/test_kernels_gpu.py -k 'lora or bias'"
+    timeout 290 python3 benchmarks/lora_epilogue.py --models 7b,32b --ms 1,8,16,64 --ranks 32 \
+      --out "$out/lora_epilogue" 2>&1 | grep -v Warning > "$out/log_lora_epilogue.txt"
+    tail -10 "$out/log_lora_epilogue.txt"
+    ;;
   71b)  # whole rollouts of the transformers backend with a rank-32 adapter: NVFP4 with the expand in the epilogue and
         # after the product (nvfp4_after), BF16, in the same passes, batch 8 and 64
     device_name

@@ -935,17 +935,19 @@ def _lora(m: int, sizes: tuple[int, ...], rank: int) -> kern.LoRAEpilogue:
 
 
 @needs_ptxas
-def test_bias_and_adapter_epilogue_compile_on_the_decode_configs():
+def test_bias_and_adapter_epilogue_compile_on_the_decode_configs(monkeypatch):
     """The bias and the adapter's expand in the forward's epilogue (``ws_matmul(bias=, lora=)``) on the decode
     configs the dispatch gives them (``bias_lora_config``: whole tiles, splits summed in the kernel) and two
     consumers: no spills, no serialized wgmma, registers within the cap, the chunk loop's decode and waits as without
     (its shared-memory loads no more), and shared memory for B's rows and u's per consumer."""
     from types import SimpleNamespace
 
-    configs = {ws.epilogue_config(_x(m, k), SimpleNamespace(n=n, k=k, k_pad=k, words=True))
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    configs = {ws.bias_lora_config(_x(m, k), SimpleNamespace(n=n, k=k, k_pad=k, words=True), None,
+                                   _lora(m, (n,), 32))
                for (m, n, k) in ws.TUNED_WORDS if m in (1, 8, 16, 32, 64) and ws.TUNED_WORDS[(m, n, k)]}
     configs.discard(None)
-    configs.add(ws.WsConfig(128, 256, 3, 1, 2, False))
+    configs.add(ws.WsConfig(64, 128, 4, 1, 2, False))
     assert configs and all(ws.tile_epilogue(c, SimpleNamespace(k_pad=3584)) for c in configs)
     for cfg in sorted(configs):
         out_f32 = cfg.split_k > 1
@@ -963,10 +965,11 @@ def test_bias_and_adapter_epilogue_compile_on_the_decode_configs():
 
 
 def test_bias_and_adapter_go_into_the_epilogue_at_decode_batches(monkeypatch):
-    """``bias_lora_config``: at M <= BIAS_LORA_RESHAPE_MAX_M every tuned "words" shape gets a config with whole
-    tiles (``epilogue_config``'s, stream-K entries made one CTA a tile); above it only where the table's config
-    (or the whole-tile entry kept for a stream-K one) already has them; never for a rank the kernel's wgmma cannot take, slices ending inside its tiles, a bias of
-    the wrong shape, or with the switch off."""
+    """``bias_lora_config``: up to BIAS_LORA_MAX_M rows the table's config where it hands each tile whole to one CTA
+    (for a stream-K entry the whole-tile entry kept for it, up to BIAS_LORA_FUSE_SPLIT_MAX_M rows splits summed by the
+    last CTA), where the operands' shared memory leaves the CTAs per SM as they are; never a stream-K config, nor for
+    a rank the kernel's wgmma cannot take, slices ending inside its tiles, a bias of the wrong shape, more rows, or
+    with the switch off."""
     from types import SimpleNamespace
 
     monkeypatch.setattr(ws, "available", lambda device=None: True)
@@ -978,15 +981,20 @@ def test_bias_and_adapter_go_into_the_epilogue_at_decode_batches(monkeypatch):
         x = _x(bucket, k)
         lora = _lora(bucket, (n // 2, n // 2), 32)
         got = ws.bias_lora_config(x, w, None, lora)
-        if bucket <= ws.BIAS_LORA_RESHAPE_MAX_M:
-            assert got == ws.epilogue_config(x, w) and got is not None and ws.tile_epilogue(got, w), (bucket, n, k)
-        else:
-            # the table's config where it has whole tiles, or the whole-tile entry before a stream-K one
-            assert got == ws.epilogue_config(x, w, reshape=False), (bucket, n, k, got)
-            assert got is None or got in (cfg, ws.WHOLE_TILE_WORDS.get((bucket, n, k))), (bucket, n, k, got)
-        seen += got is not None
+        if bucket > ws.BIAS_LORA_MAX_M:
+            assert got is None
+            continue
+        base = ws.WHOLE_TILE_WORDS.get((bucket, n, k)) if cfg.stream_k else cfg
+        if base is None or (not ws.tile_epilogue(base, w) and bucket > ws.BIAS_LORA_FUSE_SPLIT_MAX_M):
+            assert got is None, (bucket, n, k, got)
+            continue
+        want = base if ws.tile_epilogue(base, w) else base._replace(fused=True)
+        fits = ws._ctas_per_sm(want, ws.lora_smem_bytes(want, 32)) >= ws._ctas_per_sm(want)
+        assert got == (want if fits else None), (bucket, n, k, got)
         if got is None:
             continue
+        seen += 1
+        assert not got.stream_k and ws.tile_epilogue(got, w)
         bias = torch.zeros(n)
         assert ws.bias_lora_config(x, w, bias, None) == got
         assert ws.bias_lora_config(x, w, bias[1:], None) is None
@@ -996,4 +1004,4 @@ def test_bias_and_adapter_go_into_the_epilogue_at_decode_batches(monkeypatch):
         monkeypatch.setattr(ws, "BIAS_LORA_EPILOGUE", False)
         assert ws.bias_lora_config(x, w, bias, lora) is None
         monkeypatch.setattr(ws, "BIAS_LORA_EPILOGUE", True)
-    assert seen >= 40
+    assert seen >= 30

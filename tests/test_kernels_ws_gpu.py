@@ -917,8 +917,9 @@ LORA_SHAPES = {"7b qkv": (3584, (3584, 512, 512)), "7b o": (3584, (3584,)), "7b 
 @pytest.mark.parametrize("layout", ["pairs", "words"])
 def test_default_dispatch_puts_bias_and_adapter_in_the_epilogue(shape, m, layout, monkeypatch):
     """``nvfp4_matmul`` with an adapter at decode batches on the tuned shapes: one launch of the warp-specialized
-    kernel with the bias and expand in its epilogue (stream-K entries made one CTA a tile) wherever the table has a
-    config, matching the fp32 reference; and the same result with the epilogue switched off (the expand after)."""
+    kernel with the bias and expand in its epilogue wherever ``bias_lora_config`` gives a config (whole tiles), the
+    product and then the expand elsewhere; either matching the fp32 reference, and the same with the epilogue
+    switched off (the expand after)."""
     from qerl.kernels import nvfp4_gemm as kern
 
     k, sizes = LORA_SHAPES[shape]
@@ -929,13 +930,17 @@ def test_default_dispatch_puts_bias_and_adapter_in_the_epilogue(shape, m, layout
     calls = []
     real = ws.ws_matmul
     monkeypatch.setattr(ws, "ws_matmul", lambda *a, **kw: calls.append((a[2], "lora" in kw)) or real(*a, **kw))
-    picked = ws.pick(x, n, k, w.k_pad, w.words)
+    kern.nvfp4_matmul(x, w, bias=bias, lora=lora)  # (allocates the split tiles' counters)
+    calls.clear()
+    fused = ws.bias_lora_config(x, w, bias, lora)
     y = kern.nvfp4_matmul(x, w, bias=bias, lora=lora)
     assert torch.isfinite(y).all() and float((y.float() - ref).norm() / ref.norm()) < 4e-3
-    if layout == "words" or picked is not None:
-        assert picked is not None
-        assert len(calls) == 1 and calls[0][1] and ws.tile_epilogue(calls[0][0], w), calls
-        assert calls[0][0] == ws.epilogue_config(x, w)
+    if fused is not None:
+        assert calls == [(fused, True)] and ws.tile_epilogue(fused, w)
+    else:
+        assert all(not with_lora for _, with_lora in calls)
+    if layout == "words" and m <= 16 and shape != "7b qkv":  # every decode entry but 7B qkv's stream-K ones
+        assert fused is not None
     calls.clear()
     monkeypatch.setattr(ws, "BIAS_LORA_EPILOGUE", False)
     after = kern.nvfp4_matmul(x, w, bias=bias, lora=lora)

@@ -89,6 +89,7 @@ from qerl.kernels.pdl import pdl_enabled
 try:
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy
     from triton.experimental.gluon.language.nvidia.hopper import (
         fence_async_shared,
         mbarrier,
@@ -998,6 +999,7 @@ if gluon is not None:
         return gl.reshape(gl.permute(v, (0, 1, 3, 2, 4)), [RB, 64])
 
     _SCALES_ASM = gl.constexpr(kern._SCALES_PTX)
+    _U_STAGED_MAX_BM = gl.constexpr(32)  # ``LORA_U_STAGED_MAX_BM``
     _TRANSPOSE_ASM = gl.constexpr(kern._TRANSPOSE_4X4_PTX)
 
     @gluon.jit
@@ -1244,7 +1246,7 @@ if gluon is not None:
                        ROPE: gl.constexpr, ROPE_BIAS: gl.constexpr, SHIFT_LAST: gl.constexpr = False,
                        XB: gl.constexpr = 0, y_desc=None, CONSUMERS: gl.constexpr = 1,
                        TMA_STORE: gl.constexpr = False, PDL: gl.constexpr = False, lb_smem=None, lu_smem=None,
-                       bias_ptr=None, lu_ptr=None, lb0_ptr=None, lb1_ptr=None, lb2_ptr=None, lora_e0=0, lora_e1=0,
+                       lu32_smem=None, bias_ptr=None, lu_ptr=None, lb0_ptr=None, lb1_ptr=None, lb2_ptr=None, lora_e0=0, lora_e1=0,
                        stride_lus=0, stride_lb0=0, stride_lb1=0, stride_lb2=0, HAS_BIAS: gl.constexpr = False,
                        LORA_S: gl.constexpr = 0, LORA_R: gl.constexpr = 16):
         """A consumer warpgroup: rows ROW0 .. ROW0 + RB of the CTA's BN rows of W, per stage dequantized into
@@ -1257,9 +1259,9 @@ if gluon is not None:
         ``LORA_S``: the bias and the adapter's expand added to the whole tile first (``_lora_operands``)."""
         _grid_dependency(PDL)
         mma: gl.constexpr = _mma_layout(BM)
-        # The bias and the adapter's operands (B's rows, u) before the chunk loop: their loads overlap the ring's
-        # first copies, and the expand after the loop is one wgmma from shared memory.
-        bias = _lora_operands(lb_smem, lu_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr, lb2_ptr, lora_e0, lora_e1,
+        # The bias, and the adapter's operands (B's rows, u) copied asynchronously before the chunk loop: their loads
+        # run under it, and the expand after it is one wgmma from shared memory.
+        bias = _lora_operands(lb_smem, lu32_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr, lb2_ptr, lora_e0, lora_e1,
                               stride_lus, stride_lb0, stride_lb1, stride_lb2, off_m, off_n + ROW0, M, N, mma,
                               ROW0 // RB, RB, BM, HAS_BIAS, LORA_S, LORA_R, XB)
         # The epilogue's operands, loaded before the chunk loop on the decode tiles so that their latency hides under
@@ -1289,6 +1291,8 @@ if gluon is not None:
             # consumer warpgroup's work fills the gaps.
             for i in range(n_chunks):
                 acc = _mma_step(x_smem, w_smem, s_smem, ready, empty, acc, i, 0, BN, ROW0, RB, STAGES, False, WORDS)
+        if LORA_S > 0:
+            async_copy.wait_group(0)  # (every CTA: a split's CTAs that do not sum the tile exit soon after)
 
         if not EARLY:
             r, res, gw, rbias, cos, sin, pos = _epilogue_operands(
@@ -1297,7 +1301,8 @@ if gluon is not None:
                 ADD_NORM, ROPE, ROPE_BIAS, XB)
         out = acc * (16384.0 / gl.load(gs_ptr))  # the dequantized tiles carry 2**-14 and no 1 / global_scale
         if not OUT_F32:
-            out = _add_bias_lora(out, bias, lb_smem, lu_smem, ROW0 // RB, HAS_BIAS, LORA_S)
+            out = _add_bias_lora(out, bias, lb_smem, lu_smem, lu32_smem, ROW0 // RB, HAS_BIAS, LORA_S, LORA_R, lu_ptr,
+                                 stride_lus, lora_e0, lora_e1, off_m, off_n + ROW0, M, BM, XB)
         if OUT_F32:
             offs_n = off_n + ROW0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
             offs_m = _rows_held(off_m, gl.arange(0, BM, layout=gl.SliceLayout(0, mma)), M, XB)
@@ -1308,7 +1313,8 @@ if gluon is not None:
             # Each consumer counts its own rows' splits (a counter per CTA tile and consumer).
             if FUSED and _last_split(cnt_ptr, gl.program_id(0) * (BN // RB) + ROW0 // RB):
                 total = _sum_splits(ptrs - pid_k.to(gl.int64) * stride_ysplit, stride_ysplit, mask, acc)
-                total = _add_bias_lora(total, bias, lb_smem, lu_smem, ROW0 // RB, HAS_BIAS, LORA_S)
+                total = _add_bias_lora(total, bias, lb_smem, lu_smem, lu32_smem, ROW0 // RB, HAS_BIAS, LORA_S, LORA_R,
+                                       lu_ptr, stride_lus, lora_e0, lora_e1, off_m, off_n + ROW0, M, BM, XB)
                 _store_tile(out_ptr, total, off_m, off_n + ROW0, M, N, stride_om, r, res, gw, u_ptr, ssq_ptr, rbias,
                             cos, sin, pos, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl, heads, kv_heads, RB, BM, GLU,
                             ROW_NORM, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)
@@ -1328,45 +1334,51 @@ if gluon is not None:
                         ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB)
 
     @gluon.constexpr_function
-    def _lora_layout(R):
-        """Registers of a [rows, R] LoRA operand loaded from global memory by one warpgroup: 8 consecutive ranks per
-        thread (one 16-byte load of B), the rows over the warpgroup's threads."""
-        return gl.BlockedLayout([1, 8], [32 // (R // 8), R // 8], [4, 1], [1, 0])
+    def _lora_layout(R, WIDTH=8):
+        """Registers of a [rows, R] LoRA operand in one warpgroup: WIDTH consecutive ranks per thread (16 bytes of B
+        in bf16, of u in fp32: one asynchronous copy each), the rows over the warpgroup's threads."""
+        return gl.BlockedLayout([1, WIDTH], [32 // (R // WIDTH), R // WIDTH], [4, 1], [1, 0])
 
     @gluon.jit
     def _lora_buffers(like, RB: gl.constexpr, BM: gl.constexpr, CONSUMERS: gl.constexpr, LORA_S: gl.constexpr,
                       LORA_R: gl.constexpr):
-        """Shared memory for the adapter's expand (``LORA_S`` slices): per consumer its RB rows of B [RB, R] and the
-        tile's rows of u [BM, R], bf16, in wgmma's operand layouts; without an adapter ``like`` stands in for both."""
+        """Shared memory for the adapter's expand (``LORA_S`` slices), per consumer: its RB rows of B [RB, R] bf16 and
+        the tile's rows of u [BM, R] bf16 in wgmma's operand layouts, and (BM <= ``LORA_U_STAGED_MAX_BM``) u as
+        copied, fp32 [BM, R]; ``like`` (or B's) stands in for those the kernel does not have."""
         if LORA_S > 0:
             lb = gl.allocate_shared_memory(gl.bfloat16, [CONSUMERS, RB, LORA_R],
                                            gl.NVMMASharedLayout.get_default_for([RB, LORA_R], gl.bfloat16))
             lu = gl.allocate_shared_memory(gl.bfloat16, [CONSUMERS, BM, LORA_R],
                                            gl.NVMMASharedLayout.get_default_for([BM, LORA_R], gl.bfloat16))
+            if BM <= _U_STAGED_MAX_BM:
+                lu32 = gl.allocate_shared_memory(gl.float32, [CONSUMERS, BM, LORA_R],
+                                                 gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+            else:
+                lu32 = lb
         else:
             lb = like
             lu = like
-        return lb, lu
+            lu32 = like
+        return lb, lu, lu32
 
     @gluon.jit
-    def _lora_operands(lb_smem, lu_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr, lb2_ptr, lora_e0, lora_e1, stride_lus,
+    def _lora_operands(lb_smem, lu32_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr, lb2_ptr, lora_e0, lora_e1, stride_lus,
                        stride_lb0, stride_lb1, stride_lb2, off_m, n0, M, N, mma: gl.constexpr, c: gl.constexpr,
                        RB: gl.constexpr, BM: gl.constexpr, HAS_BIAS: gl.constexpr, LORA_S: gl.constexpr,
                        LORA_R: gl.constexpr, XB: gl.constexpr):
         """The bias of output columns n0 .. n0 + RB ([RB] fp32 in the accumulator's row slice; 0.0 without
-        ``HAS_BIAS``), and with an adapter (``LORA_S`` slices ending at columns ``lora_e0`` / ``lora_e1`` / N, each
-        tile inside one: ``ws_matmul`` checks) consumer ``c``'s operands of its expand written to shared memory: the
-        slice's B rows ([N_s, R] bf16, row stride ``stride_lb*``) for these columns, and u ([S, M, R] fp32, slice
-        stride ``stride_lus``) of the tile's rows of X (``_rows_held``; rows past M zero), rounded to bf16 as vLLM's
-        expand does. Written by the warpgroup's threads, then fenced for the async proxy and synchronised, so that
-        the wgmma of ``_add_bias_lora`` may read them."""
+        ``HAS_BIAS``); with an adapter (``LORA_S`` slices ending at columns ``lora_e0`` / ``lora_e1`` / N, each
+        tile inside one: ``ws_matmul`` checks) the asynchronous copies (``cp.async``, one group) of consumer ``c``'s
+        operands of its expand into shared memory: the slice's B rows for these columns ([N_s, R] bf16, row stride
+        ``stride_lb*``; rows past N zero) and u of the tile's rows of X ([S, M, R] fp32, slice stride
+        ``stride_lus``; ``_rows_held``, rows past M zero). Waited for after the chunk loop: a load into registers
+        here would hold the consumer back by a DRAM latency under the ring's traffic, every tile (measured: up to
+        6 us on 32B gate_up at M = 64, benchmarks/RESULTS.md run 37)."""
         bias = 0.0
         if HAS_BIAS:
             offs_n = n0 + gl.arange(0, RB, layout=gl.SliceLayout(1, mma))
             bias = gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(gl.float32)
         if LORA_S > 0:
-            blk: gl.constexpr = _lora_layout(LORA_R)
-            ranks = gl.arange(0, LORA_R, layout=gl.SliceLayout(0, blk))
             if n0 < lora_e0:
                 b_ptr = lb0_ptr
                 b_row0 = n0
@@ -1382,27 +1394,55 @@ if gluon is not None:
                 b_row0 = n0 - lora_e1
                 stride_b = stride_lb2
                 s = 2
-            rows = gl.arange(0, RB, layout=gl.SliceLayout(1, blk))
+            bl: gl.constexpr = _lora_layout(LORA_R, 8)
+            ranks = gl.arange(0, LORA_R, layout=gl.SliceLayout(0, bl))
+            rows = gl.arange(0, RB, layout=gl.SliceLayout(1, bl))
             b_mask = gl.expand_dims(n0 + rows < N, 1) & gl.expand_dims(ranks < LORA_R, 0)
-            b = gl.load(b_ptr + gl.expand_dims((b_row0 + rows).to(gl.int64) * stride_b, 1) + gl.expand_dims(ranks, 0),
-                        mask=b_mask, other=0.0)
-            offs_m = _rows_held(off_m, gl.arange(0, BM, layout=gl.SliceLayout(1, blk)), M, XB)
-            u_mask = gl.expand_dims(offs_m < M, 1) & gl.expand_dims(ranks < LORA_R, 0)
-            u = gl.load(lu_ptr + s * stride_lus + gl.expand_dims(offs_m.to(gl.int64) * LORA_R, 1)
-                        + gl.expand_dims(ranks, 0), mask=u_mask, other=0.0)
-            lb_smem.index(c).store(b)
-            lu_smem.index(c).store(u.to(gl.bfloat16))
-            fence_async_shared()
-            gl.thread_barrier()  # every thread's part written (and fenced) before the wgmma reads them
+            b_ptrs = b_ptr + gl.expand_dims((b_row0 + rows).to(gl.int64) * stride_b, 1) + gl.expand_dims(ranks, 0)
+            async_copy.async_copy_global_to_shared(lb_smem.index(c), b_ptrs, mask=b_mask)
+            if BM <= _U_STAGED_MAX_BM:
+                u_ptrs, u_mask = _lora_u_ptrs(lu_ptr, s, stride_lus, off_m, M, BM, LORA_R, XB)
+                async_copy.async_copy_global_to_shared(lu32_smem.index(c), u_ptrs, mask=u_mask)
+            async_copy.commit_group()
         return bias
 
     @gluon.jit
-    def _add_bias_lora(out, bias, lb_smem, lu_smem, c: gl.constexpr, HAS_BIAS: gl.constexpr, LORA_S: gl.constexpr):
-        """``out`` (fp32 [RB, BM] of Y^T) + the bias of each output column + consumer ``c``'s expand B_s u^T (one
-        wgmma over the rank, from the operands ``_lora_operands`` wrote), in fp32."""
+    def _lora_u_ptrs(lu_ptr, s, stride_lus, off_m, M, BM: gl.constexpr, LORA_R: gl.constexpr, XB: gl.constexpr):
+        """Pointers to u's rows of the tile's rows of X in slice ``s`` ([BM, R], ``_lora_layout(R, 4)``) and their
+        mask (rows past M)."""
+        ul: gl.constexpr = _lora_layout(LORA_R, 4)
+        ranks = gl.arange(0, LORA_R, layout=gl.SliceLayout(0, ul))
+        offs_m = _rows_held(off_m, gl.arange(0, BM, layout=gl.SliceLayout(1, ul)), M, XB)
+        u_mask = gl.expand_dims(offs_m < M, 1) & gl.expand_dims(ranks < LORA_R, 0)
+        u_ptrs = lu_ptr + s * stride_lus + gl.expand_dims(offs_m.to(gl.int64) * LORA_R, 1) + gl.expand_dims(ranks, 0)
+        return u_ptrs, u_mask
+
+    @gluon.jit
+    def _lora_slice(n0, lora_e0, lora_e1):
+        """The adapter slice that output columns from n0 on belong to."""
+        return gl.where(n0 < lora_e0, 0, gl.where(n0 < lora_e1, 1, 2))
+
+    @gluon.jit
+    def _add_bias_lora(out, bias, lb_smem, lu_smem, lu32_smem, c: gl.constexpr, HAS_BIAS: gl.constexpr,
+                       LORA_S: gl.constexpr, LORA_R: gl.constexpr, lu_ptr, stride_lus, lora_e0, lora_e1, off_m, n0, M,
+                       BM: gl.constexpr, XB: gl.constexpr):
+        """``out`` (fp32 [RB, BM] of Y^T) + the bias of each output column + consumer ``c``'s expand B_s u^T: u
+        rounded to bf16 as vLLM's expand does, then one wgmma over the rank, in fp32. The caller waited for the
+        operands' copies (``_lora_operands``); u of tiles above ``LORA_U_STAGED_MAX_BM`` rows is read here (from
+        L2: the shrink just wrote it, and every tile of these rows reads it)."""
         if HAS_BIAS:
             out = out + gl.expand_dims(bias, 1)
         if LORA_S > 0:
+            gl.thread_barrier()  # every thread's copies landed (each waited for its own)
+            if BM <= _U_STAGED_MAX_BM:
+                u = lu32_smem.index(c).load(_lora_layout(LORA_R, 4))
+            else:
+                u_ptrs, u_mask = _lora_u_ptrs(lu_ptr, _lora_slice(n0, lora_e0, lora_e1), stride_lus, off_m, M, BM,
+                                              LORA_R, XB)
+                u = gl.load(u_ptrs, mask=u_mask, other=0.0)
+            lu_smem.index(c).store(u.to(gl.bfloat16))
+            fence_async_shared()  # B's copies and u's stores, before the wgmma reads them
+            gl.thread_barrier()
             out = warpgroup_mma(lb_smem.index(c), lu_smem.index(c).permute((1, 0)), out)
         return out
 
@@ -1638,7 +1678,7 @@ if gluon is not None:
         # One partition per consumer warpgroup (rows c * RB .. of the BN), the loader last. Gluon takes the list
         # literally, hence one branch per consumer count.
         RB: gl.constexpr = BN // CONSUMERS
-        lb_smem, lu_smem = _lora_buffers(w_smem, RB, BM, CONSUMERS, LORA_S, LORA_R)
+        lb_smem, lu_smem, lu32_smem = _lora_buffers(w_smem, RB, BM, CONSUMERS, LORA_S, LORA_R)
         if CONSUMERS == 1:
             gl.warp_specialize([
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
@@ -1647,7 +1687,7 @@ if gluon is not None:
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
                                   ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
-                                  CONSUMERS, TMA_STORE, PDL, lb_smem, lu_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr,
+                                  CONSUMERS, TMA_STORE, PDL, lb_smem, lu_smem, lu32_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr,
                                   lb2_ptr, lora_e0, lora_e1, stride_lus, stride_lb0, stride_lb1, stride_lb2,
                                   HAS_BIAS, LORA_S, LORA_R)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
@@ -1662,7 +1702,7 @@ if gluon is not None:
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, 0, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
                                   ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
-                                  CONSUMERS, TMA_STORE, PDL, lb_smem, lu_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr,
+                                  CONSUMERS, TMA_STORE, PDL, lb_smem, lu_smem, lu32_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr,
                                   lb2_ptr, lora_e0, lora_e1, stride_lus, stride_lb0, stride_lb1, stride_lb2,
                                   HAS_BIAS, LORA_S, LORA_R)),
                 (_mma_partition, (x_smem, w_smem, s_smem, ready, empty, y_ptr, out_ptr, cnt_ptr, gs_ptr, M, N,
@@ -1671,7 +1711,7 @@ if gluon is not None:
                                   stride_cos, pos_ptr, pos_stride, k_ptr, v_ptr, stride_kb, stride_kh, stride_kl,
                                   heads, kv_heads, BM, BN, RB, RB, STAGES, OUT_F32, IN_FLIGHT, FUSED, WORDS, GLU,
                                   ROW_NORM, NORM_NT, ADD_NORM, ROPE, ROPE_BIAS, SHIFT_LAST, XB, y_desc,
-                                  CONSUMERS, TMA_STORE, PDL, lb_smem, lu_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr,
+                                  CONSUMERS, TMA_STORE, PDL, lb_smem, lu_smem, lu32_smem, bias_ptr, lu_ptr, lb0_ptr, lb1_ptr,
                                   lb2_ptr, lora_e0, lora_e1, stride_lus, stride_lb0, stride_lb1, stride_lb2,
                                   HAS_BIAS, LORA_S, LORA_R)),
                 (_load_worker, (x_desc, w_desc, s_desc, x_smem, w_smem, s_smem, ready, empty, off_m, off_n, c0,
@@ -2569,11 +2609,15 @@ def epilogue_config(x2: torch.Tensor, w: kern.KernelWeight, whole: bool = True,
     return cfg
 
 
-# Up to this many rows (decode batches) ``nvfp4_matmul`` moves a bias and an adapter's expand into the kernel's
-# epilogue even where the table's config must change for it (``epilogue_config``'s reshape: stream-K to one CTA per
-# tile, splits summed in the kernel), which costs less than the launch after the product; above it only where the
-# config already hands each tile whole to one CTA.
-BIAS_LORA_RESHAPE_MAX_M = 64
+# Up to this many rows (decode batches, where it was measured) ``nvfp4_matmul`` adds a bias and an adapter's expand
+# in the kernel's epilogue, where the table's config hands each tile whole to one CTA (or keeps a measured whole-tile
+# entry for a stream-K one, ``WHOLE_TILE_WORDS``). Not where the config would have to change for it: stream-K made
+# one CTA a tile took up to 2.7x the time of the product and the expand after it (32B down at M = 8 / 16), splits
+# summed by the last CTA instead of a second kernel 1.06-1.23x at M = 64 (benchmarks/RESULTS.md, run 37).
+BIAS_LORA_MAX_M = 64
+# Up to this many rows a config whose splits a second kernel sums runs with them summed by the last CTA instead, for
+# the epilogue (7B / 32B o at M = 16: 0.91 / 0.93 of the time of the product and the expand after it, run 37).
+BIAS_LORA_FUSE_SPLIT_MAX_M = 16
 # False: ``nvfp4_matmul`` adds the bias and the expand after the product as before (benchmarks compare the two).
 BIAS_LORA_EPILOGUE = True
 
@@ -2581,14 +2625,26 @@ BIAS_LORA_EPILOGUE = True
 def bias_lora_config(x2: torch.Tensor, w: kern.KernelWeight, bias: torch.Tensor | None,
                      lora: kern.LoRAEpilogue | None) -> WsConfig | None:
     """The config ``nvfp4_matmul`` runs ``x2`` on ``w`` with when it adds ``bias`` and ``lora`` in the kernel's
-    epilogue (``ws_matmul(bias=, lora=)``), or None: neither given, no warp-specialized config for this M, a config
-    without whole tiles above ``BIAS_LORA_RESHAPE_MAX_M`` rows, an adapter the epilogue cannot take
-    (``lora_epilogue_fits``), or a bias that is not a contiguous [N] tensor; then they are added after the product."""
-    if not BIAS_LORA_EPILOGUE or (bias is None and lora is None):
+    epilogue (``ws_matmul(bias=, lora=)``), or None: neither given, more than ``BIAS_LORA_MAX_M`` rows, no
+    warp-specialized config for this M that hands each tile whole to one CTA (``pick``'s, for a stream-K entry the
+    whole-tile entry kept for it, ``WHOLE_TILE_WORDS``; up to ``BIAS_LORA_FUSE_SPLIT_MAX_M`` rows with its splits
+    summed by the last CTA), an adapter the epilogue cannot take (``lora_epilogue_fits``), a bias that is not a
+    contiguous [N] tensor, or while a CUDA graph is captured before the split tiles' counters exist; then they are
+    added after the product."""
+    if not BIAS_LORA_EPILOGUE or (bias is None and lora is None) or x2.shape[0] > BIAS_LORA_MAX_M:
         return None
     m = x2.shape[0]
-    cfg = epilogue_config(x2, w, whole=True, reshape=m <= BIAS_LORA_RESHAPE_MAX_M)
-    if cfg is None or not tile_epilogue(cfg, w):
+    cfg = pick(x2, w.n, w.k, w.k_pad, w.words)
+    if cfg is not None and w.words and cfg.stream_k:
+        cfg = WHOLE_TILE_WORDS.get(words_key(m, w.n, w.k_pad))
+    if cfg is None or cfg.stream_k:
+        return None
+    if not tile_epilogue(cfg, w):
+        if m > BIAS_LORA_FUSE_SPLIT_MAX_M:
+            return None
+        cfg = cfg._replace(fused=True)
+    tiles = -(-m // cfg.bm) * -(-w.n // cfg.bn) * cfg.consumers
+    if min(cfg.split_k, w.k_pad // kern.CHUNK) > 1 and kern._split_counters(x2.device, tiles) is None:
         return None
     if lora is not None and not lora_epilogue_fits(lora, cfg, m, w.n):
         return None
@@ -2724,16 +2780,39 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
     return y
 
 
+# Tiles of up to this many rows of X copy u (fp32) into shared memory with B's rows before the chunk loop; wider ones
+# read it after the loop from L2 (its fp32 copy would cost 64-row tiles a CTA per SM: run 37).
+LORA_U_STAGED_MAX_BM = 32  # (the kernels' constexpr ``_U_STAGED_MAX_BM``)
 # Ranks the kernel's expand takes: one wgmma's K (multiples of 16), its operands in shared memory (B's rows of a tile:
 # 128 x 64 x 2 bytes at most, next to the ring). Other ranks: ``nvfp4_gemm.add_bias_and_lora_`` after the product.
 LORA_EPILOGUE_RANKS = (16, 32, 64)
 
 
+def lora_smem_bytes(cfg: WsConfig, rank: int) -> int:
+    """Shared memory the expand's operands take per CTA (``_lora_buffers``): per consumer B's rows (bf16) and u's
+    (bf16 for the wgmma; also fp32 as copied up to ``LORA_U_STAGED_MAX_BM`` rows)."""
+    u_bytes = 6 if cfg.bm <= LORA_U_STAGED_MAX_BM else 2
+    return max(cfg.consumers, 1) * (cfg.bn // max(cfg.consumers, 1) * rank * 2 + cfg.bm * rank * u_bytes)
+
+
+def _ctas_per_sm(cfg: WsConfig, extra_smem: int = 0) -> int:
+    """CTAs of ``cfg`` an SM holds, by registers (``maxnreg``, or CONSUMER_REGS, over a warpgroup per consumer and the
+    loader's) and by shared memory (the ring, ``extra_smem``, the CTA's reserved 1 KB and barriers)."""
+    threads = 128 * (max(cfg.consumers, 1) + 1)
+    by_regs = max(1, 65536 // (threads * (cfg.maxnreg or CONSUMER_REGS)))
+    return max(0, min(by_regs, SMEM_PER_SM // (fwd_ring_bytes(cfg) + extra_smem + 1024 + 256)))
+
+
 def lora_epilogue_fits(lora: kern.LoRAEpilogue, cfg: WsConfig, m: int, n: int) -> bool:
-    """Whether ``ws_matmul`` can add ``lora``'s expand in ``cfg``'s epilogue: a rank of ``LORA_EPILOGUE_RANKS``, and
-    ``nvfp4_gemm._lora_fits`` on each consumer's rows (every tile of BN / consumers columns inside one slice)."""
+    """Whether ``ws_matmul`` can add ``lora``'s expand in ``cfg``'s epilogue: a rank of ``LORA_EPILOGUE_RANKS``,
+    ``nvfp4_gemm._lora_fits`` on each consumer's rows (every tile of BN / consumers columns inside one slice), and its
+    operands' shared memory next to the ring without fewer CTAs per SM than the config has without them."""
     rows = cfg.bn // max(cfg.consumers, 1)
-    return lora.u.dim() == 3 and lora.u.shape[2] in LORA_EPILOGUE_RANKS and kern._lora_fits(lora, m, n, rows)
+    if not (lora.u.dim() == 3 and lora.u.shape[2] in LORA_EPILOGUE_RANKS and kern._lora_fits(lora, m, n, rows)):
+        return False
+    extra = lora_smem_bytes(cfg, lora.u.shape[2])
+    return (fwd_ring_bytes(cfg) + extra + 2048 <= SMEM_PER_CTA
+            and _ctas_per_sm(cfg, extra) >= max(1, _ctas_per_sm(cfg)))
 
 
 def _bias_lora_args(bias: torch.Tensor | None, lora: kern.LoRAEpilogue | None, cfg: WsConfig, w: kern.KernelWeight,
