@@ -3613,4 +3613,63 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --ws-lora-epilogue-compare --out "$out/rollout" 2>&1 | grep -v Warning > "$out/log_rollout.txt"
     tail -8 "$out/log_rollout.txt"
     ;;
+  # Run 38: vLLM's engine re-timed on this project's kernels (the adapter's expand in the warp-specialized forward's
+  # epilogue since run 37) against Marlin and BF16; the bundle travels in six parts, one a call (vllm_parts).
+  72a)  # part 1; the 7B checkpoint (random NVFP4, kept under /tmp/qb while the machine stays warm); ws_probe on two
+        # consumers sharing X (128 rows of W a CTA) against the shipped configs, 7B qkv at M = 64 / 128
+    vllm_parts .device/vllm6 6
+    device_name
+    timeout 200 python3 benchmarks/rollout_vllm.py checkpoint --shape 7b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    timeout 240 python3 benchmarks/ws_probe.py --models 7b --layers qkv --ms 64,128 \
+      --variants full,no_compute,no_x,no_dequant \
+      --configs ";bn=128,consumers=2,in_flight=False,maxnreg=None,stages=4,split_k=1,stream_k=1;bn=128,consumers=2,in_flight=False,maxnreg=None,stages=4,split_k=1,stream_k=0" \
+      --out "$out/probe" 2>&1 | grep -v Warning > "$out/log_probe.txt"
+    tail -40 "$out/log_probe.txt"
+    ;;
+  72b)  # part 2; the 14B checkpoint; the switch QERL_WS_LORA_EPILOGUE's GPU test with the dispatch's
+    vllm_parts .device/vllm6 6
+    timeout 300 python3 benchmarks/rollout_vllm.py checkpoint --shape 14b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    gpu_tests_parallel 200 "ld:tests/test_kernels_ws_gpu.py -k 'puts_bias_and_adapter or refusals or adapter_expand_after'"
+    ;;
+  72c|72d|72e)  # parts 3-5
+    vllm_parts .device/vllm6 6
+    ls /tmp/vllm_chunks
+    ;;
+  72f)  # part 6 (the bundle unpacked); 7B rollouts on this project's kernels ("words", the expand in the epilogue),
+        # without an adapter and with rank 16, batch 1 / 8 / 32 / 64
+    vllm_parts .device/vllm6 6
+    device_name
+    timeout 500 python3 benchmarks/rollout_vllm.py rollout --shape 7b --formats nvfp4 --ranks 0,16 \
+      --batches 1,8,32,64 --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_7b_qerl.json" 2>&1 \
+      | grep -v Warning > "$out/log_7b_qerl.txt"
+    tail -25 "$out/log_7b_qerl.txt"
+    ;;
+  72g)  # the same on Marlin and on BF16
+    vllm_env
+    timeout 560 python3 benchmarks/rollout_vllm.py rollout --shape 7b --formats nvfp4,bf16 --ranks 0,16 \
+      --batches 1,8,32,64 --fp4-kernel marlin --workdir /tmp/qb --json "$out/rollout_7b_marlin_bf16.json" 2>&1 \
+      | grep -v Warning > "$out/log_7b_marlin_bf16.txt"
+    tail -40 "$out/log_7b_marlin_bf16.txt"
+    ;;
+  72h)  # 7B rank 16 on this project's kernels with the expand after the product (QERL_WS_LORA_EPILOGUE=0); 14B rank
+        # 32 on this project's kernels and on Marlin
+    vllm_env
+    QERL_WS_LORA_EPILOGUE=0 timeout 150 python3 benchmarks/rollout_vllm.py rollout --shape 7b --formats nvfp4 \
+      --ranks 16 --batches 1,8,32,64 --fp4-kernel qerl --workdir /tmp/qb --json "$out/rollout_7b_qerl_after.json" \
+      2>&1 | grep -v Warning > "$out/log_7b_qerl_after.txt"
+    tail -12 "$out/log_7b_qerl_after.txt"
+    for k in qerl marlin; do
+      timeout 200 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats nvfp4 --ranks 32 \
+        --batches 1,8,32,64 --fp4-kernel $k --workdir /tmp/qb --json "$out/rollout_14b_$k.json" 2>&1 \
+        | grep -v Warning > "$out/log_14b_$k.txt"
+      tail -12 "$out/log_14b_$k.txt"
+    done
+    ;;
+  72i)  # 14B rank 32 on BF16
+    vllm_env
+    timeout 300 python3 benchmarks/rollout_vllm.py rollout --shape 14b --formats bf16 --ranks 32 \
+      --batches 1,8,32,64 --workdir /tmp/qb --json "$out/rollout_14b_bf16.json" 2>&1 | grep -v Warning \
+      > "$out/log_14b_bf16.txt"
+    tail -12 "$out/log_14b_bf16.txt"
+    ;;
 esac

@@ -1004,4 +1004,8 @@ def test_bias_and_adapter_go_into_the_epilogue_at_decode_batches(monkeypatch):
         monkeypatch.setattr(ws, "BIAS_LORA_EPILOGUE", False)
         assert ws.bias_lora_config(x, w, bias, lora) is None
         monkeypatch.setattr(ws, "BIAS_LORA_EPILOGUE", True)
+        monkeypatch.setenv("QERL_WS_LORA_EPILOGUE", "0")
+        assert ws.bias_lora_config(x, w, bias, lora) is None
+        monkeypatch.setenv("QERL_WS_LORA_EPILOGUE", "1")
+        assert ws.bias_lora_config(x, w, bias, lora) == got
     assert seen >= 30

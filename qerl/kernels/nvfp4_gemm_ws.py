@@ -2618,8 +2618,15 @@ BIAS_LORA_MAX_M = 64
 # Up to this many rows a config whose splits a second kernel sums runs with them summed by the last CTA instead, for
 # the epilogue (7B / 32B o at M = 16: 0.91 / 0.93 of the time of the product and the expand after it, run 37).
 BIAS_LORA_FUSE_SPLIT_MAX_M = 16
-# False: ``nvfp4_matmul`` adds the bias and the expand after the product as before (benchmarks compare the two).
+# False: ``nvfp4_matmul`` adds the bias and the expand after the product as before (benchmarks compare the two); so
+# does ``QERL_WS_LORA_EPILOGUE=0`` in the environment (read at each call: a rollout engine started in its own process
+# can be compared with and without it).
 BIAS_LORA_EPILOGUE = True
+
+
+def bias_lora_epilogue_enabled() -> bool:
+    """``BIAS_LORA_EPILOGUE`` and the environment's ``QERL_WS_LORA_EPILOGUE`` (default "1") both allow the epilogue."""
+    return BIAS_LORA_EPILOGUE and os.environ.get("QERL_WS_LORA_EPILOGUE", "1") != "0"
 
 
 def bias_lora_config(x2: torch.Tensor, w: kern.KernelWeight, bias: torch.Tensor | None,
@@ -2629,9 +2636,9 @@ def bias_lora_config(x2: torch.Tensor, w: kern.KernelWeight, bias: torch.Tensor 
     warp-specialized config for this M that hands each tile whole to one CTA (``pick``'s, for a stream-K entry the
     whole-tile entry kept for it, ``WHOLE_TILE_WORDS``; up to ``BIAS_LORA_FUSE_SPLIT_MAX_M`` rows with its splits
     summed by the last CTA), an adapter the epilogue cannot take (``lora_epilogue_fits``), a bias that is not a
-    contiguous [N] tensor, or while a CUDA graph is captured before the split tiles' counters exist; then they are
-    added after the product."""
-    if not BIAS_LORA_EPILOGUE or (bias is None and lora is None) or x2.shape[0] > BIAS_LORA_MAX_M:
+    contiguous [N] tensor, while a CUDA graph is captured before the split tiles' counters exist, or with the epilogue
+    switched off (``bias_lora_epilogue_enabled``); then they are added after the product."""
+    if not bias_lora_epilogue_enabled() or (bias is None and lora is None) or x2.shape[0] > BIAS_LORA_MAX_M:
         return None
     m = x2.shape[0]
     cfg = pick(x2, w.n, w.k, w.k_pad, w.words)
