@@ -76,7 +76,9 @@ class QeRLConfig(GRPOConfig):
     vllm_max_lora_rank: int | None = None  # default: lora_r
     vllm_enforce_eager: bool = field(default=False, metadata={"help": "no CUDA graphs in the rollout engine"})
     vllm_fp4_kernel: str = field(default="marlin", metadata={"help": "NVFP4 GEMM in the rollout engine: marlin (vLLM's) "
-                                                                    "| qerl (this project's Triton kernels)"})
+                                                                    "| qerl (this project's Triton kernels) | auto "
+                                                                    "(qerl on Hopper GPUs, where it was measured "
+                                                                    "faster, else marlin)"})
     vllm_lora_dual_stream: bool = field(default=False, metadata={"help": "run the engine's LoRA kernels on a second "
                                                                          "CUDA stream beside the base GEMMs (vLLM's "
                                                                          "VLLM_LORA_ENABLE_DUAL_STREAM; CUDA only)"})
@@ -115,9 +117,9 @@ class QeRLConfig(GRPOConfig):
         if self.kernel_input_grad_rows and self.load != "nvfp4":
             raise ValueError("kernel_input_grad_rows keeps a copy of an NVFP4 base's codes: use it with --load nvfp4 "
                              "or drop it")
-        if self.vllm_fuse_lora_expand and self.load == "nvfp4" and self.vllm_fp4_kernel != "qerl":
+        if self.vllm_fuse_lora_expand and self.load == "nvfp4" and self.vllm_fp4_kernel == "marlin":
             raise ValueError("vllm_fuse_lora_expand adds the adapter's expand in this project's NVFP4 GEMM: it needs "
-                             "--vllm_fp4_kernel qerl (Marlin is vLLM's kernel and has no such epilogue)")
+                             "--vllm_fp4_kernel qerl or auto (Marlin is vLLM's kernel and has no such epilogue)")
         if self.learning_rate is None:
             self.learning_rate = DEFAULT_LR.get(self.load, 1e-5)
         preset = {"grpo": "grpo", "dapo": "dapo", "dr_grpo": "dr_grpo"}[self.algorithm]

@@ -68,5 +68,9 @@ def test_rollout_kernel_choice_is_checked_when_the_config_is_parsed(tmp_path):
     assert parse("--vllm_fp4_kernel", "qerl").vllm_fuse_lora_expand is None
     assert parse("--vllm_fp4_kernel", "qerl", "--vllm_fuse_lora_expand", "true").vllm_fuse_lora_expand is True
     assert parse("--vllm_fp4_kernel", "qerl", "--vllm_fuse_lora_expand", "false").vllm_fuse_lora_expand is False
-    with pytest.raises(ValueError, match="needs --vllm_fp4_kernel qerl"):
+    with pytest.raises(ValueError, match="needs --vllm_fp4_kernel qerl or auto"):
         parse("--vllm_fuse_lora_expand", "true")
+    with pytest.raises(ValueError, match="needs --vllm_fp4_kernel qerl or auto"):
+        parse("--vllm_fp4_kernel", "marlin", "--vllm_fuse_lora_expand", "true")
+    auto = parse("--vllm_fp4_kernel", "auto", "--vllm_fuse_lora_expand", "true")
+    assert auto.vllm_fp4_kernel == "auto" and auto.vllm_fuse_lora_expand is True

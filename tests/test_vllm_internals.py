@@ -130,6 +130,27 @@ def test_fuse_lora_expand_defaults_to_on_where_it_applies(caplog):
     assert "fp4_kernel='qerl' only" in caplog.text
 
 
+def test_auto_fp4_kernel_is_this_projects_where_its_warp_specialized_kernels_run(monkeypatch):
+    """fp4_kernel "auto" resolves to "qerl" where ``nvfp4_gemm_ws.available()`` (a Hopper GPU with Gluon) and to
+    "marlin" elsewhere; explicit choices stay as given; BF16 / NF4 engines run no FP4 GEMM; an unknown name is one
+    error naming the choices."""
+    from qerl.errors import UserError
+    from qerl.kernels import nvfp4_gemm_ws
+    from qerl.rollout.vllm_backend import resolve_fp4_kernel
+
+    for hopper in (True, False):
+        monkeypatch.setattr(nvfp4_gemm_ws, "available", lambda device=None, hopper=hopper: hopper)
+        assert resolve_fp4_kernel("auto", "nvfp4") == ("qerl" if hopper else "marlin")
+        assert resolve_fp4_kernel("marlin", "nvfp4") == "marlin" and resolve_fp4_kernel("qerl", "nvfp4") == "qerl"
+        assert resolve_fp4_kernel("auto", "bf16") is None and resolve_fp4_kernel("qerl", "nf4") is None
+    monkeypatch.undo()
+    # On this machine (no CUDA in CI) the warp-specialized kernels do not run, so auto is Marlin.
+    if not nvfp4_gemm_ws.available():
+        assert resolve_fp4_kernel("auto", "nvfp4") == "marlin"
+    with pytest.raises(UserError, match="unknown fp4_kernel 'cutlass': use one of marlin, qerl, auto"):
+        resolve_fp4_kernel("cutlass", "nvfp4")
+
+
 def test_rollout_benchmark_passes_the_fusion_setting_to_its_engine_processes():
     """benchmarks/rollout_vllm.py hands --fuse-lora-expand / --no-fuse-lora-expand to each engine process as given,
     and nothing when unset (the backend's default)."""

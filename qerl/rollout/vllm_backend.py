@@ -39,7 +39,25 @@ from qerl.rollout.base import RolloutBackend, RolloutResult, SamplingSettings
 log = logging.getLogger(__name__)
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
-FP4_KERNELS = ("marlin", "qerl")  # vLLM's Marlin FP4 GEMM, or this project's Triton kernels (vllm_nvfp4.py)
+# vLLM's Marlin FP4 GEMM, this project's Triton kernels (vllm_nvfp4.py), or "auto": the latter where its
+# warp-specialized kernels run (``resolve_fp4_kernel``).
+FP4_KERNELS = ("marlin", "qerl", "auto")
+
+
+def resolve_fp4_kernel(requested: str, load: str) -> str | None:
+    """The NVFP4 GEMM an engine of ``load`` runs: None for a BF16 / NF4 engine; "marlin" / "qerl" as asked; "auto":
+    "qerl" where this project's warp-specialized kernels run (a Hopper GPU with Triton's Gluon, not switched off by
+    ``QERL_WS_KERNELS=0``), where its engine was measured faster than Marlin's at batch 1-64 with and without an
+    adapter (benchmarks/RESULTS.md, run 38: 7B / 14B, 1.10-1.45x), else "marlin" (other GPUs: not measured)."""
+    if requested not in FP4_KERNELS:
+        raise UserError(f"unknown fp4_kernel {requested!r}: use one of {', '.join(FP4_KERNELS)}")
+    if load != "nvfp4":
+        return None
+    if requested != "auto":
+        return requested
+    from qerl.kernels import nvfp4_gemm_ws
+
+    return "qerl" if nvfp4_gemm_ws.available() else "marlin"
 
 
 def engine_lora_rank(rank: int) -> int:
@@ -152,7 +170,7 @@ def write_adapter(directory: Path, tensors: dict[str, torch.Tensor], config: Any
     return directory
 
 
-def fuse_lora_expand_enabled(requested: bool | None, load: str, fp4_kernel: str) -> bool:
+def fuse_lora_expand_enabled(requested: bool | None, load: str, fp4_kernel: str | None) -> bool:
     """Whether the engine adds the adapter's expand in this project's NVFP4 GEMM epilogue
     (``qerl/rollout/vllm_lora_fusion.py``). ``None`` (the default) means wherever it applies: an NVFP4 engine on
     ``fp4_kernel="qerl"``, where it was measured faster (benchmarks/RESULTS.md, run 11: 14B rank-32 rollouts on the
@@ -219,13 +237,14 @@ class VLLMRolloutBackend(RolloutBackend):
             raise UserError(f"{model_path} is an NVFP4 checkpoint: use --load nvfp4 or pass the BF16 source model")
         elif load == "nf4":
             kwargs["quantization"] = "bitsandbytes"  # in-flight NF4 quantization of the BF16 checkpoint
-        if fp4_kernel not in FP4_KERNELS:
-            raise UserError(f"unknown fp4_kernel {fp4_kernel!r}: use one of {', '.join(FP4_KERNELS)}")
-        if load == "nvfp4" and fp4_kernel == "qerl":
+        requested_kernel, fp4_kernel = fp4_kernel, resolve_fp4_kernel(fp4_kernel, load)
+        if fp4_kernel == "qerl":
             from qerl.rollout import vllm_nvfp4
 
             kwargs["quantization"] = vllm_nvfp4.register()  # this project's Triton kernels instead of Marlin
-        self.fp4_kernel = fp4_kernel if load == "nvfp4" else None
+        if requested_kernel == "auto" and fp4_kernel is not None:
+            log.info("fp4_kernel auto: the engine's NVFP4 GEMMs run on %s", fp4_kernel)
+        self.fp4_kernel = fp4_kernel
         self.load = load
         self.tokenizer = tokenizer
         if eos_token_ids is None and tokenizer is not None and tokenizer.eos_token_id is not None:
