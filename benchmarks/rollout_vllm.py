@@ -16,7 +16,8 @@ Subcommands (each prints a JSON summary; --json also writes it):
           --batches 1,8,64 --prompt-len 128 --gen-len 256 --workdir /tmp/qerl-bench
       --lora-dual-stream starts the engines with vLLM's VLLM_LORA_ENABLE_DUAL_STREAM=1 (adapter kernels on a second
       CUDA stream, overlapping the base GEMM), to measure what that does to the adapter's per-step cost.
-      --fp4-kernel qerl serves the NVFP4 checkpoint with this project's Triton kernels instead of vLLM's Marlin.
+      --fp4-kernel qerl serves the NVFP4 checkpoint with this project's Triton kernels instead of vLLM's Marlin (auto:
+      where its warp-specialized kernels run, as the trainer's --vllm_fp4_kernel auto).
       --lora-kernel-configs picks the adapter kernels' launch configs (auto: the tuned tables shipped for the GPU;
       vllm: vLLM's defaults; or a folder from benchmarks/tune_vllm_lora.py).
       BF16 uses load_format=dummy by default (--bf16-weights random writes a real checkpoint: 2 bytes/weight on
@@ -575,8 +576,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         r.add_argument("--gpu-memory-utilization", type=float, default=0.85)
         r.add_argument("--bf16-weights", choices=("dummy", "random"), default="dummy")
         r.add_argument("--eager", action="store_true", help="no CUDA graphs (slower; for debugging)")
-        r.add_argument("--fp4-kernel", choices=("marlin", "qerl"), default="marlin",
-                       help="NVFP4 GEMM of the engine: vLLM's Marlin or this project's Triton kernels")
+        r.add_argument("--fp4-kernel", choices=("marlin", "qerl", "auto"), default="marlin",
+                       help="NVFP4 GEMM of the engine: vLLM's Marlin, this project's Triton kernels, or auto (the "
+                            "trainer's --vllm_fp4_kernel auto: this project's on Hopper GPUs; each run's JSON names "
+                            "the kernel it ran)")
         r.add_argument("--specialize-active-lora", action="store_true",
                        help="vLLM's specialize_active_lora: launch the LoRA kernels for the active adapters only")
         r.add_argument("--lora-kernel-configs", default="auto",

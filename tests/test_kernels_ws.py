@@ -969,7 +969,7 @@ def test_bias_and_adapter_go_into_the_epilogue_at_decode_batches(monkeypatch):
     (for a stream-K entry the whole-tile entry kept for it, up to BIAS_LORA_FUSE_SPLIT_MAX_M rows splits summed by the
     last CTA), where the operands' shared memory leaves the CTAs per SM as they are; never a stream-K config, nor for
     a rank the kernel's wgmma cannot take, slices ending inside its tiles, a bias of the wrong shape, more rows, or
-    with the switch off."""
+    with the switch (or QERL_WS_LORA_EPILOGUE=0) off."""
     from types import SimpleNamespace
 
     monkeypatch.setattr(ws, "available", lambda device=None: True)
