@@ -180,7 +180,8 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
     any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both), "fill" (``fill_candidates``: at
     M <= 16 splits and stream-K that fill whole waves, from M = 17 on splits of every tile that fill whole waves; and
     the table's config), "stages" (the table's config with 4, 8 and 10 stages too), "sk_in_flight" (the table's
-    config and ``sk_in_flight_candidates``). Split partials are summed in the
+    config and ``sk_in_flight_candidates``), "split_sum" (the table's config and ``split_sum_candidates``). Split partials
+    are summed in the
     kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``). ``stream_k``: each candidate that retires its
     chunks one by one without split-K also as stream-K (``WsConfig.stream_k``: one CTA per SM, and two with 128
     registers), and the two-consumer 128 x 128 / 128 x 256 and one-consumer 128 x 64 tiles with it; ``dp_waves``:
@@ -202,6 +203,10 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
         cfg = _table_config(m, n, k_pad, sms, words)
         sk = sk_in_flight_candidates(m, n, k_pad, sms)
         return ([cfg] if cfg is not None and cfg not in sk else []) + sk
+    if tile_set == "split_sum":
+        cfg = _table_config(m, n, k_pad, sms, words)
+        sp = split_sum_candidates(m, n, k_pad)
+        return ([cfg] if cfg is not None and cfg not in sp else []) + sp
     small = m < ws.MIN_M
     tiles_of = {"default": small_tiles(m) if small else TILES, "occupancy": OCCUPANCY_TILES,
                 "all": TILES + OCCUPANCY_TILES, "wide": WIDE_TILES, "table+wide": WIDE_TILES}
@@ -215,6 +220,20 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
             if sp <= chunks // 2:
                 out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, fused and sp > 1))
     return _with_stream_k(out, stream_k, dp_waves)
+
+
+def split_sum_candidates(m: int, n: int, k_pad: int) -> list[ws.WsConfig]:
+    """Run 38: at M > 16 the searches so far summed split partials with the second kernel only
+    (``nvfp4_gemm._fuse_reduction``). Two consumers of 64 rows of W each (X copied once for 128 rows) and the
+    one-consumer 64-row tile with chunks in flight, split 2-6 ways (runs of at least two chunks); the two consumers'
+    splits summed both ways, the in-flight tile's by the last CTA."""
+    bm = 64 if m <= 64 else 128
+    chunks = k_pad // kern.CHUNK
+    out = []
+    for sp in range(2, min(6, chunks // 2) + 1):
+        out += [ws.WsConfig(bm, 128, 4, sp, 2, False, None, True), ws.WsConfig(bm, 128, 4, sp, 2, False, None, False)]
+        out.append(ws.WsConfig(bm, 64, 4, sp, 1, True, None if bm == 128 else 128, True))
+    return out
 
 
 def _table_config(m: int, n: int, k_pad: int, sms: int, words: bool) -> ws.WsConfig | None:
@@ -520,7 +539,7 @@ def main() -> None:
     ap.add_argument("--wide-splits", action="store_true", help="also split K (forward) / N (input gradient) 2-4 ways")
     ap.add_argument("--tile-set", default="default",
                     choices=["default", "occupancy", "all", "table", "wide", "table+wide", "fill", "stages",
-                             "sk_in_flight"],
+                             "sk_in_flight", "split_sum"],
                     help="forward tiles searched (see candidates()); input gradient: default, occupancy, all, "
                          "fill, table (see bwd_candidates())")
     ap.add_argument("--layouts", default="pairs",

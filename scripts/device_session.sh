@@ -3672,4 +3672,10 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       > "$out/log_14b_bf16.txt"
     tail -12 "$out/log_14b_bf16.txt"
     ;;
+  72j)  # splits summed by the last CTA at M = 64 / 128 (never searched above M = 16): two consumers sharing X split
+        # 2-6 ways (both sums) and the in-flight 64-row tile, against the table's config in the same pass, "words"
+    device_name
+    warm_shards_then_search 100 14 split_sum --models 7b,32b --layers qkv,o --ms 64,128 --dirs fwd \
+      --layouts words --shipped-layout words --tile-set split_sum
+    ;;
 esac
