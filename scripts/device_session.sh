@@ -153,6 +153,14 @@ gpu_tests_parallel() {  # GPU test runs in parallel processes (limit $1 s each),
   wait
   gpu_test_summary t
 }
+rollout_point() {  # rollout_vllm.py rollout, rank 32, batch 1 / 8 / 32 / 64: shape $1, format $2, fp4 kernel $3 (NVFP4
+                  # only), limit $4 s, engine memory share $5; JSON and log into $out as rollout_$1_$2[_$3]
+  local name=rollout_$1_$2; [ "$2" = nvfp4 ] && name=${name}_$3
+  timeout "$4" python3 benchmarks/rollout_vllm.py rollout --shape "$1" --formats "$2" --ranks 32 --batches 1,8,32,64 \
+    --fp4-kernel "$3" --gpu-memory-utilization "$5" --workdir /tmp/qb --json "$out/$name.json" 2>&1 \
+    | grep -v Warning > "$out/log_$name.txt"
+  tail -12 "$out/log_$name.txt"
+}
 device_name() {  # the device's name, memory and driver into $out/device.txt
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 }
@@ -3677,5 +3685,54 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     device_name
     warm_shards_then_search 100 14 split_sum --models 7b,32b --layers qkv,o --ms 64,128 --dirs fwd \
       --layouts words --shipped-layout words --tile-set split_sum
+    ;;
+  # Run 39: 32B and 3B rollouts on this project's kernels against Marlin and BF16 (rank 32, the configs' rank), the
+  # 32B single-GPU RL step on them. 73a-73f carry the vLLM bundle's six parts; the checkpoints are written meanwhile.
+  73a)  # part 1; the random 32B NVFP4 checkpoint (kept under /tmp/qb while the machine stays warm)
+    vllm_parts .device/vllm6 6
+    device_name
+    timeout 330 python3 benchmarks/rollout_vllm.py checkpoint --shape 32b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    ;;
+  73b)  # part 2; the 3B checkpoint; the 3B layers' rollout forward ("words" dispatch) against cuBLAS at M = 1-128
+    vllm_parts .device/vllm6 6
+    timeout 150 python3 benchmarks/rollout_vllm.py checkpoint --shape 3b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    timeout 240 python3 benchmarks/gemm_ws.py --dispatch-only --shipped-layout words --models 3b \
+      --ms 1,8,16,32,64,128 --dirs fwd --out "$out/dispatch_3b" 2>&1 | grep -v Warning > "$out/log_dispatch_3b.txt"
+    tail -30 "$out/log_dispatch_3b.txt"
+    ;;
+  73c|73d|73e)  # parts 3-5
+    vllm_parts .device/vllm6 6
+    ls /tmp/vllm_chunks
+    ;;
+  73f)  # part 6 (the bundle unpacked); 32B rank 32 on this project's kernels, batch 1 / 8 / 32 / 64
+    vllm_parts .device/vllm6 6
+    rollout_point 32b nvfp4 qerl 480 0.9
+    ;;
+  73g)  # 32B rank 32 on Marlin
+    vllm_env
+    rollout_point 32b nvfp4 marlin 560 0.9
+    ;;
+  73h)  # 32B rank 32 on BF16
+    vllm_env
+    rollout_point 32b bf16 marlin 560 0.9
+    ;;
+  73i)  # one RL step on the 32B shape with the engine on this project's kernels: rank 32, 16 x 256 completion tokens,
+        # sleep mode, 0.2 of the H200 for the engine (what the configs' 0.35 gives it on an 80 GB card), as run 3's 5h
+    vllm_env
+    timeout 560 python3 benchmarks/rollout_vllm.py rl-step --shape 32b --rank 32 --batch 16 --prompt-len 256 \
+      --gen-len 256 --steps 2 --gpu-memory-utilization 0.2 --sleep-mode --fp4-kernel qerl --workdir /tmp/qb \
+      --json "$out/rl_step_32b_sleep_qerl.json" 2>&1 | grep "\[bench\]\|Error\|error" | tail -12
+    ;;
+  73j)  # 3B rank 32 on this project's kernels and on Marlin; then the 3B layers' forward on both and on cuBLAS
+    vllm_env
+    rollout_point 3b nvfp4 qerl 200 0.85
+    rollout_point 3b nvfp4 marlin 200 0.85
+    timeout 150 python3 benchmarks/gemm_ws.py --dispatch-only --shipped-layout words --marlin --models 3b \
+      --ms 1,8,16,32,64,128 --dirs fwd --out "$out/marlin_3b" 2>&1 | grep -v Warning > "$out/log_marlin_3b.txt"
+    tail -30 "$out/log_marlin_3b.txt"
+    ;;
+  73k)  # 3B rank 32 on BF16
+    vllm_env
+    rollout_point 3b bf16 marlin 200 0.85
     ;;
 esac

@@ -678,3 +678,33 @@ def test_routes_proposals_take_only_wins_beyond_the_noise(capsys, tmp_path):
     rt.main(["--propose", str(path)])
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == 2 and "M=  640" in printed[0] and "ws@512 1.250x" in printed[1]
+
+
+def test_rollout_checkpoint_of_a_tied_shape_loads_with_the_embedding_as_lm_head(tmp_path, monkeypatch):
+    """benchmarks/rollout_vllm.py's 3B shape ties lm_head to the embedding, as the released Qwen2.5-3B does: its
+    random checkpoint carries no lm_head tensor and transformers serves the embedding as the head (so a decode step
+    reads the same bytes as the real model). Checked on the tiny shape with the tie switched on."""
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the script sets it if unset; kept out of this process
+    bench = _load("rollout_vllm")
+    assert {k: bench.SHAPES["3b"][k] for k in ("vocab_size", "tie_word_embeddings")} == {
+        "vocab_size": 151936, "tie_word_embeddings": True}
+    assert bench.hf_config("3b", "nvfp4")["tie_word_embeddings"] is True
+    assert bench.hf_config("7b", "nvfp4")["tie_word_embeddings"] is False
+    monkeypatch.setitem(bench.SHAPES, "tiny", {**bench.SHAPES["tiny"], "tie_word_embeddings": True})
+    path = bench.write_checkpoint(tmp_path, "tiny", "bf16", "random", device="cpu")
+    weight_map = json.loads((path / "model.safetensors.index.json").read_text())["weight_map"]
+    assert "lm_head.weight" not in weight_map and "model.embed_tokens.weight" in weight_map
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path)
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    assert model.lm_head.weight.abs().sum() > 0  # the random embedding, not an uninitialised head
+
+
+def test_rollout_benchmark_rl_step_takes_the_engines_fp4_kernel(monkeypatch):
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    bench = _load("rollout_vllm")
+    assert bench.parse_args(["rl-step"]).fp4_kernel == "marlin"
+    assert bench.parse_args(["rl-step", "--fp4-kernel", "auto"]).fp4_kernel == "auto"
+    with pytest.raises(SystemExit):
+        bench.parse_args(["rl-step", "--fp4-kernel", "cutlass"])

@@ -461,15 +461,18 @@ def test_device_rl_e2e_script_passes_its_checks(engines, ckpt, tmp_path):
     assert (tmp_path / "run" / "final" / "adapter_model.safetensors").is_file()
 
 
-def test_rollout_benchmark_rl_step_runs_on_a_tiny_shape(engines, tmp_path):
+@pytest.mark.parametrize("fmt,kernel", [("bf16", "marlin"), ("nvfp4", "qerl")])
+def test_rollout_benchmark_rl_step_runs_on_a_tiny_shape(engines, tmp_path, fmt, kernel):
     """benchmarks/rollout_vllm.py rl-step (the 32B single-GPU step measurement) on its CPU-sized shape: sync,
-    rollout, trainer log-probs, backward and optimizer step run and report per-phase numbers (no CUDA: no memory)."""
+    rollout, trainer log-probs, backward and optimizer step run and report per-phase numbers (no CUDA: no memory).
+    On NVFP4 with --fp4-kernel qerl the engine serves the checkpoint on this project's kernels."""
     engines.close()
     bench = _script("benchmarks/rollout_vllm.py")
-    args = bench.parse_args(["rl-step", "--shape", "tiny", "--format", "bf16", "--rank", "8", "--batch", "2",
-                             "--prompt-len", "8", "--gen-len", "4", "--steps", "1", "--eager",
+    args = bench.parse_args(["rl-step", "--shape", "tiny", "--format", fmt, "--rank", "8", "--batch", "2",
+                             "--prompt-len", "8", "--gen-len", "4", "--steps", "1", "--eager", "--fp4-kernel", kernel,
                              "--workdir", str(tmp_path)])
     result = bench.rl_step(args)
+    assert result["fp4_kernel"] == (kernel if fmt == "nvfp4" else None)
     (step,) = result["steps"]
     assert step["rollout_tokens"] == 2 * 4
     assert all(step[k] > 0 for k in ("sync_s", "rollout_s", "forward_s", "backward_opt_s", "step_s"))
