@@ -45,6 +45,11 @@ def test_launch_scripts_cover_the_grid():
         for task in ("gsm8k_grpo", "bigmath_dapo"):
             for load in ("nvfp4", "bf16", "nf4"):
                 assert f"qwen2.5-{size}_{task}_{load}.sh" in scripts
+                # The NVFP4 rollouts take this project's kernels where they run (measured faster than Marlin on
+                # every size, benchmarks/RESULTS.md runs 38-39); the flag means nothing to the other bases.
+                (launch,) = [line for line in (ROOT / "training" / f"qwen2.5-{size}_{task}_{load}.sh").read_text()
+                             .splitlines() if line.startswith("exec ")]
+                assert ("--vllm_fp4_kernel auto" in launch) == (load == "nvfp4"), launch
 
 
 def test_launcher_rejects_bad_arguments():

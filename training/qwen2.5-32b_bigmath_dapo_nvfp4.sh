@@ -1,3 +1,6 @@
 #!/usr/bin/env bash
 # Qwen2.5-32B-Instruct, bigmath_dapo, nvfp4 base. GPUS=N for N GPUs; extra args go to the trainer.
-exec bash "$(dirname "${BASH_SOURCE[0]}")/_launch.sh" 32B nvfp4 bigmath_dapo "$@"
+# Rollouts on this project's NVFP4 kernels (adapter's expand in their epilogue) on Hopper GPUs, Marlin elsewhere
+# (--vllm_fp4_kernel auto): on the 32B shape with a rank-32 adapter 1.24-1.46x Marlin's decode tokens/s at batch 1-64
+# (benchmarks/RESULTS.md, run 39); --vllm_fp4_kernel marlin for vLLM's.
+exec bash "$(dirname "${BASH_SOURCE[0]}")/_launch.sh" 32B nvfp4 bigmath_dapo --vllm_fp4_kernel auto "$@"
