@@ -605,6 +605,8 @@ def ints(text: str) -> list[int]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from qerl.rollout.vllm_backend import FP4_KERNELS  # the engine's own choices (marlin / qerl / auto)
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -637,7 +639,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         r.add_argument("--gpu-memory-utilization", type=float, default=0.85)
         r.add_argument("--bf16-weights", choices=("dummy", "random"), default="dummy")
         r.add_argument("--eager", action="store_true", help="no CUDA graphs (slower; for debugging)")
-        r.add_argument("--fp4-kernel", choices=("marlin", "qerl", "auto"), default="marlin",
+        r.add_argument("--fp4-kernel", choices=FP4_KERNELS, default="marlin",
                        help="NVFP4 GEMM of the engine: vLLM's Marlin, this project's Triton kernels, or auto (the "
                             "trainer's --vllm_fp4_kernel auto: this project's on Hopper GPUs; each run's JSON names "
                             "the kernel it ran)")
@@ -665,7 +667,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     s.add_argument("--gpu-memory-utilization", type=float, default=0.4)
     s.add_argument("--sleep-mode", action="store_true")
     s.add_argument("--eager", action="store_true")
-    s.add_argument("--fp4-kernel", choices=("marlin", "qerl", "auto"), default="marlin",
+    s.add_argument("--fp4-kernel", choices=FP4_KERNELS, default="marlin",
                    help="NVFP4 GEMM of the engine, as for rollout (the JSON names the kernel it ran)")
     return p.parse_args(argv)
 

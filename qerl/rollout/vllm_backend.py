@@ -48,7 +48,8 @@ def resolve_fp4_kernel(requested: str, load: str) -> str | None:
     """The NVFP4 GEMM an engine of ``load`` runs: None for a BF16 / NF4 engine; "marlin" / "qerl" as asked; "auto":
     "qerl" where this project's warp-specialized kernels run (a Hopper GPU with Triton's Gluon, not switched off by
     ``QERL_WS_KERNELS=0``), where its engine was measured faster than Marlin's at batch 1-64 with and without an
-    adapter (benchmarks/RESULTS.md, run 38: 7B / 14B, 1.10-1.45x), else "marlin" (other GPUs: not measured)."""
+    adapter (benchmarks/RESULTS.md, runs 38-39: 3B / 7B / 14B / 32B, 1.10-1.46x), else "marlin" (other GPUs: not
+    measured)."""
     if requested not in FP4_KERNELS:
         raise UserError(f"unknown fp4_kernel {requested!r}: use one of {', '.join(FP4_KERNELS)}")
     if load != "nvfp4":
