@@ -3735,4 +3735,27 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     vllm_env
     rollout_point 3b bf16 marlin 200 0.85
     ;;
+  # Run 40: launch-table entries for the 3B shapes ("words", M = 1-128; none before: default_words_config), checked
+  # against the config before in interleaved rounds, then 3B rollouts on them. 74a-74f carry the vLLM bundle's parts.
+  74a)  # part 1; the 3B checkpoint; the decode tiles searched on the 3B layers at M = 1 / 8 / 16: whole-wave splits and
+        # stream-K (fill), stream-K with chunks in flight, the power-of-two splits (default)
+    vllm_parts .device/vllm6 6
+    device_name
+    timeout 150 python3 benchmarks/rollout_vllm.py checkpoint --shape 3b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    for ts in fill sk_in_flight default; do
+      warm_shards_then_search 150 14 small_$ts --models 3b --ms 1,8,16 --dirs fwd --layouts words \
+        --shipped-layout words --tile-set $ts
+    done
+    ;;
+  74b)  # part 2; the same at M = 32 / 64 / 128: every tile with its stream-K variants (all), whole-wave splits (fill),
+        # stream-K with chunks in flight, splits summed by the last CTA (split_sum)
+    vllm_parts .device/vllm6 6
+    device_name
+    warm_shards_then_search 200 14 mid_all --models 3b --ms 32,64,128 --dirs fwd --layouts words \
+      --shipped-layout words --tile-set all --stream-k --dp-waves
+    for ts in fill sk_in_flight split_sum; do
+      warm_shards_then_search 150 14 mid_$ts --models 3b --ms 32,64,128 --dirs fwd --layouts words \
+        --shipped-layout words --tile-set $ts
+    done
+    ;;
 esac
