@@ -3742,20 +3742,24 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     vllm_parts .device/vllm6 6
     device_name
     timeout 150 python3 benchmarks/rollout_vllm.py checkpoint --shape 3b --format nvfp4 --workdir /tmp/qb 2>&1 | tail -1
+    top=$out; out=/tmp/q74a; mkdir -p $out  # (a call returns at most 8 files: the searches' in one tar)
     for ts in fill sk_in_flight default; do
       warm_shards_then_search 150 14 small_$ts --models 3b --ms 1,8,16 --dirs fwd --layouts words \
         --shipped-layout words --tile-set $ts
     done
+    tar -cf "$top/search.tar" -C $out . && out=$top
     ;;
   74b)  # part 2; the same at M = 32 / 64 / 128: every tile with its stream-K variants (all), whole-wave splits (fill),
         # stream-K with chunks in flight, splits summed by the last CTA (split_sum)
     vllm_parts .device/vllm6 6
     device_name
+    top=$out; out=/tmp/q74b; mkdir -p $out
     warm_shards_then_search 200 14 mid_all --models 3b --ms 32,64,128 --dirs fwd --layouts words \
       --shipped-layout words --tile-set all --stream-k --dp-waves
     for ts in fill sk_in_flight split_sum; do
       warm_shards_then_search 150 14 mid_$ts --models 3b --ms 32,64,128 --dirs fwd --layouts words \
         --shipped-layout words --tile-set $ts
     done
+    tar -cf "$top/search.tar" -C $out . && out=$top
     ;;
 esac
