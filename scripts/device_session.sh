@@ -3762,4 +3762,17 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     done
     tar -cf "$top/search.tar" -C $out . && out=$top
     ;;
+  74c)  # part 3; the 3B entries: the dispatch's, the epilogues' (bias and adapter, now on 3B shapes too) GPU tests, then
+        # the rollout forward ("words") against the tables before (routes.py --verify) on every 3B layer at M = 1-128
+    vllm_parts .device/vllm6 6
+    device_name
+    gpu_tests_parallel 250 \
+      "lora:tests/test_kernels_ws_gpu.py -k 'puts_bias_and_adapter and 3b'" \
+      "dispatch:tests/test_kernels_ws_gpu.py -k 'default_dispatch and not puts_bias or swiglu_dispatch or swiglu_after'" \
+      "norm:tests/test_kernels_ws_gpu.py -k 'row_norm_epilogue or whole_tile or stream_k_completes'"
+    timeout 300 python3 benchmarks/routes.py --verify --layout words --dirs fwd --models 3b \
+      --previous-tables benchmarks/results/run40_2026-11-28/previous_tables.json \
+      --ms 1,8,12,16,24,32,40,48,64,80,96,128 --out "$out/verify_words" 2>&1 | grep -v Warning \
+      | tee "$out/log_verify.txt" | tail -50
+    ;;
 esac

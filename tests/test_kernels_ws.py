@@ -364,6 +364,23 @@ def test_keys_between_the_buckets_serve_the_m_down_to_the_next_key(monkeypatch):
     assert ws.pick_grad_input(dy, n, k, k, rows=True) == rows != ws.TUNED_BWD[(384, n, k)]
 
 
+def test_words_table_keys_every_decode_bucket_of_its_shapes(monkeypatch):
+    """A shape in ``TUNED_WORDS`` has an entry at every bucket of M = 1-128: a missing one would send its M to the
+    next larger bucket's entry (``words_key``), e.g. M = 17-32 to a 64-row tile tuned for M = 64, instead of the
+    default config. On 3B qkv (run 40) M = 2-8 take the M = 8 entry, 9-16 the M = 16 one, 33-64 / 65-128 theirs."""
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    for n, k in {(n, k) for _, n, k in ws.TUNED_WORDS}:
+        assert all((b, n, k) in ws.TUNED_WORDS for b in (1, 8, 16, 32, 64, 128)), (n, k)
+    n, k = 2560, 2048
+    for m, bucket in ((1, 1), (2, 8), (8, 8), (9, 16), (16, 16), (17, 32), (32, 32), (33, 64), (64, 64), (65, 128),
+                      (128, 128)):
+        assert ws.words_key(m, n, k) == (bucket, n, k), m
+        assert ws.pick(_x(m, k), n, k, k, words=True) == ws.TUNED_WORDS[(bucket, n, k)], m
+    # Above the keyed buckets the default config serves, as for a shape the table lacks.
+    assert ws.words_key(200, n, k) is None
+    assert ws.pick(_x(200, k), n, k, k, words=True) == ws.default_words_config(200, n, k)
+
+
 def test_last_tile_shifts_only_when_short(monkeypatch):
     """Run 27: the kernels shift the last M tile to end at row M only where M spans several tiles and the last one
     holds at most ``SHIFT_MAX_ROWS`` real rows (where reading past M was measured slow), not on the forward's 256-row

@@ -905,10 +905,11 @@ def test_bias_and_adapter_epilogue_refusals():
         assert torch.isfinite(y).all() and float((y.float() - ref - extra).norm() / (ref + extra).norm()) < 4e-3
 
 
-# Shapes of Qwen2.5 7B / 32B projections with their adapter's slices (vLLM's and the rollout backend's fused q/k/v
+# Shapes of Qwen2.5 7B / 32B / 3B projections with their adapter's slices (vLLM's and the rollout backend's fused q/k/v
 # and gate/up groups).
 LORA_SHAPES = {"7b qkv": (3584, (3584, 512, 512)), "7b o": (3584, (3584,)), "7b gate_up": (3584, (18944, 18944)),
-               "7b down": (18944, (3584,)), "32b qkv": (5120, (5120, 1024, 1024)), "32b o": (5120, (5120,))}
+               "7b down": (18944, (3584,)), "32b qkv": (5120, (5120, 1024, 1024)), "32b o": (5120, (5120,)),
+               "3b qkv": (2048, (2048, 256, 256)), "3b gate_up": (2048, (11008, 11008)), "3b down": (11008, (2048,))}
 
 
 @hopper
