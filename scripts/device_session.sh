@@ -3775,4 +3775,12 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --ms 1,8,12,16,24,32,40,48,64,80,96,128 --out "$out/verify_words" 2>&1 | grep -v Warning \
       | tee "$out/log_verify.txt" | tail -50
     ;;
+  74d)  # part 4; the issue's benchmark on the 3B layers (trainer's "pairs" layout, forward and input gradient) at
+        # M = 1-4096, as run for 7B / 32B
+    vllm_parts .device/vllm6 6
+    device_name
+    timeout 500 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 3b --ms 1,4,16,64,128,256,1024,4096 \
+      --dirs fwd,bwd --out "$out/gemm" 2>&1 | grep -v Warning > "$out/log_gemm.txt"
+    tail -45 "$out/log_gemm.txt"
+    ;;
 esac
