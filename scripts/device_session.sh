@@ -3791,12 +3791,13 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     warm_shards_then_search 270 14 pairs_fwd --models 3b --ms 32,64,128,256,512,1024,2048 --dirs fwd --stream-k
     tar -cf "$top/search.tar" -C $out . && out=$top
     ;;
-  74f)  # part 6 (the bundle unpacked); 3B rank 32 on this project's kernels (run 40's entries) and on BF16
+  74f)  # the bundle's last part (unpacked; a fresh machine took 74c-74e's parts, 74g / 74f carry parts 1-2 again); 3B rank 32 on this project's kernels (run 40's entries) and on BF16
     vllm_parts .device/vllm6 6
     rollout_point 3b nvfp4 qerl 250 0.85
     rollout_point 3b bf16 marlin 250 0.85
     ;;
-  74g)  # the trainer's input gradient ("pairs", TUNED_BWD) searched on the 3B layers at M = 32-2048, as 74e
+  74g)  # a part; the trainer's input gradient ("pairs", TUNED_BWD) searched on the 3B layers at M = 32-2048, as 74e
+    vllm_parts .device/vllm6 6
     device_name
     top=$out; out=/tmp/q74g; mkdir -p $out
     warm_shards_then_search 270 14 pairs_bwd --models 3b --ms 32,64,128,256,512,1024,2048 --dirs bwd --stream-k
