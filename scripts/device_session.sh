@@ -3803,4 +3803,17 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     warm_shards_then_search 270 14 pairs_bwd --models 3b --ms 32,64,128,256,512,1024,2048 --dirs bwd --stream-k
     tar -cf "$top/search.tar" -C $out . && out=$top
     ;;
+  74h)  # the 3B "pairs" entries of 74e / 74g: the dispatch's GPU tests, the trainer's forward and input gradient against
+        # the tables before (routes.py --verify) at M = 24-2048, then the issue's benchmark on the 3B layers again
+    device_name
+    gpu_tests_parallel 200 "dispatch:tests/test_kernels_ws_gpu.py -k 'default_dispatch and not puts_bias'" \
+      "fp32:tests/test_kernels_gpu.py -k 'packed_linear or forward_and_grad_input or autograd'"
+    timeout 330 python3 benchmarks/routes.py --verify --dirs fwd,bwd --models 3b \
+      --previous-tables benchmarks/results/run40_2026-11-28/previous_tables.json \
+      --ms 24,32,64,128,256,512,768,1024,1536,2048 --budget 0.5 --out "$out/verify_pairs" 2>&1 | grep -v Warning \
+      | tee "$out/log_verify.txt" | tail -3
+    timeout 150 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 3b --ms 1,4,16,64,128,256,1024,4096 \
+      --dirs fwd,bwd --out "$out/gemm" 2>&1 | grep -v Warning > "$out/log_gemm.txt"
+    tail -18 "$out/log_gemm.txt"
+    ;;
 esac
