@@ -3816,4 +3816,12 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --dirs fwd,bwd --out "$out/gemm" 2>&1 | grep -v Warning > "$out/log_gemm.txt"
     tail -18 "$out/log_gemm.txt"
     ;;
+  74i)  # the final 3B "pairs" tables (74h's four losing picks back on the route before): gate_up / down against the
+        # tables before at the M those picks served
+    device_name
+    timeout 200 python3 benchmarks/routes.py --verify --dirs fwd,bwd --models 3b --layers gate_up,down \
+      --previous-tables benchmarks/results/run40_2026-11-28/previous_tables.json \
+      --ms 24,32,640,768,1024,1536,2048 --budget 0.5 --out "$out/verify_pairs_final" 2>&1 | grep -v Warning \
+      | tee "$out/log_verify_final.txt" | tail -2
+    ;;
 esac

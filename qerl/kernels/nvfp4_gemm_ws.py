@@ -582,7 +582,8 @@ TUNED_BWD_ROWS: dict[tuple[int, int, int], WsBwdConfig] = {
 # default tiles, M = 32-2048), every bucket keyed, the pick where at least 3% faster than the shipped route in the same
 # pass (its factor over that route noted), else None (the route before: tile loop, or the slab path from
 # ``LARGE_M_FWD`` / ``LARGE_M_BWD``). The input gradient's M = 1-16 buckets are None so that those M keep the small-M
-# kernels (a missing bucket would send them to the M = 32 entry).
+# kernels (a missing bucket would send them to the M = 32 entry). Then every layer against the tables before in
+# interleaved rounds (74h, ``routes.py --verify`` at M = 24-2048): the four picks that lost there are None (noted).
 TUNED.update({
     # 3B qkv (2560 x 2048)
     (32, 2560, 2048): None,  # best 0.93x
@@ -601,13 +602,14 @@ TUNED.update({
     (1024, 2048, 2048): WsConfig(128, 64, 3, 1, 1, True, 128),  # 2.15x
     (2048, 2048, 2048): None,  # best 1.02x
     # 3B gate_up (22016 x 2048)
-    (32, 22016, 2048): WsConfig(64, 64, 4, 1, 1, False, 128, stream_k=2),  # 1.04x
+    # 74e's pick (stream-K, 1.04x at M = 32) took 1.33x the tile loop's time at M = 24 in 74h: None.
+    (32, 22016, 2048): None,
     (64, 22016, 2048): WsConfig(64, 64, 4, 1, 1, False, 128, stream_k=2),  # 1.15x
     (128, 22016, 2048): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # 1.81x
     (256, 22016, 2048): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # 1.88x
     (512, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.42x
     (1024, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.20x
-    (2048, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.09x
+    (2048, 22016, 2048): None,  # 74e: 1.09x; 74h: 0.99 / 1.01 of the slab path's time at M = 1536 / 2048
     # 3B down (2048 x 11008)
     (32, 2048, 11008): WsConfig(64, 64, 4, 8, 1, True, 128),  # 1.56x
     (64, 2048, 11008): WsConfig(64, 64, 4, 8, 1, True, 128),  # 1.99x
@@ -615,7 +617,7 @@ TUNED.update({
     (256, 2048, 11008): WsConfig(128, 64, 3, 4, 1, True, 128),  # 1.87x
     (512, 2048, 11008): WsConfig(128, 64),  # 4.31x
     (1024, 2048, 11008): WsConfig(128, 128, 4, 1, 2, False),  # 1.10x
-    (2048, 2048, 11008): WsConfig(128, 256, 3, 1, 2, False),  # 1.09x
+    (2048, 2048, 11008): None,  # 74e: 1.09x; 74h: 1.24 / 1.01 of the slab path's time at M = 1536 / 2048
 })
 TUNED_BWD.update({
     # 3B qkv (2560 x 2048)
@@ -643,8 +645,9 @@ TUNED_BWD.update({
     (128, 22016, 2048): WsBwdConfig(128, 4, 16, 128),  # 2.13x
     (256, 22016, 2048): WsBwdConfig(128, 4, 8, 128),  # 1.79x
     (512, 22016, 2048): WsBwdConfig(128, 4, 4, 128),  # 1.30x
+    (768, 22016, 2048): None,  # 74h: M = 1024's entry took 1.10x the slab path's time at M = 768
     (1024, 22016, 2048): WsBwdConfig(128, 4, 2, 128),  # 1.15x
-    (2048, 22016, 2048): WsBwdConfig(128, 4, 1, 128),  # 1.05x
+    (2048, 22016, 2048): None,  # 74g: 1.05x; 74h: 1.34 / 1.08 of the slab path's time at M = 1536 / 2048
     # 3B down (2048 x 11008)
     (1, 2048, 11008): None, (8, 2048, 11008): None, (16, 2048, 11008): None,  # as before (not searched)
     (32, 2048, 11008): WsBwdConfig(32, 4, 4, 80),  # 1.95x
