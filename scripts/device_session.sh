@@ -3824,4 +3824,10 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --ms 24,32,640,768,1024,1536,2048 --budget 0.5 --out "$out/verify_pairs_final" 2>&1 | grep -v Warning \
       | tee "$out/log_verify_final.txt" | tail -2
     ;;
+  74j)  # padded_rows from M = 17 at least 64 (74e's 3B down entry at M = 17-32 runs 64-row tiles): the buffers a decode
+        # step hands its next projection, the dispatch's and the swiglu GPU tests
+    device_name
+    gpu_tests_parallel 200 "next_x:tests/test_fused_norm.py tests/test_swiglu.py" \
+      "dispatch:tests/test_kernels_ws_gpu.py -k 'default_dispatch and not puts_bias or swiglu_dispatch'"
+    ;;
 esac

@@ -193,7 +193,7 @@ def test_decode_layers_under_pdl_give_the_bits_of_serial_launches(m):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not hopper_gpu(), reason="needs a Hopper GPU and Triton's Gluon")
-@pytest.mark.parametrize("m", [12, 40, 100])
+@pytest.mark.parametrize("m", [12, 24, 40, 100])
 def test_outputs_read_as_the_next_x_hold_whole_tiles(m):
     """Run 28: what a decode step hands its next projection as X (``add_rms_norm``'s x, decode attention's output,
     SiLU x up from gate_up's epilogue) holds ``padded_rows(M)`` rows, so that projection's X descriptor declares whole

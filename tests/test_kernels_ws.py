@@ -381,6 +381,28 @@ def test_words_table_keys_every_decode_bucket_of_its_shapes(monkeypatch):
     assert ws.pick(_x(200, k), n, k, k, words=True) == ws.default_words_config(200, n, k)
 
 
+def test_3b_pairs_tables_key_every_bucket_and_keep_small_m_on_the_kernels_before(monkeypatch):
+    """Run 40's 3B entries on the trainer's "pairs" layout: every bucket from M = 32 (forward) / 1 (input gradient) to
+    2048 is keyed, so no M takes a bucket's entry measured for another; the forward below ``MIN_M`` and the input
+    gradient to M = 16 keep the kernels of before (no config), and above M = 2048 the slab path serves both."""
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    shapes = ((2560, 2048), (2048, 2048), (22016, 2048), (2048, 11008))
+    for n, k in shapes:
+        assert all((b, n, k) in ws.TUNED for b in (32, 64, 128, 256, 512, 1024, 2048)), (n, k)
+        assert all((b, n, k) in ws.TUNED_BWD for b in (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)), (n, k)
+        for m in (1, 5, 16):
+            assert ws.pick(_x(m, k), n, k, k) is None and ws.pick_grad_input(_x(m, n), n, k, k) is None
+        for m in (2049, 4096):
+            assert ws.pick(_x(m, k), n, k, k) is None and ws.pick_grad_input(_x(m, n), n, k, k) is None
+    n, k = 2048, 11008  # down: M = 17-32 take the M = 32 entry, 257-512 the M = 512 one
+    assert ws.pick(_x(17, k), n, k, k) == ws.TUNED[(32, n, k)] is not None
+    assert ws.pick(_x(300, k), n, k, k) == ws.TUNED[(512, n, k)] != ws.TUNED[(256, n, k)]
+    # gate_up's input gradient at M = 641-768 goes back to the slab path (its fine key), 769-1024 to the M = 1024 entry.
+    n, k = 22016, 2048
+    assert ws.pick_grad_input(_x(700, n), n, k, k) is None
+    assert ws.pick_grad_input(_x(900, n), n, k, k) == ws.TUNED_BWD[(1024, n, k)] is not None
+
+
 def test_last_tile_shifts_only_when_short(monkeypatch):
     """Run 27: the kernels shift the last M tile to end at row M only where M spans several tiles and the last one
     holds at most ``SHIFT_MAX_ROWS`` real rows (where reading past M was measured slow), not on the forward's 256-row

@@ -973,8 +973,11 @@ def x_boxes(x2: torch.Tensor, bm: int, layout, shift_ok: bool = True, bn: int | 
 
 def padded_rows(m: int) -> int:
     """Rows ``padded_empty`` allocates for M: whole tiles of any BM the dispatch runs M on (8 rows at least, at most
-    the next power of two up to M = 256, at most 256 above)."""
-    return max(8, _pow2(m)) if m <= 256 else -(-m // 256) * 256
+    the next power of two up to M = 16; from M = 17 at least 64, a 64-row tile serving M = 17-32 in run 40's 3B down
+    entry; the next power of two up to M = 256, whole 256-row tiles above)."""
+    if m <= 16:
+        return max(8, _pow2(m))
+    return max(64, _pow2(m)) if m <= 256 else -(-m // 256) * 256
 
 
 def padded_empty(m: int, n: int, like: torch.Tensor) -> torch.Tensor:
