@@ -578,7 +578,7 @@ TUNED_BWD_ROWS: dict[tuple[int, int, int], WsBwdConfig] = {
 }
 
 # Run 40: Qwen2.5-3B's layers on the trainer's "pairs" layout, which had no entries (the Triton tile loop served them
-# at 0.23-0.79x of BF16 at M = 32-1024): the searches of 74e / 74g (``benchmarks/gemm_ws.py --models 3b --stream-k``,
+# at 0.23-0.90x of BF16 at M = 32-1024, but gate_up's forward 1.15-1.26x at M = 32-64): the searches of 74e / 74g (``benchmarks/gemm_ws.py --models 3b --stream-k``,
 # default tiles, M = 32-2048), every bucket keyed, the pick where at least 3% faster than the shipped route in the same
 # pass (its factor over that route noted), else None (the route before: tile loop, or the slab path from
 # ``LARGE_M_FWD`` / ``LARGE_M_BWD``). The input gradient's M = 1-16 buckets are None so that those M keep the small-M
