@@ -3830,4 +3830,12 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     gpu_tests_parallel 200 "next_x:tests/test_fused_norm.py tests/test_swiglu.py" \
       "dispatch:tests/test_kernels_ws_gpu.py -k 'default_dispatch and not puts_bias or swiglu_dispatch'"
     ;;
+  74k)  # the 3B "pairs" stream-K / two-consumer entries at M = 1024 under sustained load (run 33's check): each cell's
+        # dispatch and, as "alt", the route before (alt_before.json declines those entries: the slab path), 2 s each
+    device_name
+    timeout 170 python3 benchmarks/sustained.py --layout pairs --seconds 2 \
+      --cells 3b:qkv:1024,3b:gate_up:1024,3b:down:1024,3b:qkv:1024:bwd,3b:gate_up:1024:bwd \
+      --alt-configs benchmarks/results/run40_2026-11-28/sustained/alt_before.json --out "$out/sustained" 2>&1 \
+      | grep -v Warning | tee "$out/log_sustained.txt" | tail -12
+    ;;
 esac
