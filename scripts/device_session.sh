@@ -3838,4 +3838,19 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --alt-configs benchmarks/results/run40_2026-11-28/sustained/alt_before.json --out "$out/sustained" 2>&1 \
       | grep -v Warning | tee "$out/log_sustained.txt" | tail -12
     ;;
+  75a)  # the rollout's forward ("words") above M = 128 (prefill) searched on the 3B layers, which had no entries there
+        # (default_words_config): the default tiles, their stream-K variants pure and with whole waves, M = 256-1024
+    device_name
+    top=$out; out=/tmp/q75a; mkdir -p $out
+    warm_shards_then_search 270 14 words_large_a --models 3b --ms 256,512,1024 --dirs fwd --layouts words \
+      --shipped-layout words --stream-k --dp-waves
+    tar -cf "$top/search.tar" -C $out . && out=$top
+    ;;
+  75b)  # 75a at M = 2048 / 4096
+    device_name
+    top=$out; out=/tmp/q75b; mkdir -p $out
+    warm_shards_then_search 270 14 words_large_b --models 3b --ms 2048,4096 --dirs fwd --layouts words \
+      --shipped-layout words --stream-k --dp-waves
+    tar -cf "$top/search.tar" -C $out . && out=$top
+    ;;
 esac
