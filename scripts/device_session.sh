@@ -3853,4 +3853,18 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --shipped-layout words --stream-k --dp-waves
     tar -cf "$top/search.tar" -C $out . && out=$top
     ;;
+  75c)  # 75a / 75b's 3B "words" entries at M = 256-4096: the dispatch's GPU tests, the rollout forward against the tables
+        # before (routes.py --verify) at M = 129-4096 between and on the buckets, the issue's benchmark on the 3B layers
+    device_name
+    gpu_tests_parallel 200 \
+      "dispatch:tests/test_kernels_ws_gpu.py -k 'default_dispatch and not puts_bias or swiglu_dispatch or swiglu_after'" \
+      "words:tests/test_kernels_gpu.py -k 'words or packed_linear'"
+    timeout 250 python3 benchmarks/routes.py --verify --layout words --dirs fwd --models 3b \
+      --previous-tables benchmarks/results/run41_2026-11-29/previous_tables.json \
+      --ms 129,192,256,320,384,512,640,768,1024,1536,2048,3072,4096 --budget 0.5 --out "$out/verify_words" 2>&1 \
+      | grep -v Warning | tee "$out/log_verify.txt" | tail -2
+    timeout 120 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 3b --ms 128,256,1024,4096 --dirs fwd \
+      --out "$out/gemm" 2>&1 | grep -v Warning > "$out/log_gemm.txt"
+    tail -6 "$out/log_gemm.txt"
+    ;;
 esac

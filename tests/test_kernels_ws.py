@@ -367,18 +367,22 @@ def test_keys_between_the_buckets_serve_the_m_down_to_the_next_key(monkeypatch):
 def test_words_table_keys_every_decode_bucket_of_its_shapes(monkeypatch):
     """A shape in ``TUNED_WORDS`` has an entry at every bucket of M = 1-128: a missing one would send its M to the
     next larger bucket's entry (``words_key``), e.g. M = 17-32 to a 64-row tile tuned for M = 64, instead of the
-    default config. On 3B qkv (run 40) M = 2-8 take the M = 8 entry, 9-16 the M = 16 one, 33-64 / 65-128 theirs."""
+    default config. On 3B qkv (runs 40-41) M = 2-8 take the M = 8 entry, 9-16 the M = 16 one, 33-64 / 65-128 theirs,
+    and so on to the last bucket, which serves every larger M."""
     monkeypatch.setattr(ws, "available", lambda device=None: True)
     for n, k in {(n, k) for _, n, k in ws.TUNED_WORDS}:
         assert all((b, n, k) in ws.TUNED_WORDS for b in (1, 8, 16, 32, 64, 128)), (n, k)
+        # A shape keyed above 128 (the prefill's M, run 41 for 3B) is keyed at every power of two to the last bucket.
+        if any(m > 128 and (nn, kk) == (n, k) for m, nn, kk in ws.TUNED_WORDS):
+            assert all((b, n, k) in ws.TUNED_WORDS for b in (256, 512, 1024, 2048, ws.WORDS_MAX_BUCKET)), (n, k)
     n, k = 2560, 2048
     for m, bucket in ((1, 1), (2, 8), (8, 8), (9, 16), (16, 16), (17, 32), (32, 32), (33, 64), (64, 64), (65, 128),
-                      (128, 128)):
+                      (128, 128), (129, 256), (300, 512), (1024, 1024), (1500, 2048), (3000, 4096), (9000, 4096)):
         assert ws.words_key(m, n, k) == (bucket, n, k), m
         assert ws.pick(_x(m, k), n, k, k, words=True) == ws.TUNED_WORDS[(bucket, n, k)], m
-    # Above the keyed buckets the default config serves, as for a shape the table lacks.
-    assert ws.words_key(200, n, k) is None
-    assert ws.pick(_x(200, k), n, k, k, words=True) == ws.default_words_config(200, n, k)
+    # A shape the table lacks runs the default config.
+    assert ws.words_key(200, 1536, 1024) is None
+    assert ws.pick(_x(200, 1024), 1536, 1024, 1024, words=True) == ws.default_words_config(200, 1536, 1024)
 
 
 def test_3b_pairs_tables_key_every_bucket_and_keep_small_m_on_the_kernels_before(monkeypatch):

@@ -862,6 +862,28 @@ TUNED_WORDS.update({
     (32, 2048, 11008): WsConfig(32, 64, 4, 8, 1, True, 80),  # default
     (64, 2048, 11008): WsConfig(64, 64, 6, 4, 1, True, None),  # 1.04x
     (128, 2048, 11008): WsConfig(128, 64, 4, 4, 1, True, None),  # 1.08x
+    # Run 41: the 3B layers above M = 128 (the rollout's prefill), over ``default_words_config``; every bucket to
+    # 4096 keyed (as below 128), the default where no tile was 3% faster. The slab path was slower on every cell.
+    (256, 2560, 2048): WsConfig(128, 64, 4, 1, 1, True),  # 1.25x
+    (512, 2560, 2048): WsConfig(128, 64, 3, 1, 1, True, 128),  # default
+    (1024, 2560, 2048): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # 1.21x
+    (2048, 2560, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.40x
+    (4096, 2560, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.18x
+    (256, 2048, 2048): WsConfig(64, 64, 5, 1, 1, True, 128),  # 1.37x
+    (512, 2048, 2048): WsConfig(128, 64, 4, 1, 1, True),  # 1.34x
+    (1024, 2048, 2048): WsConfig(128, 128, 4, 1, 2, False),  # 1.64x
+    (2048, 2048, 2048): WsConfig(128, 256, 3, 1, 2, False),  # default
+    (4096, 2048, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.10x
+    (256, 22016, 2048): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # 1.18x
+    (512, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.34x
+    (1024, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.36x
+    (2048, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.25x
+    (4096, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.15x
+    (256, 2048, 11008): WsConfig(128, 64, 3, 4, 1, True, 128),  # default
+    (512, 2048, 11008): WsConfig(128, 128, 4, 1, 2, False, stream_k=1, dp_waves=True),  # 1.09x
+    (1024, 2048, 11008): WsConfig(128, 128, 4, 1, 2, False),  # 1.87x
+    (2048, 2048, 11008): WsConfig(128, 256, 3, 1, 2, False),  # default
+    (4096, 2048, 11008): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.07x
 })
 WORDS_MAX_BUCKET = 4096
 # Run 34's in-flight stream-K entries and run 35's gate_up stream-K entries split tiles among CTAs; launches whose
