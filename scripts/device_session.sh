@@ -3867,4 +3867,12 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --out "$out/gemm" 2>&1 | grep -v Warning > "$out/log_gemm.txt"
     tail -6 "$out/log_gemm.txt"
     ;;
+  75d)  # 75a at the keys between the buckets (nvfp4_gemm.FINE_MS) above 128: 75c found 3B qkv at M = 1536 1.16x slower
+        # on the M = 2048 entry than on the default config before, and M = 640-768 / 1536 below the buckets' ratios
+    device_name
+    top=$out; out=/tmp/q75d; mkdir -p $out
+    warm_shards_then_search 270 14 words_fine --models 3b --ms 192,384,640,768,896,1280,1536 --dirs fwd \
+      --layouts words --shipped-layout words --stream-k --dp-waves
+    tar -cf "$top/search.tar" -C $out . && out=$top
+    ;;
 esac
