@@ -3875,4 +3875,18 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --layouts words --shipped-layout words --stream-k --dp-waves
     tar -cf "$top/search.tar" -C $out . && out=$top
     ;;
+  75e)  # 75d's keys between the buckets added to the 3B "words" entries: the dispatch's GPU tests, the rollout forward
+        # against the tables before run 41 at M = 129-4096 (on and between every key), the issue's benchmark on 3B
+    device_name
+    gpu_tests_parallel 200 \
+      "dispatch:tests/test_kernels_ws_gpu.py -k 'default_dispatch and not puts_bias or swiglu_dispatch or swiglu_after'" \
+      "words:tests/test_kernels_gpu.py -k 'words or packed_linear'"
+    timeout 330 python3 benchmarks/routes.py --verify --layout words --dirs fwd --models 3b \
+      --previous-tables benchmarks/results/run41_2026-11-29/previous_tables.json \
+      --ms 129,160,192,224,256,320,384,448,512,576,640,704,768,832,896,960,1024,1152,1280,1408,1536,1792,2048,3072,4096 \
+      --budget 0.4 --out "$out/verify_words" 2>&1 | grep -v Warning | tee "$out/log_verify.txt" | tail -2
+    timeout 120 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 3b --ms 128,256,1024,4096 --dirs fwd \
+      --out "$out/gemm" 2>&1 | grep -v Warning > "$out/log_gemm.txt"
+    tail -6 "$out/log_gemm.txt"
+    ;;
 esac

@@ -377,7 +377,8 @@ def test_words_table_keys_every_decode_bucket_of_its_shapes(monkeypatch):
             assert all((b, n, k) in ws.TUNED_WORDS for b in (256, 512, 1024, 2048, ws.WORDS_MAX_BUCKET)), (n, k)
     n, k = 2560, 2048
     for m, bucket in ((1, 1), (2, 8), (8, 8), (9, 16), (16, 16), (17, 32), (32, 32), (33, 64), (64, 64), (65, 128),
-                      (128, 128), (129, 256), (300, 512), (1024, 1024), (1500, 2048), (3000, 4096), (9000, 4096)):
+                      (128, 128), (129, 192), (200, 256), (300, 384), (400, 512), (1100, 1280), (1500, 1536),
+                      (1600, 2048), (3000, 4096), (9000, 4096)):
         assert ws.words_key(m, n, k) == (bucket, n, k), m
         assert ws.pick(_x(m, k), n, k, k, words=True) == ws.TUNED_WORDS[(bucket, n, k)], m
     # A shape the table lacks runs the default config.

@@ -864,24 +864,45 @@ TUNED_WORDS.update({
     (128, 2048, 11008): WsConfig(128, 64, 4, 4, 1, True, None),  # 1.08x
     # Run 41: the 3B layers above M = 128 (the rollout's prefill), over ``default_words_config``; every bucket to
     # 4096 keyed (as below 128), the default where no tile was 3% faster. The slab path was slower on every cell.
+    # Keys between the buckets (``nvfp4_gemm.FINE_MS``) where a tile beat the bucket's entry above by 3% at the key.
+    (192, 2560, 2048): WsConfig(64, 64, 6, 1, 1, True),  # 1.22x, key between buckets
     (256, 2560, 2048): WsConfig(128, 64, 4, 1, 1, True),  # 1.25x
+    (384, 2560, 2048): WsConfig(128, 64, 4, 1, 1, True),  # 1.17x, key between buckets
     (512, 2560, 2048): WsConfig(128, 64, 3, 1, 1, True, 128),  # default
+    (640, 2560, 2048): WsConfig(128, 64, 3, 1, 1, True, 128),  # 1.17x, key between buckets
+    (768, 2560, 2048): WsConfig(128, 64, 3, 1, 1, True, 128),  # 1.22x, key between buckets
     (1024, 2560, 2048): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # 1.21x
+    (1280, 2560, 2048): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # 1.11x, key between buckets
+    (1536, 2560, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1, dp_waves=True),  # 1.19x, key between buckets
     (2048, 2560, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.40x
     (4096, 2560, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.18x
     (256, 2048, 2048): WsConfig(64, 64, 5, 1, 1, True, 128),  # 1.37x
     (512, 2048, 2048): WsConfig(128, 64, 4, 1, 1, True),  # 1.34x
     (1024, 2048, 2048): WsConfig(128, 128, 4, 1, 2, False),  # 1.64x
+    (1280, 2048, 2048): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # 1.22x, key between buckets
+    (1536, 2048, 2048): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # 1.16x, key between buckets
     (2048, 2048, 2048): WsConfig(128, 256, 3, 1, 2, False),  # default
     (4096, 2048, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.10x
+    (192, 22016, 2048): WsConfig(64, 128, 4, 1, 1, False, 128, stream_k=2),  # 1.13x, key between buckets
     (256, 22016, 2048): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # 1.18x
     (512, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.34x
+    (640, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.10x, key between buckets
+    (768, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.06x, key between buckets
+    (896, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.23x, key between buckets
     (1024, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.36x
+    (1280, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.22x, key between buckets
+    (1536, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.11x, key between buckets
     (2048, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.25x
     (4096, 22016, 2048): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.15x
+    (192, 2048, 11008): WsConfig(128, 64, 3, 4, 1, False, 128),  # 1.07x, key between buckets
     (256, 2048, 11008): WsConfig(128, 64, 3, 4, 1, True, 128),  # default
+    (384, 2048, 11008): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # 1.18x, key between buckets
     (512, 2048, 11008): WsConfig(128, 128, 4, 1, 2, False, stream_k=1, dp_waves=True),  # 1.09x
+    (640, 2048, 11008): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # 1.40x, key between buckets
+    (768, 2048, 11008): WsConfig(128, 128, 4, 1, 2, False, stream_k=1),  # 1.12x, key between buckets
     (1024, 2048, 11008): WsConfig(128, 128, 4, 1, 2, False),  # 1.87x
+    (1280, 2048, 11008): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.51x, key between buckets
+    (1536, 2048, 11008): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.28x, key between buckets
     (2048, 2048, 11008): WsConfig(128, 256, 3, 1, 2, False),  # default
     (4096, 2048, 11008): WsConfig(128, 256, 3, 1, 2, False, stream_k=1),  # 1.07x
 })
