@@ -22,7 +22,29 @@ QUANTIZE_PYTHON = ROOT / ".venv-quantize" / "bin" / "python"
 QUANTIZE_SCRIPT = ROOT / "llm-compressor" / "quantize_nvfp4.py"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--shard", default=None, metavar="I/N",
+                     help="run only every N-th collected test, starting at the I-th (0-based): N processes with "
+                          "I = 0..N-1 share a suite, e.g. the GPU tests on one device")
+
+
+def _shard(config, items) -> None:
+    spec = config.getoption("--shard")
+    if spec is None:
+        return
+    try:
+        index, count = (int(v) for v in spec.split("/"))
+        if not 0 <= index < count:
+            raise ValueError
+    except ValueError:
+        raise pytest.UsageError(f"--shard {spec!r}: expected I/N with 0 <= I < N, e.g. --shard 0/4") from None
+    keep = [item for i, item in enumerate(items) if i % count == index]
+    config.hook.pytest_deselected(items=[item for i, item in enumerate(items) if i % count != index])
+    items[:] = keep
+
+
 def pytest_collection_modifyitems(config, items):
+    _shard(config, items)
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
     skip_q = pytest.mark.skip(reason="needs the quantize env: bash setup_env.sh quantize")
     for item in items:
