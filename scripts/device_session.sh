@@ -3889,10 +3889,14 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --out "$out/gemm" 2>&1 | grep -v Warning > "$out/log_gemm.txt"
     tail -6 "$out/log_gemm.txt"
     ;;
-  75f)  # every GPU test of the suite (tests/, -m gpu) on the final code, in 8 processes (conftest's --shard I/8)
+  75f)  # every GPU test of the suite (-m gpu; the files that hold them: the others import trl / datasets, which this
+        # machine lacks) on the final code, in 8 processes (conftest's --shard I/8)
     device_name
-    gpu_tests_parallel 540 "s0:tests/ --shard 0/8" "s1:tests/ --shard 1/8" "s2:tests/ --shard 2/8" \
-      "s3:tests/ --shard 3/8" "s4:tests/ --shard 4/8" "s5:tests/ --shard 5/8" "s6:tests/ --shard 6/8" \
-      "s7:tests/ --shard 7/8"
+    files="tests/test_decode_attention.py tests/test_fused_norm.py tests/test_fused_qkv.py tests/test_nvfp4.py"
+    files="$files tests/test_kernels_gpu.py tests/test_kernels_pdl_gpu.py tests/test_kernels_ws_gpu.py"
+    files="$files tests/test_rollout_hf.py"
+    gpu_tests_parallel 540 "s0:$files --shard 0/8" "s1:$files --shard 1/8" "s2:$files --shard 2/8" \
+      "s3:$files --shard 3/8" "s4:$files --shard 4/8" "s5:$files --shard 5/8" "s6:$files --shard 6/8" \
+      "s7:$files --shard 7/8"
     ;;
 esac
