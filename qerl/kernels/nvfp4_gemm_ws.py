@@ -863,7 +863,8 @@ TUNED_WORDS.update({
     (64, 2048, 11008): WsConfig(64, 64, 6, 4, 1, True, None),  # 1.04x
     (128, 2048, 11008): WsConfig(128, 64, 4, 4, 1, True, None),  # 1.08x
     # Run 41: the 3B layers above M = 128 (the rollout's prefill), over ``default_words_config``; every bucket to
-    # 4096 keyed (as below 128), the default where no tile was 3% faster. The slab path was slower on every cell.
+    # 4096 keyed (as below 128), the default where no tile was 3% faster. The slab path, timed from M = 1024, was
+    # slower on every cell but o at 1280 (within 1%).
     # Keys between the buckets (``nvfp4_gemm.FINE_MS``) where a tile beat the bucket's entry above by 3% at the key.
     (192, 2560, 2048): WsConfig(64, 64, 6, 1, 1, True),  # 1.22x, key between buckets
     (256, 2560, 2048): WsConfig(128, 64, 4, 1, 1, True),  # 1.25x
