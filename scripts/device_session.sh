@@ -161,6 +161,19 @@ rollout_point() {  # rollout_vllm.py rollout, rank 32, batch 1 / 8 / 32 / 64: sh
     | grep -v Warning > "$out/log_$name.txt"
   tail -12 "$out/log_$name.txt"
 }
+words_3b_entries_check() {  # run 41's 3B "words" entries: the dispatch's GPU tests, the rollout forward against the
+                            # tables before run 41 (routes.py --verify, limit $1 s, $2 s of replays a cell) at M = $3,
+                            # then the issue's benchmark on the 3B forward
+  gpu_tests_parallel 200 \
+    "dispatch:tests/test_kernels_ws_gpu.py -k 'default_dispatch and not puts_bias or swiglu_dispatch or swiglu_after'" \
+    "words:tests/test_kernels_gpu.py -k 'words or packed_linear'"
+  timeout "$1" python3 benchmarks/routes.py --verify --layout words --dirs fwd --models 3b \
+    --previous-tables benchmarks/results/run41_2026-11-29/previous_tables.json --ms "$3" --budget "$2" \
+    --out "$out/verify_words" 2>&1 | grep -v Warning | tee "$out/log_verify.txt" | tail -2
+  timeout 120 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 3b --ms 128,256,1024,4096 --dirs fwd \
+    --out "$out/gemm" 2>&1 | grep -v Warning > "$out/log_gemm.txt"
+  tail -6 "$out/log_gemm.txt"
+}
 device_name() {  # the device's name, memory and driver into $out/device.txt
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 }
@@ -3856,16 +3869,7 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
   75c)  # 75a / 75b's 3B "words" entries at M = 256-4096: the dispatch's GPU tests, the rollout forward against the tables
         # before (routes.py --verify) at M = 129-4096 between and on the buckets, the issue's benchmark on the 3B layers
     device_name
-    gpu_tests_parallel 200 \
-      "dispatch:tests/test_kernels_ws_gpu.py -k 'default_dispatch and not puts_bias or swiglu_dispatch or swiglu_after'" \
-      "words:tests/test_kernels_gpu.py -k 'words or packed_linear'"
-    timeout 250 python3 benchmarks/routes.py --verify --layout words --dirs fwd --models 3b \
-      --previous-tables benchmarks/results/run41_2026-11-29/previous_tables.json \
-      --ms 129,192,256,320,384,512,640,768,1024,1536,2048,3072,4096 --budget 0.5 --out "$out/verify_words" 2>&1 \
-      | grep -v Warning | tee "$out/log_verify.txt" | tail -2
-    timeout 120 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 3b --ms 128,256,1024,4096 --dirs fwd \
-      --out "$out/gemm" 2>&1 | grep -v Warning > "$out/log_gemm.txt"
-    tail -6 "$out/log_gemm.txt"
+    words_3b_entries_check 250 0.5 129,192,256,320,384,512,640,768,1024,1536,2048,3072,4096
     ;;
   75d)  # 75a at the keys between the buckets (nvfp4_gemm.FINE_MS) above 128: 75c found 3B qkv at M = 1536 1.16x slower
         # on the M = 2048 entry than on the default config before, and M = 640-768 / 1536 below the buckets' ratios
@@ -3878,16 +3882,8 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
   75e)  # 75d's keys between the buckets added to the 3B "words" entries: the dispatch's GPU tests, the rollout forward
         # against the tables before run 41 at M = 129-4096 (on and between every key), the issue's benchmark on 3B
     device_name
-    gpu_tests_parallel 200 \
-      "dispatch:tests/test_kernels_ws_gpu.py -k 'default_dispatch and not puts_bias or swiglu_dispatch or swiglu_after'" \
-      "words:tests/test_kernels_gpu.py -k 'words or packed_linear'"
-    timeout 330 python3 benchmarks/routes.py --verify --layout words --dirs fwd --models 3b \
-      --previous-tables benchmarks/results/run41_2026-11-29/previous_tables.json \
-      --ms 129,160,192,224,256,320,384,448,512,576,640,704,768,832,896,960,1024,1152,1280,1408,1536,1792,2048,3072,4096 \
-      --budget 0.4 --out "$out/verify_words" 2>&1 | grep -v Warning | tee "$out/log_verify.txt" | tail -2
-    timeout 120 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 3b --ms 128,256,1024,4096 --dirs fwd \
-      --out "$out/gemm" 2>&1 | grep -v Warning > "$out/log_gemm.txt"
-    tail -6 "$out/log_gemm.txt"
+    words_3b_entries_check 330 0.4 \
+      129,160,192,224,256,320,384,448,512,576,640,704,768,832,896,960,1024,1152,1280,1408,1536,1792,2048,3072,4096
     ;;
   75f)  # every GPU test of the suite (-m gpu; the files that hold them: the others import trl / datasets, which this
         # machine lacks) on the final code, in 8 processes (conftest's --shard I/8)
