@@ -34,9 +34,12 @@ def _assert_spills_allowed(cfg, r):
 
 @needs_ptxas
 def test_shipped_configs_compile_for_hopper_without_serialized_wgmma_or_spills():
+    configs = [c for c in ws.TUNED.values() if c is not None]
+    # split-K changes only the epilogue's output type
+    aot.ws_reports([(key, {}) for key in {(c._replace(split_k=1), c.split_k > 1) for c in configs}])
     seen = set()
-    for cfg in [c for c in ws.TUNED.values() if c is not None]:
-        key = (cfg._replace(split_k=1), cfg.split_k > 1)  # split-K changes only the epilogue's output type
+    for cfg in configs:
+        key = (cfg._replace(split_k=1), cfg.split_k > 1)
         if key in seen:
             continue
         seen.add(key)
@@ -52,8 +55,10 @@ def test_shipped_configs_compile_for_hopper_without_serialized_wgmma_or_spills()
 
 @needs_ptxas
 def test_shipped_input_gradient_configs_compile_for_hopper_without_serialized_wgmma_or_spills():
+    configs = [c for c in ws.TUNED_BWD.values() if c is not None]
+    aot.ws_reports([(key, {}) for key in {(c._replace(split_n=1), c.split_n > 1) for c in configs}])
     seen = set()
-    for cfg in [c for c in ws.TUNED_BWD.values() if c is not None]:
+    for cfg in configs:
         key = (cfg._replace(split_n=1), cfg.split_n > 1)
         if key in seen:
             continue
@@ -110,9 +115,12 @@ def test_small_boxes_of_x_stay_in_the_loader():
     loader warp only: the consumers' chunk loop keeps its wgmmas, decode and barriers, nothing spills inside it,
     registers stay under the config's cap; the loader issues BM / XB copies per box more (forward: two boxes of X
     per chunk; input gradient: one of dY per step), on the one-tile-per-CTA kernels and on stream-K."""
-    for cfg, xb in ((ws.WsConfig(64, 64, 3, 1, 1, False, 80), 8), (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), 32),
-                    (ws.WsConfig(256, 128, 3, 1, 2, False), 32), (ws.WsBwdConfig(128, 4, 2, in_flight=True), 32),
-                    (ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2), 32)):
+    cases = ((ws.WsConfig(64, 64, 3, 1, 1, False, 80), 8), (ws.WsConfig(128, 128, 4, 1, 2, False, stream_k=1), 32),
+             (ws.WsConfig(256, 128, 3, 1, 2, False), 32), (ws.WsBwdConfig(128, 4, 2, in_flight=True), 32),
+             (ws.WsBwdConfig(256, 4, 1, stream_k=1, consumers=2), 32))
+    aot.ws_reports([((cfg,), {"sub_box": v, **({} if isinstance(cfg, ws.WsBwdConfig) else {"words": True})})
+                    for cfg, xb in cases for v in (xb, 0)])
+    for cfg, xb in cases:
         kw = {} if isinstance(cfg, ws.WsBwdConfig) else {"words": True}
         boxes, plain = (aot.ws_report(cfg, sub_box=v, **kw) for v in (xb, 0))
         loop, ref = boxes["chunk_loop_opcodes"], plain["chunk_loop_opcodes"]
@@ -131,8 +139,12 @@ def test_tma_store_of_tiles_stays_out_of_the_chunk_loop():
     (the stores from registers stay for the tiles it does not take) and leaves the loop's wgmmas, decode and
     barriers as they were; no spill, at most 64 bytes more shared memory (the tile goes through a free
     X stage)."""
-    for cfg in (ws.WsConfig(256, 128, 3, 1, 2, False), ws.WsConfig(128, 128, 4, 1, 2, False),
-                ws.WsConfig(128, 64, 4, 1, 1, True, 128), ws.WsConfig(128, 256, 3, 1, 2, False)):
+    configs = (ws.WsConfig(256, 128, 3, 1, 2, False), ws.WsConfig(128, 128, 4, 1, 2, False),
+               ws.WsConfig(128, 64, 4, 1, 1, True, 128), ws.WsConfig(128, 256, 3, 1, 2, False))
+    aot.ws_reports([((cfg,), kw) for cfg in configs for kw in ({"tma_store": True}, {"tma_store": False},
+                                                                {"tma_store": True, "shift_last": True},
+                                                                {"tma_store": True, "sub_box": 32})])
+    for cfg in configs:
         tma, plain = (aot.ws_report(cfg, tma_store=v) for v in (True, False))
         loop, ref = tma["chunk_loop_opcodes"], plain["chunk_loop_opcodes"]
         for op in ("HGMMA", "LDS", "LDSM", "PRMT", "HMUL2", "HFMA2", "SYNCS"):
@@ -166,7 +178,9 @@ def test_stream_k_tma_store_leaves_the_chunk_loop_as_it_was():
     spills. From boxes of their own (``_sk_tma_store_tile``): the tile's BN x BM bf16 added to the shared memory,
     within sm_90's 227 KB (``sk_tma_store``'s estimate covers the compiler's). Through the ring's stage
     (``_sk_ring_store_tile``, configs whose ring leaves no room): only the ``stored`` barriers added."""
-    for cfg, mode in [(c, 1) for c in SK_TMA_STORE_CONFIGS] + [(c, 2) for c in SK_RING_STORE_CONFIGS]:
+    cases = [(c, 1) for c in SK_TMA_STORE_CONFIGS] + [(c, 2) for c in SK_RING_STORE_CONFIGS]
+    aot.ws_reports([((cfg,), {"tma_store": v}) for cfg, mode in cases for v in (mode, 0)])
+    for cfg, mode in cases:
         tma, plain = (aot.ws_report(cfg, tma_store=v) for v in (mode, 0))
         loop, ref = tma["chunk_loop_opcodes"], plain["chunk_loop_opcodes"]
         for op in ("HGMMA", "LDS", "LDSM", "PRMT", "HMUL2", "HFMA2", "SYNCS"):
@@ -511,12 +525,29 @@ def test_pick_below_min_m_takes_only_small_buckets(monkeypatch):
 
 
 @needs_ptxas
+def test_reports_compiled_together_match_one_by_one_and_the_cache_hands_out_copies(monkeypatch):
+    """``aot.ws_reports`` (threads overlapping ptxas) gives what ``ws_report`` gives alone; a report taken from the
+    cache is a copy, so a test editing one cannot change what the next one reads."""
+    monkeypatch.setattr(aot, "_WS_REPORTS", {})
+    cfgs = [ws.WsConfig(8, 64, 6, 1, 1, True, 80), ws.WsConfig(16, 64, 6, 4, 1, True, 80, True)]
+    together = aot.ws_reports([((c, c.split_k > 1), {"words": True}) for c in cfgs])
+    assert len(aot._WS_REPORTS) == 2
+    monkeypatch.setattr(aot, "_WS_REPORTS", {})
+    alone = [aot.ws_report(c, c.split_k > 1, words=True) for c in cfgs]
+    assert together == alone and alone[0] != alone[1]
+    alone[0]["registers"] = -1
+    assert aot.ws_report(cfgs[0], False, words=True)["registers"] == together[0]["registers"] > 0
+
+
+@needs_ptxas
 def test_words_layout_configs_compile_to_fewer_loop_instructions():
     # Every TUNED_WORDS config builds for the words layout without spills or serialized wgmmas; on the same config the
     # words layout's loop is shorter than the pairs layout's (12 instructions per 8 weights instead of 20, two scales
     # per conversion), and putting its registers back in K order moved no data (no shuffles).
+    configs = [c for c in ws.TUNED_WORDS.values() if c is not None]
+    aot.ws_reports([(key, {"words": True}) for key in {(c._replace(split_k=1), c.split_k > 1) for c in configs}])
     seen = set()
-    for cfg in [c for c in ws.TUNED_WORDS.values() if c is not None]:
+    for cfg in configs:
         key = (cfg._replace(split_k=1), cfg.split_k > 1)
         if key in seen:
             continue
@@ -640,6 +671,8 @@ def test_rmsnorm_epilogues_compile_on_the_7b_decode_configs_and_leave_the_chunk_
              (ws.WsConfig(8, 128, 6, 7, 1, True, 128, True), True, {"rope": True, "row_norm": True}),
              (ws.WsConfig(8, 128, 4, 7, 1, False, 80, True), True, {"rope": True, "row_norm": True}),
              (ws.WsConfig(16, 128, 6, 1, 1, True, 128), False, {"rope": True})]
+    aot.ws_reports([((cfg,), {"out_f32": out_f32, "words": True, **extra}) for cfg, out_f32, kw in cases
+                    for extra in (kw, {})])
     for cfg, out_f32, kw in cases:
         with_epi = aot.ws_report(cfg, out_f32=out_f32, words=True, **kw)
         without = aot.ws_report(cfg, out_f32=out_f32, words=True)
@@ -739,14 +772,16 @@ def test_input_gradient_in_flight_keeps_a_steps_wgmmas_under_the_next():
     # wgmmas; the loop decodes two steps per trip (twice the wgmmas of the per-step loop's trip). Split partials are
     # summed in the kernel on the decode tiles (as the search tries them: ``nvfp4_gemm._fuse_reduction``), by the
     # second kernel on the others.
-    for bm, reg in ((8, 80), (16, 80), (32, 96), (64, 128), (128, None)):
-        for out_f32 in (False, True):
-            cfg = ws.WsBwdConfig(bm, 6, 4 if out_f32 else 1, reg, fused=out_f32 and bm <= 16, in_flight=True)
-            r = aot.ws_report(cfg, out_f32=out_f32)
-            per_step = aot.ws_report(cfg._replace(in_flight=False), out_f32=out_f32)
-            assert r["wgmma_waits"] == [0, 2] and per_step["wgmma_waits"] == [0], (cfg, r, per_step)
-            assert not r["wgmma_serialized"] and r["spill_bytes"] == 0, (cfg, r)
-            assert r["chunk_loop_opcodes"]["HGMMA"] == 2 * per_step["chunk_loop_opcodes"]["HGMMA"], (cfg, r)
+    cases = [(ws.WsBwdConfig(bm, 6, 4 if out_f32 else 1, reg, fused=out_f32 and bm <= 16, in_flight=True), out_f32)
+             for bm, reg in ((8, 80), (16, 80), (32, 96), (64, 128), (128, None)) for out_f32 in (False, True)]
+    aot.ws_reports([((c,), {"out_f32": out_f32}) for cfg, out_f32 in cases
+                    for c in (cfg, cfg._replace(in_flight=False))])
+    for cfg, out_f32 in cases:
+        r = aot.ws_report(cfg, out_f32=out_f32)
+        per_step = aot.ws_report(cfg._replace(in_flight=False), out_f32=out_f32)
+        assert r["wgmma_waits"] == [0, 2] and per_step["wgmma_waits"] == [0], (cfg, r, per_step)
+        assert not r["wgmma_serialized"] and r["spill_bytes"] == 0, (cfg, r)
+        assert r["chunk_loop_opcodes"]["HGMMA"] == 2 * per_step["chunk_loop_opcodes"]["HGMMA"], (cfg, r)
     # Below those caps ptxas serializes them (so the search does not try them).
     assert aot.ws_report(ws.WsBwdConfig(8, 6, 1, 64, in_flight=True))["wgmma_serialized"]
 
@@ -814,8 +849,11 @@ def test_rows_layout_input_gradient_decodes_words():
     instructions per 8 weights, no PRMT spreading the bytes) instead of 18: about a quarter fewer instructions in
     the step loop, the same loads and wgmmas, no serialized wgmmas (but at 48 registers) and spills only where
     "pairs" allows them; for every shipped config (both tables)."""
+    configs = [c for c in list(ws.TUNED_BWD.values()) + list(ws.TUNED_BWD_ROWS.values()) if c is not None]
+    keys = {(c._replace(split_n=1), c.split_n > 1) for c in configs}
+    aot.ws_reports([(key, opts) for key in keys for opts in ({"rows": True}, {})])  # compiled two at a time
     seen = set()
-    for cfg in [c for c in list(ws.TUNED_BWD.values()) + list(ws.TUNED_BWD_ROWS.values()) if c is not None]:
+    for cfg in configs:
         key = (cfg._replace(split_n=1), cfg.split_n > 1)
         if key in seen:
             continue
@@ -993,6 +1031,8 @@ def test_bias_and_adapter_epilogue_compile_on_the_decode_configs(monkeypatch):
     configs.discard(None)
     configs.add(ws.WsConfig(64, 128, 4, 1, 2, False))
     assert configs and all(ws.tile_epilogue(c, SimpleNamespace(k_pad=3584)) for c in configs)
+    aot.ws_reports([((cfg,), {"out_f32": cfg.split_k > 1, "words": True, **extra}) for cfg in configs
+                    for extra in ({}, *({"bias": True, "lora_slices": 3, "lora_rank": r} for r in (16, 32)))])
     for cfg in sorted(configs):
         out_f32 = cfg.split_k > 1
         plain = aot.ws_report(cfg, out_f32=out_f32, words=True)
