@@ -3895,4 +3895,23 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       "s3:$files --shard 3/8" "s4:$files --shard 4/8" "s5:$files --shard 5/8" "s6:$files --shard 6/8" \
       "s7:$files --shard 7/8"
     ;;
+  76a)  # the TMA descriptors' L2 promotion (Triton's 128 B against none / 64 B / 256 B): the rollout's forward ("words")
+        # on the 7B / 14B / 32B layers at M = 1-128, the input gradient ("pairs") on 7B / 32B at M = 1-128; compiled and
+        # checked in 8 processes first
+    device_name
+    rm -f /tmp/warm_*.txt
+    fw="--models 7b,14b,32b --ms 1,8,16,32,64,128 --dirs fwd --layout words"
+    bw="--models 7b,32b --ms 1,16,64,128 --dirs bwd --layout pairs"
+    for i in 0 1 2 3 4 5 6 7; do
+      ( timeout 240 python3 benchmarks/tma_l2_promotion.py $fw --warm-only --shard $i/8 --out /tmp/w$i/f
+        timeout 120 python3 benchmarks/tma_l2_promotion.py $bw --warm-only --shard $i/8 --out /tmp/w$i/b ) \
+        > /tmp/warm_$i.txt 2>&1 &
+    done
+    wait
+    grep -h -i "error\|wrong" /tmp/warm_*.txt | head -5
+    timeout 250 python3 benchmarks/tma_l2_promotion.py $fw --out "$out/fwd_words" 2>&1 | grep -v Warning \
+      | tee "$out/log_fwd.txt" | tail -3
+    timeout 100 python3 benchmarks/tma_l2_promotion.py $bw --out "$out/bwd_pairs" 2>&1 | grep -v Warning \
+      | tee "$out/log_bwd.txt" | tail -3
+    ;;
 esac
