@@ -180,7 +180,8 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
     any: the shipped kernel itself), "wide" (``WIDE_TILES``), "table+wide" (both), "fill" (``fill_candidates``: at
     M <= 16 splits and stream-K that fill whole waves, from M = 17 on splits of every tile that fill whole waves; and
     the table's config), "stages" (the table's config with 4, 8 and 10 stages too), "sk_in_flight" (the table's
-    config and ``sk_in_flight_candidates``), "split_sum" (the table's config and ``split_sum_candidates``). Split partials
+    config and ``sk_in_flight_candidates``), "split_sum" (the table's config and ``split_sum_candidates``), "deep" (the
+    table's config and ``deep_ring_candidates``, M <= 32). Split partials
     are summed in the
     kernel where ``nvfp4_gemm`` fuses its own (``_fuse_reduction``). ``stream_k``: each candidate that retires its
     chunks one by one without split-K also as stream-K (``WsConfig.stream_k``: one CTA per SM, and two with 128
@@ -207,6 +208,10 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
         cfg = _table_config(m, n, k_pad, sms, words)
         sp = split_sum_candidates(m, n, k_pad)
         return ([cfg] if cfg is not None and cfg not in sp else []) + sp
+    if tile_set == "deep":
+        cfg = _table_config(m, n, k_pad, sms, words)
+        deep = deep_ring_candidates(m)
+        return ([cfg] if cfg is not None and cfg not in deep else []) + deep
     small = m < ws.MIN_M
     tiles_of = {"default": small_tiles(m) if small else TILES, "occupancy": OCCUPANCY_TILES,
                 "all": TILES + OCCUPANCY_TILES, "wide": WIDE_TILES, "table+wide": WIDE_TILES}
@@ -220,6 +225,28 @@ def candidates(m: int, n: int, k_pad: int, sms: int, wide_splits: bool = False,
             if sp <= chunks // 2:
                 out.append(ws.WsConfig(bm, bn, st, sp, cons, inf, reg, fused and sp > 1))
     return _with_stream_k(out, stream_k, dp_waves)
+
+
+# Run 42: at decode M the ring's copies stream W slower than a plain TMA loop over the same boxes (run 23), and the
+# searches so far kept 4-10 stages. Deeper rings on fewer CTAs per SM, persistent (stream-K) or one tile per CTA:
+# (BN, stages, maxnreg, stream-K CTAs per SM, in_flight).
+DEEP_RINGS = [(64, st, None, 1, False) for st in (12, 16, 24, 30)] + [(128, st, None, 1, False) for st in (8, 12, 16)] \
+    + [(64, st, 128, 2, False) for st in (8, 12, 16)] + [(64, st, None, 0, True) for st in (12, 16)] \
+    + [(64, st, 80, 0, True) for st in (8, 10)]
+
+
+def deep_ring_candidates(m: int) -> list[ws.WsConfig]:
+    """M <= 32: ``DEEP_RINGS`` on the tile of the fewest rows of X that holds M, where the CTAs per SM it means fit
+    shared memory."""
+    bm = next(b for b in (8, 16, 32) if b >= m)
+    out = []
+    for bn, st, reg, sk, inf in DEEP_RINGS:
+        cfg = ws.WsConfig(bm, bn, st, 1, 1, inf, reg, stream_k=sk)
+        per_sm = max(sk, 1) if reg is None or reg > 128 else (2 if reg == 128 else 3)
+        if ws.fwd_ring_bytes(cfg) + 2048 <= ws.SMEM_PER_CTA and per_sm * (ws.fwd_ring_bytes(cfg) + 2048) <= \
+                ws.SMEM_PER_SM:
+            out.append(cfg)
+    return out
 
 
 def split_sum_candidates(m: int, n: int, k_pad: int) -> list[ws.WsConfig]:
@@ -539,7 +566,7 @@ def main() -> None:
     ap.add_argument("--wide-splits", action="store_true", help="also split K (forward) / N (input gradient) 2-4 ways")
     ap.add_argument("--tile-set", default="default",
                     choices=["default", "occupancy", "all", "table", "wide", "table+wide", "fill", "stages",
-                             "sk_in_flight", "split_sum"],
+                             "sk_in_flight", "split_sum", "deep"],
                     help="forward tiles searched (see candidates()); input gradient: default, occupancy, all, "
                          "fill, table (see bwd_candidates())")
     ap.add_argument("--layouts", default="pairs",

@@ -3914,4 +3914,12 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     timeout 100 python3 benchmarks/tma_l2_promotion.py $bw --out "$out/bwd_pairs" 2>&1 | grep -v Warning \
       | tee "$out/log_bwd.txt" | tail -3
     ;;
+  76b)  # deeper rings on fewer CTAs per SM at decode M (gemm_ws.py --tile-set deep: stream-K on one or two CTAs per SM
+        # with 8-30 stages, one tile per CTA with 8-16 stages), the rollout's forward ("words"), M = 1 / 8 / 16
+    device_name
+    top=$out; out=/tmp/q76b; mkdir -p $out
+    warm_shards_then_search 240 14 deep --models 7b,14b,32b --ms 1,8,16 --dirs fwd --layouts words \
+      --shipped-layout words --tile-set deep
+    tar -cf "$top/search.tar" -C $out . && out=$top
+    ;;
 esac
