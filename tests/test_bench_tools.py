@@ -146,6 +146,41 @@ def test_sk_in_flight_candidates_hold_m_on_one_consumer_in_flight():
         assert any(c.dp_waves for c in sk) == (n >= 37888 or (n >= 5120 and m > 64))
 
 
+def test_deep_ring_candidates_fit_shared_memory_for_their_ctas_per_sm():
+    """``--tile-set deep`` (run 42): every candidate holds M in one tile of rows, is a config ``ws_matmul`` takes, and
+    fits as many rings per SM as its stream-K CTAs or register cap put there; the table's config leads."""
+    gw = _load("gemm_ws")
+    from qerl.kernels import nvfp4_gemm_ws as ws
+
+    for m in (1, 8, 16, 32):
+        deep = gw.deep_ring_candidates(m)
+        assert len(set(deep)) == len(deep) and any(c.stages >= 16 for c in deep)
+        for c in deep:
+            assert c.bm == next(b for b in (8, 16, 32) if b >= m) and c.consumers == 1 and c.split_k == 1
+            assert not (c.in_flight and c.stream_k) and c.stream_k in (0, 1, 2)
+            per_sm = c.stream_k or {None: 1, 80: 3}[c.maxnreg]
+            assert per_sm * (ws.fwd_ring_bytes(c) + 2048) <= ws.SMEM_PER_SM
+        cands = gw.candidates(m, 37888, 3584, 132, tile_set="deep", words=True)
+        assert cands[0] == ws.TUNED_WORDS[(m, 37888, 3584)] and set(deep) <= set(cands)
+    # 30 stages of 16-row tiles do not fit one CTA's shared memory: left out.
+    assert not any(c.stages == 30 for c in gw.deep_ring_candidates(16))
+
+
+def test_l2_promotion_descriptor_parameters_follow_tritons_order():
+    """benchmarks/tma_l2_promotion.py re-encodes Triton's descriptors from the launcher's arguments: dims, byte
+    strides and box innermost first, as Triton 3.6's ``fill_tma_descriptor`` builds them (on the GPU the script also
+    checks its 128-byte encoding against Triton's bit for bit before timing)."""
+    tp = _load("tma_l2_promotion")
+    # W's code bytes [N, K / 2] in boxes of [64 rows, 64 bytes]
+    assert tp.encode_params([37888, 1792], [1792, 1], [64, 64], 1) == ([1792, 37888], [1792, 37888 * 1792], [64, 64])
+    # X [M, K] bf16 in boxes of [8, 64]: 2-byte elements
+    assert tp.encode_params([8, 3584], [3584, 1], [8, 64], 2) == ([3584, 8], [7168, 8 * 7168], [64, 8])
+    # fp4-padded operands double the innermost dim; a 1-D descriptor's one stride is its size in bytes
+    assert tp.encode_params([4, 32], [32, 1], [4, 16], 1, fp4_padded=True)[0] == [64, 4]
+    assert tp.encode_params([100], [1], [16], 4) == ([100], [400], [16])
+    assert tp.PROMOTIONS["128B"] == 2 and tp.TRITON_PROMOTION == "128B"
+
+
 def test_stream_k_keeps_a_consumers_chunks_in_flight_at_the_searched_caps():
     """Stream-K with ``in_flight`` (run 34): at the register caps the search takes (benchmarks/gemm_ws.py
     ``SK_IN_FLIGHT_TILES``) the consumer waits for two pending wgmma groups in its chunk loop, ptxas serializes none
@@ -515,7 +550,8 @@ def test_gpu_benchmarks_refuse_without_cuda_before_writing(tmp_path, capsys):
     it creates the output folder."""
     for name, need in (("slab_plans", "needs a CUDA GPU"), ("host_overhead", "needs a CUDA GPU"),
                        ("l2_reread", "needs a CUDA GPU (TMA loads)"), ("routes", "needs a CUDA GPU"),
-                       ("partial_tiles", "needs a CUDA GPU"), ("tma_store", "needs a Hopper GPU")):
+                       ("partial_tiles", "needs a CUDA GPU"), ("tma_store", "needs a Hopper GPU"),
+                       ("tma_l2_promotion", "needs a CUDA GPU")):
         out = tmp_path / name
         with pytest.raises(SystemExit):
             _load(name).main(["--out", str(out)])
