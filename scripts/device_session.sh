@@ -174,6 +174,15 @@ words_3b_entries_check() {  # run 41's 3B "words" entries: the dispatch's GPU te
     --out "$out/gemm" 2>&1 | grep -v Warning > "$out/log_gemm.txt"
   tail -6 "$out/log_gemm.txt"
 }
+every_gpu_test() {  # every GPU test of the suite (-m gpu) in 8 processes (conftest's --shard I/8), limit 540 s: the
+                    # files that hold them (the others import trl / datasets, which the GPU machine lacks)
+  local files="tests/test_decode_attention.py tests/test_fused_norm.py tests/test_fused_qkv.py tests/test_nvfp4.py"
+  files="$files tests/test_kernels_gpu.py tests/test_kernels_pdl_gpu.py tests/test_kernels_ws_gpu.py"
+  files="$files tests/test_rollout_hf.py"
+  gpu_tests_parallel 540 "s0:$files --shard 0/8" "s1:$files --shard 1/8" "s2:$files --shard 2/8" \
+    "s3:$files --shard 3/8" "s4:$files --shard 4/8" "s5:$files --shard 5/8" "s6:$files --shard 6/8" \
+    "s7:$files --shard 7/8"
+}
 device_name() {  # the device's name, memory and driver into $out/device.txt
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 }
@@ -3888,12 +3897,7 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
   75f)  # every GPU test of the suite (-m gpu; the files that hold them: the others import trl / datasets, which this
         # machine lacks) on the final code, in 8 processes (conftest's --shard I/8)
     device_name
-    files="tests/test_decode_attention.py tests/test_fused_norm.py tests/test_fused_qkv.py tests/test_nvfp4.py"
-    files="$files tests/test_kernels_gpu.py tests/test_kernels_pdl_gpu.py tests/test_kernels_ws_gpu.py"
-    files="$files tests/test_rollout_hf.py"
-    gpu_tests_parallel 540 "s0:$files --shard 0/8" "s1:$files --shard 1/8" "s2:$files --shard 2/8" \
-      "s3:$files --shard 3/8" "s4:$files --shard 4/8" "s5:$files --shard 5/8" "s6:$files --shard 6/8" \
-      "s7:$files --shard 7/8"
+    every_gpu_test
     ;;
   76a)  # the TMA descriptors' L2 promotion (Triton's 128 B against none / 64 B / 256 B): the rollout's forward ("words")
         # on the 7B / 14B / 32B layers at M = 1-128, the input gradient ("pairs") on 7B / 32B at M = 1-128; compiled and
@@ -3921,5 +3925,9 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     warm_shards_then_search 240 14 deep --models 7b,14b,32b --ms 1,8,16 --dirs fwd --layouts words \
       --shipped-layout words --tile-set deep
     tar -cf "$top/search.tar" -C $out . && out=$top
+    ;;
+  76c)  # the launch tables moved out of the kernel module (qerl/kernels/ws_tables.py): every GPU test of the suite
+    device_name
+    every_gpu_test
     ;;
 esac

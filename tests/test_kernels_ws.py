@@ -907,6 +907,22 @@ def test_load_tuned_configs_adds_kernel_entries(monkeypatch):
         kern.load_tuned_configs({"wsw|32|96|512": None})
 
 
+def test_the_dispatch_reads_the_launch_tables_of_ws_tables_by_its_own_names(monkeypatch):
+    """The tables live in ``qerl.kernels.ws_tables``; the dispatch reads them as ``nvfp4_gemm_ws``'s names, which are
+    the same dicts (entries added in place reach both), and a table swapped on ``nvfp4_gemm_ws`` (as
+    benchmarks/routes.py does with another tree's tables) is the one ``pick`` reads."""
+    from qerl.kernels import ws_tables
+
+    for name in ("TUNED", "TUNED_BWD", "TUNED_BWD_ROWS", "TUNED_WORDS", "WHOLE_TILE_WORDS", "WsConfig", "WsBwdConfig"):
+        assert getattr(ws, name) is getattr(ws_tables, name), name
+    monkeypatch.setattr(ws, "available", lambda device=None: True)
+    n, k = 37888, 3584
+    mine = ws.WsConfig(64, 64, 7, 3, 1, False, 80)  # no table holds this
+    assert ws.pick(_x(64, k), n, k, k) != mine
+    monkeypatch.setattr(ws, "TUNED", {(64, n, k): mine})
+    assert ws.pick(_x(64, k), n, k, k) == mine and ws_tables.TUNED.get((64, n, k)) != mine
+
+
 def test_engine_code_layout_follows_the_device_and_the_override(monkeypatch):
     from qerl.errors import UserError
     from qerl.rollout.vllm_nvfp4 import code_layout
