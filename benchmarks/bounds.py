@@ -40,7 +40,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, bench, checked, fp32_matmul  # noqa: E402
+from gemm_nvfp4 import SHAPES, bench, bf16_copies, checked, fp32_matmul  # noqa: E402
 
 from qerl.nvfp4 import GROUP_SIZE  # noqa: E402
 
@@ -220,7 +220,7 @@ def measure_layer(model: str, layer: str, n: int, k: int, directions: list[str],
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
     w_bf16 = ref_w.to(torch.bfloat16)
-    wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
+    wbs = bf16_copies(w_bf16, l2_bytes)
     kws = {lay: _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=lay), l2_bytes)
            for lay in ("pairs", "words") + (("rows",) if bwd_layout == "rows" else ())}
     rows = []

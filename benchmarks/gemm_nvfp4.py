@@ -107,6 +107,12 @@ def interleaved_us(variants: dict, min_rounds: int = 9, budget_s: float = 1.5) -
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def bf16_copies(w_bf16: torch.Tensor, l2_bytes: int) -> list[torch.Tensor]:
+    """``w_bf16`` and enough clones of it that cycling through them, L2 serves none (3x its size in all), as
+    ``gemm_ws._copies`` does for kernel-layout weights."""
+    return [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / w_bf16.nbytes)) - 1)]
+
+
 def copy_bandwidth() -> float:
     """Device-to-device copy bandwidth in bytes/s, counting bytes read plus written (1 GiB buffers)."""
     n = 1 << 29
@@ -326,10 +332,9 @@ def run_shape(model, layer, n, k, args, bw, l2_bytes, marlin_make, tuned_out, lo
     fp4_bytes = kw0.nbytes()
     bf16_bytes = n * k * 2
     n_fp4 = max(1, math.ceil(3 * l2_bytes / fp4_bytes))
-    n_bf16 = max(1, math.ceil(3 * l2_bytes / bf16_bytes))
     kws = [kw0] + [kern.KernelWeight(kw0.codes.clone(), kw0.scales.clone(), kw0.global_scale.clone(), n, k)
                    for _ in range(n_fp4 - 1)]
-    wbs = [w_bf16] + [w_bf16.clone() for _ in range(n_bf16 - 1)]
+    wbs = bf16_copies(w_bf16, l2_bytes)
     words = []
     if "fwd" in args.dirs:  # the rollout's code layout, for the default dispatch's forward
         from gemm_ws import _copies  # (gemm_ws imports this module)

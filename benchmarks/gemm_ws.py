@@ -33,13 +33,23 @@ import sys
 import time
 import zlib
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, bench, checked, fp32_matmul, marlin_copies, marlin_factory, rel_err  # noqa: E402
+from gemm_nvfp4 import (  # noqa: E402
+    SHAPES,
+    bench,
+    bf16_copies,
+    checked,
+    fp32_matmul,
+    marlin_copies,
+    marlin_factory,
+    rel_err,
+)
 
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
@@ -402,6 +412,35 @@ def _copies(kw0, l2_bytes: int) -> list:
                     for _ in range(max(1, math.ceil(3 * l2_bytes / kw0.nbytes())) - 1)]
 
 
+class Cell(NamedTuple):
+    """One benchmark cell's operands (``cell_operands``)."""
+
+    fwd: bool  # forward (Y = X W^T) or input gradient (dX = dY W)
+    ref_w: torch.Tensor  # W dequantized, fp32 [N, K]
+    wbs: list  # W in bf16, copies past L2 (``bf16_copies``)
+    kws: list  # W in the kernels' layout, copies past L2 (``_copies``)
+    inp: torch.Tensor  # X [M, K] or dY [M, N], bf16
+    out_shape: tuple[int, int]
+    ref: torch.Tensor  # the product in fp32 (dequantize-then-matmul)
+    out: torch.Tensor  # an output buffer, bf16
+
+
+def cell_operands(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int,
+                  layout: str = "pairs") -> Cell:
+    """A random NVFP4 weight [n, k] (seeded by the cell), its fp32 dequantization, bf16 and kernel-layout (``layout``)
+    copies that cycling through L2 does not serve, a random bf16 input, the fp32 reference and an output buffer."""
+    torch.manual_seed(hash((model, layer, direction, m)) % 2**31)
+    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
+    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
+    wbs = bf16_copies(ref_w.to(torch.bfloat16), l2_bytes)
+    kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2_bytes)
+    fwd = direction == "fwd"
+    inp = torch.randn(m, k if fwd else n, device="cuda", dtype=torch.bfloat16)
+    out_shape = (m, n if fwd else k)
+    ref = fp32_matmul(inp.float(), ref_w.T if fwd else ref_w)
+    return Cell(fwd, ref_w, wbs, kws, inp, out_shape, ref, torch.empty(out_shape, device="cuda", dtype=torch.bfloat16))
+
+
 def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_only: bool = False,
               wide_splits: bool = False, tile_set: str = "default", layouts: tuple = ("pairs",),
               shipped_layout: str = "pairs", stream_k: bool = False, two_consumers: bool = False,
@@ -448,7 +487,7 @@ def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_on
     kws = by_layout[shipped_layout]
     kw0 = kws[0]
     w_bf16 = ref_w.to(torch.bfloat16)
-    wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
+    wbs = bf16_copies(w_bf16, l2_bytes)
     marlins, marlin_note = [], None
     if fwd and marlin_make is not None:
         try:

@@ -17,7 +17,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import bench  # noqa: E402
+from gemm_nvfp4 import bench, bf16_copies  # noqa: E402
 
 from qerl import nvfp4  # noqa: E402
 from qerl.kernels import nvfp4_gemm as kern  # noqa: E402
@@ -41,7 +41,7 @@ def main() -> None:
     if cfg is None:
         sys.exit("no warp-specialized config for this shape and M on this device")
     w_bf16 = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.bfloat16)
-    wbs = [w_bf16] + [w_bf16.clone() for _ in range(math.ceil(3 * l2 / (n * k * 2)) - 1)]
+    wbs = bf16_copies(w_bf16, l2)
 
     def dispatch() -> float:
         return bench([lambda kw=kw: kern.nvfp4_matmul(x, kw) for kw in kws]) * 1e6

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -51,7 +50,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import add_layer_args, checked, fp32_matmul, layer_cells, run_setup  # noqa: E402
+from gemm_nvfp4 import add_layer_args, checked, layer_cells, run_setup  # noqa: E402
 
 
 def ws_candidates(table: dict, m: int, n: int, k_pad: int) -> dict:
@@ -130,25 +129,14 @@ def previous_dispatch(kern, ws, tables: dict, call, shift: bool | None = None):
 
 def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, budget_s: float,
             verify: bool = False, previous: dict | None = None, layout: str = "pairs") -> dict:
-    from gemm_ws import _copies
+    from gemm_ws import cell_operands
     from slab_plans import interleaved_us
 
-    from qerl import nvfp4
     from qerl.kernels import nvfp4_gemm as kern
     from qerl.kernels import nvfp4_gemm_ws as ws
 
-    torch.manual_seed(hash((model, layer, direction, m)) % 2**31)
-    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
-    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
-    w_bf16 = ref_w.to(torch.bfloat16)
-    wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
-    kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2_bytes)
+    fwd, _, wbs, kws, inp, out_shape, ref, out = cell_operands(model, layer, n, k, direction, m, l2_bytes, layout)
     words = layout == "words"
-    fwd = direction == "fwd"
-    inp = torch.randn(m, k if fwd else n, device="cuda", dtype=torch.bfloat16)
-    out_shape = (m, n if fwd else k)
-    ref = fp32_matmul(inp.float(), ref_w.T if fwd else ref_w)
-    out = torch.empty(out_shape, device="cuda", dtype=torch.bfloat16)
     if fwd:
         shipped, slab, run_ws = kern.nvfp4_matmul, kern._matmul_large_m, ws.ws_matmul
         tile_cfg = kern.fwd_config(m, n, kws[0].k_pad, inp.device)

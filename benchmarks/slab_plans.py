@@ -36,7 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gemm_nvfp4 import SHAPES, add_layer_args, checked, fp32_matmul, interleaved_us, run_setup  # noqa: E402
+from gemm_nvfp4 import SHAPES, add_layer_args, checked, interleaved_us, run_setup  # noqa: E402
 
 COUNTS = (1, 2, 3, 4, 6)
 
@@ -87,22 +87,11 @@ def run_plan(kern, direction: str, plan: dict):
 
 def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int, log,
             verify: bool = False, ws_bucket: int | None = None, dequant_order: bool = False) -> dict:
-    from gemm_ws import _copies
+    from gemm_ws import cell_operands
 
-    from qerl import nvfp4
     from qerl.kernels import nvfp4_gemm as kern
 
-    torch.manual_seed(hash((model, layer, direction, m)) % 2**31)
-    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
-    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
-    w_bf16 = ref_w.to(torch.bfloat16)
-    wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
-    kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout="pairs"), l2_bytes)
-    fwd = direction == "fwd"
-    inp = torch.randn(m, k if fwd else n, device="cuda", dtype=torch.bfloat16)
-    out_shape = (m, n if fwd else k)
-    ref = fp32_matmul(inp.float(), ref_w.T if fwd else ref_w)
-    out = torch.empty(out_shape, device="cuda", dtype=torch.bfloat16)
+    fwd, _, wbs, kws, inp, out_shape, ref, out = cell_operands(model, layer, n, k, direction, m, l2_bytes)
     shipped = kern.nvfp4_matmul if fwd else kern.nvfp4_matmul_grad_input
     variants = {"bf16": [(lambda wb=wb: torch.nn.functional.linear(inp, wb)) if fwd else
                          (lambda wb=wb: torch.matmul(inp, wb)) for wb in wbs],

@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import ctypes
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -34,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from gemm_nvfp4 import add_layer_args, checked, fp32_matmul, interleaved_us, layer_cells, run_setup  # noqa: E402
+from gemm_nvfp4 import add_layer_args, checked, interleaved_us, layer_cells, run_setup  # noqa: E402
 
 # CUtensorMapL2promotion (cuda.h)
 PROMOTIONS = {"none": 0, "64B": 1, "128B": 2, "256B": 3}
@@ -144,22 +143,11 @@ def _under(name: str, fn):
 
 def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, layout: str, names: list[str],
             l2_bytes: int, budget_s: float | None) -> dict:
-    from gemm_ws import _copies
+    from gemm_ws import cell_operands
 
-    from qerl import nvfp4
     from qerl.kernels import nvfp4_gemm as kern
 
-    torch.manual_seed(hash((model, layer, direction, m)) % 2**31)
-    q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
-    ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
-    w_bf16 = ref_w.to(torch.bfloat16)
-    wbs = [w_bf16] + [w_bf16.clone() for _ in range(max(1, math.ceil(3 * l2_bytes / (n * k * 2))) - 1)]
-    kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2_bytes)
-    fwd = direction == "fwd"
-    inp = torch.randn(m, k if fwd else n, device="cuda", dtype=torch.bfloat16)
-    out_shape = (m, n if fwd else k)
-    ref = fp32_matmul(inp.float(), ref_w.T if fwd else ref_w)
-    out = torch.empty(out_shape, device="cuda", dtype=torch.bfloat16)
+    fwd, _, wbs, kws, inp, out_shape, ref, out = cell_operands(model, layer, n, k, direction, m, l2_bytes, layout)
     run = kern.nvfp4_matmul if fwd else kern.nvfp4_matmul_grad_input
     errors = {}
     for name in names:

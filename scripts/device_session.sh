@@ -3930,4 +3930,22 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     device_name
     every_gpu_test
     ;;
+  76d)  # the benchmark scripts whose cells now come from gemm_ws.cell_operands / gemm_nvfp4.bf16_copies, each on a
+        # small grid (their correctness checks run before any timing)
+    device_name
+    o="--models 7b --layers o"
+    timeout 90 python3 benchmarks/tma_l2_promotion.py $o --ms 8 --dirs fwd --out "$out/tma" 2>&1 | tail -1
+    timeout 90 python3 benchmarks/routes.py --verify --layout words $o --dirs fwd --ms 96 --budget 0.1 \
+      --out "$out/routes" 2>&1 | grep -v Warning | tail -1
+    timeout 90 python3 benchmarks/slab_plans.py $o --dirs fwd --ms 2048 --verify --out "$out/slab" 2>&1 \
+      | grep -v Warning | tail -1
+    timeout 90 python3 benchmarks/gemm_nvfp4.py --no-marlin $o --ms 8 --dirs fwd,bwd --out "$out/gemm" 2>&1 \
+      | grep -v Warning | tail -2
+    timeout 90 python3 benchmarks/gemm_ws.py $o --ms 64 --tile-set table --out "$out/ws" 2>&1 | grep -v Warning \
+      | tail -1
+    timeout 60 python3 benchmarks/order_effect.py --n 3584 --k 3584 --m 64 2>&1 | grep -v Warning | tail -2
+    timeout 150 python3 benchmarks/bounds.py --models 7b --dirs fwd --ms 8 --out "$out/bounds" 2>&1 \
+      | grep -v Warning | tail -2
+    ls -R "$out" | grep json
+    ;;
 esac

@@ -166,6 +166,18 @@ def test_deep_ring_candidates_fit_shared_memory_for_their_ctas_per_sm():
     assert not any(c.stages == 30 for c in gw.deep_ring_candidates(16))
 
 
+def test_bf16_copies_cycle_past_three_l2_sizes():
+    """The benchmarks' BF16 weight copies (``gemm_nvfp4.bf16_copies``): the weight itself and clones in separate
+    storage, at least three L2 sizes in all, so that replaying calls over them L2 serves none."""
+    gn = _load("gemm_nvfp4")
+    w = torch.zeros(64, 64, dtype=torch.bfloat16)  # 8 KiB
+    copies = gn.bf16_copies(w, 10_000)
+    assert len(copies) == 4 and copies[0] is w and len({c.data_ptr() for c in copies}) == 4
+    assert sum(c.nbytes for c in copies) >= 3 * 10_000 > sum(c.nbytes for c in copies[1:])
+    one = gn.bf16_copies(w, 100)
+    assert len(one) == 1 and one[0] is w
+
+
 def test_l2_promotion_descriptor_parameters_follow_tritons_order():
     """benchmarks/tma_l2_promotion.py re-encodes Triton's descriptors from the launcher's arguments: dims, byte
     strides and box innermost first, as Triton 3.6's ``fill_tma_descriptor`` builds them (on the GPU the script also
