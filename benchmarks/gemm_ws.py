@@ -416,7 +416,6 @@ class Cell(NamedTuple):
     """One benchmark cell's operands (``cell_operands``)."""
 
     fwd: bool  # forward (Y = X W^T) or input gradient (dX = dY W)
-    ref_w: torch.Tensor  # W dequantized, fp32 [N, K]
     wbs: list  # W in bf16, copies past L2 (``bf16_copies``)
     kws: list  # W in the kernels' layout, copies past L2 (``_copies``)
     inp: torch.Tensor  # X [M, K] or dY [M, N], bf16
@@ -427,8 +426,8 @@ class Cell(NamedTuple):
 
 def cell_operands(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_bytes: int,
                   layout: str = "pairs") -> Cell:
-    """A random NVFP4 weight [n, k] (seeded by the cell), its fp32 dequantization, bf16 and kernel-layout (``layout``)
-    copies that cycling through L2 does not serve, a random bf16 input, the fp32 reference and an output buffer."""
+    """A random NVFP4 weight [n, k] (seeded by the cell) in bf16 (dequantized) and kernel-layout (``layout``) copies
+    that cycling through L2 does not serve, a random bf16 input, the fp32 reference product and an output buffer."""
     torch.manual_seed(hash((model, layer, direction, m)) % 2**31)
     q = nvfp4.quantize(torch.randn(n, k, device="cuda") * 0.02)
     ref_w = nvfp4.dequantize(q.packed, q.scale, q.global_scale, dtype=torch.float32)
@@ -438,7 +437,7 @@ def cell_operands(model: str, layer: str, n: int, k: int, direction: str, m: int
     inp = torch.randn(m, k if fwd else n, device="cuda", dtype=torch.bfloat16)
     out_shape = (m, n if fwd else k)
     ref = fp32_matmul(inp.float(), ref_w.T if fwd else ref_w)
-    return Cell(fwd, ref_w, wbs, kws, inp, out_shape, ref, torch.empty(out_shape, device="cuda", dtype=torch.bfloat16))
+    return Cell(fwd, wbs, kws, inp, out_shape, ref, torch.empty(out_shape, device="cuda", dtype=torch.bfloat16))
 
 
 def run_shape(model, layer, n, k, direction, ms, l2_bytes, sms, log, dispatch_only: bool = False,

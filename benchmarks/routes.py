@@ -135,7 +135,7 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
     from qerl.kernels import nvfp4_gemm as kern
     from qerl.kernels import nvfp4_gemm_ws as ws
 
-    fwd, _, wbs, kws, inp, out_shape, ref, out = cell_operands(model, layer, n, k, direction, m, l2_bytes, layout)
+    fwd, wbs, kws, inp, out_shape, ref, out = cell_operands(model, layer, n, k, direction, m, l2_bytes, layout)
     words = layout == "words"
     if fwd:
         shipped, slab, run_ws = kern.nvfp4_matmul, kern._matmul_large_m, ws.ws_matmul

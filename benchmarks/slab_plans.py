@@ -91,7 +91,7 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, l2_b
 
     from qerl.kernels import nvfp4_gemm as kern
 
-    fwd, _, wbs, kws, inp, out_shape, ref, out = cell_operands(model, layer, n, k, direction, m, l2_bytes)
+    fwd, wbs, kws, inp, out_shape, ref, out = cell_operands(model, layer, n, k, direction, m, l2_bytes)
     shipped = kern.nvfp4_matmul if fwd else kern.nvfp4_matmul_grad_input
     variants = {"bf16": [(lambda wb=wb: torch.nn.functional.linear(inp, wb)) if fwd else
                          (lambda wb=wb: torch.matmul(inp, wb)) for wb in wbs],

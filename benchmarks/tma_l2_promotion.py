@@ -147,7 +147,7 @@ def measure(model: str, layer: str, n: int, k: int, direction: str, m: int, layo
 
     from qerl.kernels import nvfp4_gemm as kern
 
-    fwd, _, wbs, kws, inp, out_shape, ref, out = cell_operands(model, layer, n, k, direction, m, l2_bytes, layout)
+    fwd, wbs, kws, inp, out_shape, ref, out = cell_operands(model, layer, n, k, direction, m, l2_bytes, layout)
     run = kern.nvfp4_matmul if fwd else kern.nvfp4_matmul_grad_input
     errors = {}
     for name in names:

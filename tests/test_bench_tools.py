@@ -178,6 +178,22 @@ def test_bf16_copies_cycle_past_three_l2_sizes():
     assert len(one) == 1 and one[0] is w
 
 
+def test_cell_operands_callers_unpack_every_field():
+    """``gemm_ws.cell_operands`` builds a cell on CUDA only; its callers unpack its tuple, so each must name as many
+    targets as ``Cell`` has fields, in the same order (checked on their source)."""
+    gw = _load("gemm_ws")
+    fields = list(gw.Cell._fields)
+    seen = 0
+    for name in ("routes", "slab_plans", "tma_l2_promotion"):
+        tree = ast.parse((ROOT / "benchmarks" / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                    and getattr(node.value.func, "id", None) == "cell_operands":
+                assert [t.id for t in node.targets[0].elts] == fields, name
+                seen += 1
+    assert seen == 3
+
+
 def test_l2_promotion_descriptor_parameters_follow_tritons_order():
     """benchmarks/tma_l2_promotion.py re-encodes Triton's descriptors from the launcher's arguments: dims, byte
     strides and box innermost first, as Triton 3.6's ``fill_tma_descriptor`` builds them (on the GPU the script also
