@@ -178,6 +178,21 @@ def test_bf16_copies_cycle_past_three_l2_sizes():
     assert len(one) == 1 and one[0] is w
 
 
+def test_l2_promotion_hook_points_are_where_the_script_expects_them():
+    """benchmarks/tma_l2_promotion.py wraps Triton's ``make_tensordesc_arg`` (looked up by name at each launch) and
+    rewrites the CUtensorMap at the end of Triton's descriptor object: this fails when Triton moves either (the
+    script also checks its encoding against Triton's bit for bit on the GPU)."""
+    import inspect
+
+    from triton.backends.nvidia import driver as nv
+
+    assert list(inspect.signature(nv.make_tensordesc_arg).parameters) == ["arg", "metadata"]
+    assert "make_tensordesc_arg(arg, tensordesc_meta[tensordesc_idx])" in inspect.getsource(nv.wrap_handle_tensordesc)
+    src = (Path(nv.__file__).parent / "driver.c").read_text()
+    assert "_Alignas(128) CUtensorMap tensorMap;" in src and "CU_TENSOR_MAP_L2_PROMOTION_L2_128B" in src
+    assert _load("tma_l2_promotion").TRITON_PROMOTION == "128B"
+
+
 def test_cell_operands_callers_unpack_every_field():
     """``gemm_ws.cell_operands`` builds a cell on CUDA only; its callers unpack its tuple, so each must name as many
     targets as ``Cell`` has fields, in the same order (checked on their source)."""
