@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import sys
 import tempfile
 import time
@@ -65,7 +64,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from gemm_nvfp4 import SHAPES, bench  # noqa: E402
+from gemm_nvfp4 import SHAPES, bench, bf16_copies  # noqa: E402
 
 # Anchor texts in _mma_step / _load_worker and their replacements; each anchor must occur exactly once.
 _MMA = ('''        acc = warpgroup_mma(w_lo, x_smem.index(2 * s).permute((1, 0)), acc, is_async=True)
@@ -298,8 +297,7 @@ def main(argv: list[str] | None = None) -> None:
             kws = _copies(kern.prepare_weight(q.packed, q.scale, q.global_scale, layout=layout), l2)
             dense = []
             if args.bf16:  # cuBLAS's product on the same weight, copies past L2 as ours
-                w16 = q.dequantize(torch.bfloat16)
-                dense = [w16] + [w16.clone() for _ in range(max(1, math.ceil(3 * l2 / w16.nbytes)) - 1)]
+                dense = bf16_copies(q.dequantize(torch.bfloat16), l2)
             for m in (int(v) for v in args.ms.split(",")):
                 if args.dir == "fwd":
                     x = torch.randn(m, k, device="cuda").to(torch.bfloat16)

@@ -3948,4 +3948,13 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       | grep -v Warning | tail -2
     ls -R "$out" | grep json
     ;;
+  76e)  # why deeper rings ran slower (76b): benchmarks/ws_probe.py on 7B / 32B gate_up at M = 8, the shipped config
+        # against 10 stages, one CTA per SM with 12 stages, stream-K on one CTA per SM with 12 / 24 stages, each whole
+        # and with the consumer only waiting for and releasing each stage (no_compute) or the code copies alone
+    device_name
+    timeout 500 python3 benchmarks/ws_probe.py --models 7b,32b --layers gate_up --ms 8 --bf16 \
+      --variants full,no_compute,codes_only --configs \
+      ";stages=10;maxnreg=None,stages=12;in_flight=False,maxnreg=None,stream_k=1,stages=12;in_flight=False,maxnreg=None,stream_k=1,stages=24" \
+      --out "$out/probe" 2>&1 | grep -v Warning | tee "$out/log_probe.txt" | tail -12
+    ;;
 esac
