@@ -61,6 +61,8 @@ def encode_params(shape: list[int], strides: list[int], block: list[int], elem_s
 def _encode(address: int, arg, metadata: dict, promotion: int) -> None:
     from triton.backends.nvidia import driver as nv
 
+    from qerl.kernels.nvfp4_gemm_ws import _libcuda  # the driver library, opened once
+
     dims, byte_strides, box = encode_params(arg.shape, arg.strides, metadata["block_size"], metadata["elem_size"],
                                             metadata["fp4_padded"])
     rank = len(dims)
@@ -72,15 +74,6 @@ def _encode(address: int, arg, metadata: dict, promotion: int) -> None:
         ctypes.c_int(1 if arg.padding == "nan" else 0))
     if res != 0:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed ({res})")
-
-
-_LIB: list = []
-
-
-def _libcuda():
-    if not _LIB:
-        _LIB.append(ctypes.CDLL("libcuda.so.1"))
-    return _LIB[0]
 
 
 def _map_address(desc) -> int:
