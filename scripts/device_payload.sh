@@ -6,9 +6,39 @@
 #                    step), as an xz tar in two parts, with its sha256
 #   .device/tok/     its tokenizer files, for random Qwen2.5-shaped checkpoints that have none
 # The vLLM bundle itself (.device/vllm/c1..c3) comes from the shared recipe (vllm_bundle.sh). Both folders must be
-# git-ignored (.git/info/exclude). Usage: bash scripts/device_payload.sh
+# git-ignored (.gitignore). Usage: bash scripts/device_payload.sh
+#
+# `bash scripts/device_payload.sh accuracy` builds instead the two parts of the NVFP4 / BF16 accuracy runs, which
+# need both the dense model and its NVFP4 checkpoint but no vLLM:
+#   .device/acc/a    the wheels above plus gguf, and the first half of SmolLM2's GGUF file (the dense source)
+#   .device/acc/b    its second half with the sha256, and the manifest of the llmcompressor NVFP4 checkpoint
+#                    (scripts/nvfp4_rebuild.py: the GPU machine rebuilds it from the dense model with the codec and
+#                    checks every tensor's hash against this manifest)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+plat="--only-binary=:all: --python-version 3.12 --implementation cp"
+for p in manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 any; do plat="$plat --platform $p"; done
+wheels() {  # DIR: Python 3.12 wheels the GPU image lacks (pins as in requirements/train-cuda.txt)
+  python3 -m pip download -q --no-deps $plat -d "$1" trl==1.16.0 datasets==5.2.0 math-verify==0.9.0 \
+    "dill<0.4.2" "multiprocess<0.70.20" latex2sympy2_extended==1.11.0 antlr4-python3-runtime==4.13.2 "${@:2}"
+}
+
+if [ "${1:-}" = accuracy ]; then
+  export QERL_CACHE=${QERL_CACHE:-$PWD/.cache} HF_HUB_OFFLINE=1
+  nvfp4=$(.venv/bin/python -c "from qerl.fixtures import cache_dir, smollm2_checkpoint as c; print(cache_dir() / (c().name + '-nvfp4'))")
+  if [ ! -f "$nvfp4/config.json" ]; then
+    bash setup_env.sh quantize
+    .venv-quantize/bin/python llm-compressor/quantize_nvfp4.py --gguf-file smollm2 --output "$nvfp4"
+  fi
+  gguf=$(.venv/bin/python -c "from qerl.fixtures import smollm2_gguf_path as p; print(p())")
+  rm -rf .device/acc && mkdir -p .device/acc/a/whl .device/acc/b
+  wheels .device/acc/a/whl gguf==0.19.0
+  (cd .device/acc && split -b 52000000 -d "$gguf" gguf_ && mv gguf_00 a/ && mv gguf_01 b/)
+  sha256sum < "$gguf" | cut -c1-64 > .device/acc/b/gguf.sha256
+  .venv/bin/python scripts/nvfp4_rebuild.py manifest --checkpoint "$nvfp4" --out .device/acc/b/manifest
+  du -sh .device/acc/a .device/acc/b
+  exit 0
+fi
 model=outputs/smollm2-135m-instruct-nvfp4
 if [ ! -f "$model/config.json" ]; then
   bash setup_env.sh quantize
@@ -16,12 +46,8 @@ if [ ! -f "$model/config.json" ]; then
     --gguf-file smollm2 --output "$model"
 fi
 
-plat="--only-binary=:all: --python-version 3.12 --implementation cp"
-for p in manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 any; do plat="$plat --platform $p"; done
 rm -rf .whl && mkdir -p .whl
-# Pins as in requirements/train-cuda.txt; the deps are the ones the GPU image does not have.
-python3 -m pip download -q --no-deps $plat -d .whl trl==1.16.0 datasets==5.2.0 math-verify==0.9.0 \
-  "dill<0.4.2" "multiprocess<0.70.20" latex2sympy2_extended==1.11.0 antlr4-python3-runtime==4.13.2
+wheels .whl
 
 rm -rf .device/smol .device/tok && mkdir -p .device/smol/a .device/smol/b .device/tok
 work=$(mktemp -d)

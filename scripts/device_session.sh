@@ -342,6 +342,40 @@ pt_boxes() {  # NAME LIMIT ARGS: benchmarks/partial_tiles.py on this dispatch, w
   tail -1 "$out/log_$name.txt" | cut -c1-160
 }
 
+acc_env() {  # the wheels of .device/acc/a (installed by 77a) and this tree on the path, no hub
+  export PYTHONPATH=/tmp/extra:.${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+  export TOKENIZERS_PARALLELISM=false
+}
+acc_train() {  # NAME LOAD MODEL [ARGS]: GRPO with configs/smollm2_arith_gpu.yaml into /tmp/acc/run_NAME, continued
+               # from its last checkpoint when one exists (limit $ACC_LIMIT s)
+  local name=$1 load=$2 model=$3; shift 3
+  timeout "$ACC_LIMIT" python3 -m qerl.train --config configs/smollm2_arith_gpu.yaml --model_name_or_path "$model" \
+    --load "$load" --output_dir "/tmp/acc/run_$name" --report_to none --disable_tqdm true --resume "$@" \
+    >> "/tmp/acc/logs/train_$name.log" 2>&1
+  echo "train $name: exit $? at $(date +%T)"
+}
+acc_eval() {  # NAME MODEL LOAD [ARGS]: greedy pass@1 on 500 held-out two-digit +/- problems (64 new tokens)
+  local name=$1 model=$2 load=$3; shift 3
+  timeout 300 python3 -m eval.arith --model "$model" --load "$load" --backend hf --difficulty 1 --limit 500 \
+    --n-samples 1 --temperature 0 --max-tokens 64 --batch-size 250 --output "/tmp/acc/eval/$name.json" \
+    --overwrite --no-progress "$@" > "/tmp/acc/logs/eval_$name.log" 2>&1
+  echo "eval $name: exit $? $(grep -o '"accuracy": [0-9.]*' "/tmp/acc/eval/$name.json" 2>/dev/null)"
+}
+acc_finish() {  # the trained adapters' evaluations (those whose run finished), then everything into $out/acc.tar
+  local pids=()
+  for r in nvfp4_aqn nvfp4 bf16; do
+    [ -d "/tmp/acc/run_$r/final" ] && [ ! -f "/tmp/acc/eval/trained_$r.json" ] || continue
+    local load=nvfp4 model=/tmp/acc/nvfp4
+    [ $r = bf16 ] && load=bf16 model=/tmp/acc/dense
+    acc_eval "trained_$r" $model $load --adapter "/tmp/acc/run_$r/final" & pids+=($!)
+  done
+  wait "${pids[@]}" 2>/dev/null
+  for r in nvfp4_aqn nvfp4 bf16; do
+    cp /tmp/acc/run_$r/checkpoint-*/trainer_state.json "/tmp/acc/logs/state_$r.json" 2>/dev/null
+  done
+  tar -cf "$out/acc.tar" -C /tmp/acc logs eval
+}
+
 case "$phase" in
   1)
     bash .device/vllm/c1/vllm_unpack.sh .device/vllm
@@ -3956,5 +3990,51 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --variants full,no_compute,codes_only --configs \
       ";stages=10;maxnreg=None,stages=12;in_flight=False,maxnreg=None,stream_k=1,stages=12;in_flight=False,maxnreg=None,stream_k=1,stages=24" \
       --out "$out/probe" 2>&1 | grep -v Warning | tee "$out/log_probe.txt" | tail -12
+    ;;
+  # Run 43: NVFP4 against BF16 LoRA on SmolLM2-135M-Instruct (RL on arithmetic, then held-out accuracy), on the
+  # transformers rollout backend (no vLLM). Payload: `bash scripts/device_payload.sh accuracy`; 77a carries
+  # .device/acc/a, 77b (back to back with 77a: /tmp is kept while the machine stays warm) .device/acc/b.
+  77a)  # the wheels and the first half of the GGUF file
+    device_name
+    mkdir -p /tmp/acc/logs /tmp/acc/eval && cp .device/acc/a/gguf_00 /tmp/acc/
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/extra .device/acc/a/whl/*.whl
+    acc_env
+    python3 -c "import torch, transformers, peft, trl, datasets, gguf, qerl.train; print('torch', torch.__version__, \
+'transformers', transformers.__version__, 'peft', peft.__version__, 'trl', trl.__version__, 'datasets', \
+datasets.__version__)" 2>&1 | tail -1 | tee -a "$out/device.txt"
+    ;;
+  77b)  # the dense model from the GGUF file, the NVFP4 checkpoint rebuilt from it and checked against the manifest of
+        # llmcompressor's, then three GRPO runs at once (NVFP4 + AQN, NVFP4, BF16; same seed and hyperparameters) with
+        # the base models' evaluations beside them, then the trained adapters' evaluations
+    device_name
+    acc_env
+    cp .device/acc/b/gguf_01 /tmp/acc/ && cat /tmp/acc/gguf_00 /tmp/acc/gguf_01 > /tmp/acc/smol.gguf
+    [ "$(sha256sum < /tmp/acc/smol.gguf | cut -c1-64)" = "$(cat .device/acc/b/gguf.sha256)" ] || echo "gguf sha256 mismatch"
+    python3 -c "from qerl.fixtures import convert_gguf; convert_gguf('/tmp/acc/smol.gguf', '/tmp/acc/dense')" 2>&1 | tail -2
+    python3 scripts/nvfp4_rebuild.py rebuild --dense /tmp/acc/dense --manifest .device/acc/b/manifest \
+      --out /tmp/acc/nvfp4 2>&1 | tail -2 | tee "$out/rebuild.txt"
+    export ACC_LIMIT=${ACC_LIMIT:-420}
+    acc_train nvfp4_aqn nvfp4 /tmp/acc/nvfp4 & p1=$!
+    acc_train nvfp4 nvfp4 /tmp/acc/nvfp4 --aqn_mode off & p2=$!
+    acc_train bf16 bf16 /tmp/acc/dense --aqn_mode off & p3=$!
+    acc_eval base_nvfp4 /tmp/acc/nvfp4 nvfp4
+    acc_eval base_bf16 /tmp/acc/dense bf16
+    wait $p1 $p2 $p3
+    acc_finish
+    ;;
+  77c)  # the runs of 77b that its time limit stopped, continued from their last checkpoints, then the evaluations
+    device_name
+    acc_env
+    export ACC_LIMIT=${ACC_LIMIT:-450}
+    for r in nvfp4_aqn nvfp4 bf16; do
+      [ -d "/tmp/acc/run_$r/final" ] && continue
+      case $r in
+        nvfp4_aqn) acc_train $r nvfp4 /tmp/acc/nvfp4 & ;;
+        nvfp4) acc_train $r nvfp4 /tmp/acc/nvfp4 --aqn_mode off & ;;
+        bf16) acc_train $r bf16 /tmp/acc/dense --aqn_mode off & ;;
+      esac
+    done
+    wait
+    acc_finish
     ;;
 esac
