@@ -342,7 +342,7 @@ pt_boxes() {  # NAME LIMIT ARGS: benchmarks/partial_tiles.py on this dispatch, w
   tail -1 "$out/log_$name.txt" | cut -c1-160
 }
 
-acc_env() {  # the wheels of .device/acc/a (installed by 77a) and this tree on the path, no hub
+acc_env() {  # the wheels of .device/acc/p0 (installed by 77a) and this tree on the path, no hub
   export PYTHONPATH=/tmp/extra:.${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
   export TOKENIZERS_PARALLELISM=false
 }
@@ -3992,26 +3992,29 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
       --out "$out/probe" 2>&1 | grep -v Warning | tee "$out/log_probe.txt" | tail -12
     ;;
   # Run 43: NVFP4 against BF16 LoRA on SmolLM2-135M-Instruct (RL on arithmetic, then held-out accuracy), on the
-  # transformers rollout backend (no vLLM). Payload: `bash scripts/device_payload.sh accuracy`; 77a carries
-  # .device/acc/a, 77b (back to back with 77a: /tmp is kept while the machine stays warm) .device/acc/b.
-  77a)  # the wheels and the first half of the GGUF file
+  # transformers rollout backend (no vLLM). Payload: `bash scripts/device_payload.sh accuracy`; back to back (/tmp is
+  # kept while the machine stays warm): 77a carries .device/acc/p0, 77p .device/acc/p1, p2 and p3 in turn, 77b p4.
+  77a)  # the wheels and the GGUF file's first piece
     device_name
-    mkdir -p /tmp/acc/logs /tmp/acc/eval && cp .device/acc/a/gguf_00 /tmp/acc/
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/extra .device/acc/a/whl/*.whl
+    mkdir -p /tmp/acc/logs /tmp/acc/eval && cp .device/acc/p0/gguf_0 /tmp/acc/
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/extra .device/acc/p0/whl/*.whl
     acc_env
     python3 -c "import torch, transformers, peft, trl, datasets, gguf, qerl.train; print('torch', torch.__version__, \
 'transformers', transformers.__version__, 'peft', peft.__version__, 'trl', trl.__version__, 'datasets', \
 datasets.__version__)" 2>&1 | tail -1 | tee -a "$out/device.txt"
     ;;
-  77b)  # the dense model from the GGUF file, the NVFP4 checkpoint rebuilt from it and checked against the manifest of
-        # llmcompressor's, then three GRPO runs at once (NVFP4 + AQN, NVFP4, BF16; same seed and hyperparameters) with
+  77p)  # the GGUF file's next piece (whichever .device/acc/pN the call carries)
+    cp .device/acc/p[1-3]/gguf_* /tmp/acc/ && ls /tmp/acc
+    ;;
+  77b)  # the GGUF file's last piece, the dense model from it, the NVFP4 checkpoint rebuilt from that and checked
+        # against the manifest of llmcompressor's, then three GRPO runs at once (NVFP4 + AQN, NVFP4, BF16; same seed and hyperparameters) with
         # the base models' evaluations beside them, then the trained adapters' evaluations
     device_name
     acc_env
-    cp .device/acc/b/gguf_01 /tmp/acc/ && cat /tmp/acc/gguf_00 /tmp/acc/gguf_01 > /tmp/acc/smol.gguf
-    [ "$(sha256sum < /tmp/acc/smol.gguf | cut -c1-64)" = "$(cat .device/acc/b/gguf.sha256)" ] || echo "gguf sha256 mismatch"
+    cp .device/acc/p4/gguf_4 /tmp/acc/ && cat /tmp/acc/gguf_[0-4] > /tmp/acc/smol.gguf
+    [ "$(sha256sum < /tmp/acc/smol.gguf | cut -c1-64)" = "$(cat .device/acc/p4/gguf.sha256)" ] || echo "gguf sha256 mismatch"
     python3 -c "from qerl.fixtures import convert_gguf; convert_gguf('/tmp/acc/smol.gguf', '/tmp/acc/dense')" 2>&1 | tail -2
-    python3 scripts/nvfp4_rebuild.py rebuild --dense /tmp/acc/dense --manifest .device/acc/b/manifest \
+    python3 scripts/nvfp4_rebuild.py rebuild --dense /tmp/acc/dense --manifest .device/acc/p4/manifest \
       --out /tmp/acc/nvfp4 2>&1 | tail -2 | tee "$out/rebuild.txt"
     export ACC_LIMIT=${ACC_LIMIT:-420}
     acc_train nvfp4_aqn nvfp4 /tmp/acc/nvfp4 & p1=$!
