@@ -361,17 +361,37 @@ acc_eval() {  # NAME MODEL LOAD [ARGS]: greedy pass@1 on 500 held-out two-digit 
     --overwrite --no-progress "$@" > "/tmp/acc/logs/eval_$name.log" 2>&1
   echo "eval $name: exit $? $(grep -o '"accuracy": [0-9.]*' "/tmp/acc/eval/$name.json" 2>/dev/null)"
 }
-acc_finish() {  # the trained adapters' evaluations (those whose run finished), then everything into $out/acc.tar
-  local pids=()
-  for r in nvfp4_aqn nvfp4 bf16; do
-    [ -d "/tmp/acc/run_$r/final" ] && [ ! -f "/tmp/acc/eval/trained_$r.json" ] || continue
-    local load=nvfp4 model=/tmp/acc/nvfp4
-    [ $r = bf16 ] && load=bf16 model=/tmp/acc/dense
-    acc_eval "trained_$r" $model $load --adapter "/tmp/acc/run_$r/final" & pids+=($!)
+acc_start() {  # CONFIG SEED: one of the three runs (nvfp4_aqn | nvfp4 | bf16) with this seed, in the background;
+               # runs are named CONFIG (seed 0) or CONFIG_sSEED
+  local cfg=$1 seed=$2 name=$1
+  [ "$seed" = 0 ] || name=${cfg}_s$seed
+  case $cfg in
+    nvfp4_aqn) acc_train "$name" nvfp4 /tmp/acc/nvfp4 --seed "$seed" & ;;
+    nvfp4) acc_train "$name" nvfp4 /tmp/acc/nvfp4 --aqn_mode off --seed "$seed" & ;;
+    bf16) acc_train "$name" bf16 /tmp/acc/dense --aqn_mode off --seed "$seed" & ;;
+  esac
+}
+acc_models() {  # the GGUF file from its pieces, the dense model from it, the NVFP4 checkpoint rebuilt from that and
+                # checked against the manifest of llmcompressor's (once per machine)
+  [ -f /tmp/acc/nvfp4/config.json ] && return
+  cp .device/acc/p4/gguf_4 /tmp/acc/ && cat /tmp/acc/gguf_[0-4] > /tmp/acc/smol.gguf
+  [ "$(sha256sum < /tmp/acc/smol.gguf | cut -c1-64)" = "$(cat .device/acc/p4/gguf.sha256)" ] || echo "gguf sha256 mismatch"
+  python3 -c "from qerl.fixtures import convert_gguf; convert_gguf('/tmp/acc/smol.gguf', '/tmp/acc/dense')" 2>&1 | tail -2
+  python3 scripts/nvfp4_rebuild.py rebuild --dense /tmp/acc/dense --manifest .device/acc/p4/manifest \
+    --out /tmp/acc/nvfp4 2>&1 | tail -2 | tee "$out/rebuild.txt"
+}
+acc_finish() {  # the evaluations of the finished runs' adapters, then everything into $out/acc.tar
+  local pids=() r load model
+  for d in /tmp/acc/run_*; do
+    r=${d#/tmp/acc/run_}
+    [ -d "$d/final" ] && [ ! -f "/tmp/acc/eval/trained_$r.json" ] || continue
+    load=nvfp4 model=/tmp/acc/nvfp4
+    case $r in bf16*) load=bf16 model=/tmp/acc/dense ;; esac
+    acc_eval "trained_$r" $model $load --adapter "$d/final" & pids+=($!)
   done
   wait "${pids[@]}" 2>/dev/null
-  for r in nvfp4_aqn nvfp4 bf16; do
-    cp /tmp/acc/run_$r/checkpoint-*/trainer_state.json "/tmp/acc/logs/state_$r.json" 2>/dev/null
+  for d in /tmp/acc/run_*; do
+    cp "$d"/checkpoint-*/trainer_state.json "/tmp/acc/logs/state_${d#/tmp/acc/run_}.json" 2>/dev/null
   done
   tar -cf "$out/acc.tar" -C /tmp/acc logs eval
 }
@@ -4006,37 +4026,38 @@ datasets.__version__)" 2>&1 | tail -1 | tee -a "$out/device.txt"
   77p)  # the GGUF file's next piece (whichever .device/acc/pN the call carries)
     cp .device/acc/p[1-3]/gguf_* /tmp/acc/ && ls /tmp/acc
     ;;
-  77b)  # the GGUF file's last piece, the dense model from it, the NVFP4 checkpoint rebuilt from that and checked
-        # against the manifest of llmcompressor's, then three GRPO runs at once (NVFP4 + AQN, NVFP4, BF16; same seed and hyperparameters) with
-        # the base models' evaluations beside them, then the trained adapters' evaluations
+  77b)  # the GGUF file's last piece and the two models (acc_models), then three GRPO runs at once (NVFP4 + AQN,
+        # NVFP4, BF16; seed 0, the same hyperparameters) with the base models' evaluations beside them, then the
+        # trained adapters' evaluations
     device_name
     acc_env
-    cp .device/acc/p4/gguf_4 /tmp/acc/ && cat /tmp/acc/gguf_[0-4] > /tmp/acc/smol.gguf
-    [ "$(sha256sum < /tmp/acc/smol.gguf | cut -c1-64)" = "$(cat .device/acc/p4/gguf.sha256)" ] || echo "gguf sha256 mismatch"
-    python3 -c "from qerl.fixtures import convert_gguf; convert_gguf('/tmp/acc/smol.gguf', '/tmp/acc/dense')" 2>&1 | tail -2
-    python3 scripts/nvfp4_rebuild.py rebuild --dense /tmp/acc/dense --manifest .device/acc/p4/manifest \
-      --out /tmp/acc/nvfp4 2>&1 | tail -2 | tee "$out/rebuild.txt"
+    acc_models
     export ACC_LIMIT=${ACC_LIMIT:-420}
-    acc_train nvfp4_aqn nvfp4 /tmp/acc/nvfp4 & p1=$!
-    acc_train nvfp4 nvfp4 /tmp/acc/nvfp4 --aqn_mode off & p2=$!
-    acc_train bf16 bf16 /tmp/acc/dense --aqn_mode off & p3=$!
+    for c in nvfp4_aqn nvfp4 bf16; do acc_start $c 0; done
     acc_eval base_nvfp4 /tmp/acc/nvfp4 nvfp4
     acc_eval base_bf16 /tmp/acc/dense bf16
-    wait $p1 $p2 $p3
+    wait
     acc_finish
     ;;
-  77c)  # the runs of 77b that its time limit stopped, continued from their last checkpoints, then the evaluations
+  77c)  # the runs that a call's time limit stopped, continued from their last checkpoints, then the evaluations
     device_name
     acc_env
     export ACC_LIMIT=${ACC_LIMIT:-450}
-    for r in nvfp4_aqn nvfp4 bf16; do
-      [ -d "/tmp/acc/run_$r/final" ] && continue
-      case $r in
-        nvfp4_aqn) acc_train $r nvfp4 /tmp/acc/nvfp4 & ;;
-        nvfp4) acc_train $r nvfp4 /tmp/acc/nvfp4 --aqn_mode off & ;;
-        bf16) acc_train $r bf16 /tmp/acc/dense --aqn_mode off & ;;
-      esac
+    for d in /tmp/acc/run_*; do
+      [ -d "$d/final" ] && continue
+      r=${d#/tmp/acc/run_} seed=0
+      [[ $r == *_s* ]] && seed=${r##*_s}
+      acc_start "${r%_s*}" "$seed"
     done
+    wait
+    acc_finish
+    ;;
+  77d)  # as 77b with seeds 1 and 2 (six runs at once; the models again if the machine is new)
+    device_name
+    acc_env
+    acc_models
+    export ACC_LIMIT=${ACC_LIMIT:-470}
+    for seed in 1 2; do for c in nvfp4_aqn nvfp4 bf16; do acc_start $c $seed; done; done
     wait
     acc_finish
     ;;
