@@ -4061,4 +4061,17 @@ datasets.__version__)" 2>&1 | tail -1 | tee -a "$out/device.txt"
     wait
     acc_finish
     ;;
+  77e)  # the paper's pairing of a higher learning rate with the NVFP4 base: NVFP4 + AQN and BF16 both at 4e-4 (twice
+        # the config's), seeds 0-2, six runs at once
+    device_name
+    acc_env
+    acc_models
+    export ACC_LIMIT=${ACC_LIMIT:-470}
+    for seed in 0 1 2; do
+      acc_train nvfp4_aqn_lr4e-4_s$seed nvfp4 /tmp/acc/nvfp4 --seed $seed --learning_rate 4e-4 &
+      acc_train bf16_lr4e-4_s$seed bf16 /tmp/acc/dense --aqn_mode off --seed $seed --learning_rate 4e-4 &
+    done
+    wait
+    acc_finish
+    ;;
 esac
