@@ -824,3 +824,40 @@ def test_rollout_compare_puts_separate_calls_side_by_side_and_refuses_mixed_file
         bench.compare([qerl, write("again.json", [run("nvfp4", None, {1: 1.0})], fp4_kernel="qerl")])
     with pytest.raises(SystemExit, match=r"one shape; these hold \['32b', '7b'\]"):
         bench.compare([bf16, write("7b.json", [run("bf16", None, {1: 1.0})], shape="7b")])
+
+
+def _accuracy_fixture(folder: Path) -> None:
+    (folder / "eval").mkdir(parents=True)
+    (folder / "logs").mkdir()
+    for name, acc in {"base_bf16": 0.07, "trained_bf16": 0.5, "trained_bf16_s1": 0.4, "trained_nvfp4_aqn_s2": 0.3}.items():
+        (folder / "eval" / f"{name}.json").write_text(json.dumps({"accuracy": acc, "stderr": 0.02}))
+    for run, rewards in {"bf16": [0.1, 0.2, 0.9, 1.0], "bf16_s1": [0.0, 0.5]}.items():
+        history = [{"reward": r, "step": i} for i, r in enumerate(rewards)] + [{"train_runtime": 1.0}]
+        (folder / "logs" / f"state_{run}.json").write_text(json.dumps({"log_history": history}))
+
+
+def test_accuracy_table_groups_runs_by_config_and_seed(tmp_path):
+    acc = _load("accuracy_table")
+    assert acc.split_run("nvfp4_aqn_lr4e-4_s2") == ("nvfp4_aqn_lr4e-4", 2)
+    assert acc.split_run("nvfp4_aqn") == ("nvfp4_aqn", 0)
+    _accuracy_fixture(tmp_path)
+    text = acc.table(tmp_path, window=2)
+    assert "| base, bf16 | 7.0 (± 2.0) | - | - |" in text
+    assert "| bf16 | 50.0 (± 2.0) | 0.150 / 0.950 | 4 |" in text  # the first / last two steps' rewards
+    assert "| bf16_s1 | 40.0 (± 2.0) | 0.250 / 0.250 | 2 |" in text
+    assert "| nvfp4_aqn_s2 | 30.0 (± 2.0) | nan / nan | 0 |" in text  # no trainer state: no rewards
+    assert "| bf16 | 50.0 | 40.0 | - | 45.0 |" in text
+    assert "| nvfp4_aqn | - | - | 30.0 | 30.0 |" in text
+
+
+def test_accuracy_table_reads_states_from_the_archive(tmp_path):
+    import tarfile
+
+    acc = _load("accuracy_table")
+    _accuracy_fixture(tmp_path)
+    with tarfile.open(tmp_path / "states.tar.xz", "w:xz") as tar:
+        tar.add(tmp_path / "logs" / "state_bf16.json", arcname="logs/state_bf16.json")
+    (tmp_path / "logs" / "state_bf16.json").unlink()
+    assert acc.load_states(tmp_path)["bf16"][-1]["reward"] == 1.0
+    with pytest.raises(SystemExit, match="no eval.arith summary"):
+        acc.table(tmp_path / "logs")
