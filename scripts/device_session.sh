@@ -386,7 +386,7 @@ acc_finish() {  # the evaluations of the finished runs' adapters, then everythin
     r=${d#/tmp/acc/run_}
     [ -d "$d/final" ] && [ ! -f "/tmp/acc/eval/trained_$r.json" ] || continue
     load=nvfp4 model=/tmp/acc/nvfp4
-    case $r in bf16*) load=bf16 model=/tmp/acc/dense ;; esac
+    case $r in bf16_dequant*) load=bf16 model=/tmp/acc/dequant ;; bf16*) load=bf16 model=/tmp/acc/dense ;; esac
     acc_eval "trained_$r" $model $load --adapter "$d/final" & pids+=($!)
   done
   wait "${pids[@]}" 2>/dev/null
@@ -4071,6 +4071,34 @@ datasets.__version__)" 2>&1 | tail -1 | tee -a "$out/device.txt"
       acc_train nvfp4_aqn_lr4e-4_s$seed nvfp4 /tmp/acc/nvfp4 --seed $seed --learning_rate 4e-4 &
       acc_train bf16_lr4e-4_s$seed bf16 /tmp/acc/dense --aqn_mode off --seed $seed --learning_rate 4e-4 &
     done
+    wait
+    acc_finish
+    ;;
+  77f)  # BF16 LoRA on the NVFP4 checkpoint's weights dequantized (the dense model with every quantized projection
+        # replaced by the codec's dequantization): what the quantized weights cost, apart from the NVFP4 training path;
+        # seeds 0 and 1 at once, with that base's evaluation
+    device_name
+    acc_env
+    acc_models
+    python3 - <<'PY'
+import shutil
+from safetensors.torch import load_file, save_file
+from qerl import nvfp4
+shutil.copytree("/tmp/acc/dense", "/tmp/acc/dequant", dirs_exist_ok=True)
+dense, packed = load_file("/tmp/acc/dense/model.safetensors"), load_file("/tmp/acc/nvfp4/model.safetensors")
+n = 0
+for key in list(dense):
+    m = key.removesuffix(".weight")
+    if m + ".weight_packed" in packed:
+        w = nvfp4.dequantize(packed[m + ".weight_packed"], packed[m + ".weight_scale"], packed[m + ".weight_global_scale"])
+        dense[key] = w.to(dense[key].dtype)
+        n += 1
+save_file(dense, "/tmp/acc/dequant/model.safetensors", metadata={"format": "pt"})
+print("dequantized projections:", n)
+PY
+    export ACC_LIMIT=${ACC_LIMIT:-330}
+    for seed in 0 1; do acc_train bf16_dequant_s$seed bf16 /tmp/acc/dequant --aqn_mode off --seed $seed & done
+    acc_eval base_dequant /tmp/acc/dequant bf16
     wait
     acc_finish
     ;;
