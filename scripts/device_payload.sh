@@ -9,11 +9,11 @@
 # git-ignored (.gitignore). Usage: bash scripts/device_payload.sh
 #
 # `bash scripts/device_payload.sh accuracy` builds instead the parts of the NVFP4 / BF16 accuracy runs, which need
-# both the dense model and its NVFP4 checkpoint but no vLLM. A call carries about 23 MiB beside the repository, so
-# SmolLM2's GGUF file (the dense source, 98 MB) travels in five pieces:
+# both the dense model and its NVFP4 checkpoint but no vLLM. A call carries about 20 MiB beside the repository, so
+# SmolLM2's GGUF file (the dense source, 98 MB) travels in seven pieces:
 #   .device/acc/p0      the wheels above plus gguf, and the GGUF file's first piece
-#   .device/acc/p1..p3  its next pieces
-#   .device/acc/p4      its last piece, its sha256, and the manifest of the llmcompressor NVFP4 checkpoint
+#   .device/acc/p1..p5  its next pieces
+#   .device/acc/p6      its last piece, its sha256, and the manifest of the llmcompressor NVFP4 checkpoint
 #                       (scripts/nvfp4_rebuild.py: the GPU machine rebuilds it from the dense model with the codec and
 #                       checks every tensor's hash against this manifest)
 set -euo pipefail
@@ -35,10 +35,10 @@ if [ "${1:-}" = accuracy ]; then
   gguf=$(.venv/bin/python -c "from qerl.fixtures import smollm2_gguf_path as p; print(p())")
   rm -rf .device/acc && mkdir -p .device/acc/p0/whl
   wheels .device/acc/p0/whl gguf==0.19.0
-  (cd .device/acc && split -b 20000000 -d -a 1 "$gguf" gguf_)
-  for i in 0 1 2 3 4; do mkdir -p .device/acc/p$i && mv .device/acc/gguf_$i .device/acc/p$i/; done
-  sha256sum < "$gguf" | cut -c1-64 > .device/acc/p4/gguf.sha256
-  .venv/bin/python scripts/nvfp4_rebuild.py manifest --checkpoint "$nvfp4" --out .device/acc/p4/manifest
+  (cd .device/acc && split -b 16000000 -d -a 1 "$gguf" gguf_)
+  for i in 0 1 2 3 4 5 6; do mkdir -p .device/acc/p$i && mv .device/acc/gguf_$i .device/acc/p$i/; done
+  sha256sum < "$gguf" | cut -c1-64 > .device/acc/p6/gguf.sha256
+  .venv/bin/python scripts/nvfp4_rebuild.py manifest --checkpoint "$nvfp4" --out .device/acc/p6/manifest
   du -sh .device/acc/p*
   exit 0
 fi

@@ -374,10 +374,10 @@ acc_start() {  # CONFIG SEED: one of the three runs (nvfp4_aqn | nvfp4 | bf16) w
 acc_models() {  # the GGUF file from its pieces, the dense model from it, the NVFP4 checkpoint rebuilt from that and
                 # checked against the manifest of llmcompressor's (once per machine)
   [ -f /tmp/acc/nvfp4/config.json ] && return
-  cp .device/acc/p4/gguf_4 /tmp/acc/ && cat /tmp/acc/gguf_[0-4] > /tmp/acc/smol.gguf
-  [ "$(sha256sum < /tmp/acc/smol.gguf | cut -c1-64)" = "$(cat .device/acc/p4/gguf.sha256)" ] || echo "gguf sha256 mismatch"
+  cp .device/acc/p6/gguf_6 /tmp/acc/ && cat /tmp/acc/gguf_[0-6] > /tmp/acc/smol.gguf
+  [ "$(sha256sum < /tmp/acc/smol.gguf | cut -c1-64)" = "$(cat .device/acc/p6/gguf.sha256)" ] || echo "gguf sha256 mismatch"
   python3 -c "from qerl.fixtures import convert_gguf; convert_gguf('/tmp/acc/smol.gguf', '/tmp/acc/dense')" 2>&1 | tail -2
-  python3 scripts/nvfp4_rebuild.py rebuild --dense /tmp/acc/dense --manifest .device/acc/p4/manifest \
+  python3 scripts/nvfp4_rebuild.py rebuild --dense /tmp/acc/dense --manifest .device/acc/p6/manifest \
     --out /tmp/acc/nvfp4 2>&1 | tail -2 | tee "$out/rebuild.txt"
 }
 acc_finish() {  # the evaluations of the finished runs' adapters, then everything into $out/acc.tar
@@ -4013,7 +4013,7 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
     ;;
   # Run 43: NVFP4 against BF16 LoRA on SmolLM2-135M-Instruct (RL on arithmetic, then held-out accuracy), on the
   # transformers rollout backend (no vLLM). Payload: `bash scripts/device_payload.sh accuracy`; back to back (/tmp is
-  # kept while the machine stays warm): 77a carries .device/acc/p0, 77p .device/acc/p1, p2 and p3 in turn, 77b p4.
+  # kept while the machine stays warm): 77a carries .device/acc/p0, 77p .device/acc/p1 to p5 in turn, 77b p6.
   77a)  # the wheels and the GGUF file's first piece
     device_name
     mkdir -p /tmp/acc/logs /tmp/acc/eval && cp .device/acc/p0/gguf_0 /tmp/acc/
@@ -4024,7 +4024,7 @@ bm=256,bn=128,stages=3,consumers=2,stream_k=0,dp_waves=False" --out "$out/probe"
 datasets.__version__)" 2>&1 | tail -1 | tee -a "$out/device.txt"
     ;;
   77p)  # the GGUF file's next piece (whichever .device/acc/pN the call carries)
-    cp .device/acc/p[1-3]/gguf_* /tmp/acc/ && ls /tmp/acc
+    cp .device/acc/p[1-5]/gguf_* /tmp/acc/ && ls /tmp/acc
     ;;
   77b)  # the GGUF file's last piece and the two models (acc_models), then three GRPO runs at once (NVFP4 + AQN,
         # NVFP4, BF16; seed 0, the same hyperparameters) with the base models' evaluations beside them, then the
