@@ -136,6 +136,9 @@ def run(args: QeRLConfig) -> Path:
     staging = Path(args.output_dir) / ".final.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     trainer.save_model(str(staging))
+    # The whole run's log history (rewards, AQN sigma, rollout speed per step) beside the adapter it produced, so
+    # evaluation and comparison scripts need no intermediate checkpoint.
+    trainer.state.save_to_json(str(staging / "trainer_state.json"))
     if final.exists():
         shutil.rmtree(final)
     os.replace(staging, final)
