@@ -29,6 +29,7 @@ __all__ = [
     "apply_chat_template_prompts",
     "build_prompt",
     "load_task_dataset",
+    "arith_held_out_count",
     "make_arith_dataset",
 ]
 
@@ -124,6 +125,17 @@ def _is_held_out(expr: str) -> bool:
     return zlib.crc32(expr.encode()) % 10 == 0
 
 
+def arith_held_out_count(difficulty: int) -> int | None:
+    """How many distinct problems the held-out split of this difficulty has (None: too many to matter)."""
+    if difficulty == 0:
+        exprs = (f"{a} + {b}" for a in range(10) for b in range(10))
+    elif difficulty == 1:
+        exprs = (f"{a} {op} {b}" for a in range(10, 100) for op in "+-" for b in range(10, 100))
+    else:
+        return None  # 2: over a million problems, 3: billions
+    return sum(_is_held_out(e) for e in exprs)
+
+
 def make_arith_dataset(
     n: int,
     difficulty: int = 1,
@@ -136,21 +148,28 @@ def make_arith_dataset(
 
     difficulty 0: one-digit a + b; 1: two-digit + or -; 2: three-digit +, - or * (by a 2-99 multiplier);
     3: three operations with parentheses. The same arguments always give the same rows, and a larger n extends
-    a smaller one. ``split="train"`` draws from 90% of the possible problems; any other split draws from the
-    disjoint remaining 10% (problems may repeat within a split when few exist, e.g. difficulty 0).
+    a smaller one. ``split="train"`` draws from 90% of the possible problems, with repeats; any other split draws
+    distinct problems from the disjoint remaining 10%, so an evaluation counts each problem once (difficulty 0 has
+    only 14 of them, see ``arith_held_out_count``).
     """
     if n <= 0:
         raise ValueError(f"arith dataset size must be positive, got n={n}")
     if difficulty not in (0, 1, 2, 3):
         raise ValueError(f"arith difficulty must be 0, 1, 2 or 3, got {difficulty}")
     held_out = split != "train"
+    available = arith_held_out_count(difficulty) if held_out else None
+    if available is not None and n > available:
+        raise ValueError(f"the held-out arith split of difficulty {difficulty} has {available} distinct problems: "
+                         f"ask for at most {available}")
+    drawn: set[str] = set()
     # str seeds are stable across runs and platforms
     rng = random.Random(f"qerl-arith:{difficulty}:{seed}:{split}")
     questions, answers, exprs = [], [], []
     while len(exprs) < n:
         expr = _arith_expression(rng, difficulty)
-        if _is_held_out(expr) != held_out:
+        if _is_held_out(expr) != held_out or (held_out and expr in drawn):
             continue
+        drawn.add(expr)
         exprs.append(expr)
         questions.append(f"Compute {expr}.")
         answers.append(str(_eval_arith(expr)))
@@ -437,6 +456,8 @@ def load_task_dataset(
         n = int(options.get("n") or limit or 1000)
         if limit is not None:
             n = min(n, limit)
+        if (split or "train") != "train":  # as with any test set, a limit above its size takes all of it
+            n = min(n, arith_held_out_count(int(options.get("difficulty", 1))) or n)
         return make_arith_dataset(
             n,
             difficulty=int(options.get("difficulty", 1)),

@@ -2,6 +2,7 @@ import ast
 import json
 import operator
 import re
+import zlib
 
 import datasets
 import pytest
@@ -12,6 +13,7 @@ from qerl.data import (
     SYSTEM_PROMPT,
     DatasetLoadError,
     apply_chat_template_prompts,
+    arith_held_out_count,
     load_task_dataset,
     make_arith_dataset,
 )
@@ -372,13 +374,36 @@ def test_arith_is_deterministic_and_seeded():
         make_arith_dataset(5, difficulty=4)
 
 
-@pytest.mark.parametrize("difficulty, n", [(0, 60), (1, 3000)])
-def test_arith_splits_are_disjoint(difficulty, n):
+@pytest.mark.parametrize("difficulty, n, n_held_out", [(0, 60, 14), (1, 3000, 1613)])
+def test_arith_splits_are_disjoint(difficulty, n, n_held_out):
     train = set(make_arith_dataset(n, difficulty=difficulty, seed=0)["question"])
     for split, seed in (("test", 0), ("test", 1), ("validation", 0)):
-        held_out = make_arith_dataset(n, difficulty=difficulty, seed=seed, split=split)
+        held_out = make_arith_dataset(n_held_out, difficulty=difficulty, seed=seed, split=split)
         assert not train & set(held_out["question"])
         assert held_out["answer"] == [str(independent_eval(e)) for e in held_out["expression"]]
+
+
+@pytest.mark.parametrize("difficulty", [0, 1])
+def test_arith_held_out_split_lists_each_problem_once(difficulty):
+    # An evaluation must not count a problem twice: at difficulty 0 only 14 of the 100 sums are held out, and 500
+    # draws with repeats from difficulty 1's held-out problems would hold only about 430 distinct ones.
+    total = arith_held_out_count(difficulty)
+    if difficulty == 0:
+        everything = [f"{a} + {b}" for a in range(10) for b in range(10)]
+    else:
+        everything = [f"{a} {op} {b}" for a in range(10, 100) for op in "+-" for b in range(10, 100)]
+    assert total == sum(zlib.crc32(e.encode()) % 10 == 0 for e in everything)
+    n = min(total, 500)
+    held_out = make_arith_dataset(n, difficulty=difficulty, split="test")
+    assert len(set(held_out["expression"])) == n
+    # a larger n still extends a smaller one
+    assert make_arith_dataset(n - 5, difficulty=difficulty, split="test")["expression"] == held_out["expression"][:-5]
+    with pytest.raises(ValueError, match=f"has {total} distinct problems"):
+        make_arith_dataset(total + 1, difficulty=difficulty, split="test")
+    # the loader (eval's --limit) takes all of a held-out split asked for more than it holds
+    assert len(load_task_dataset("arith", "test", limit=total + 50, difficulty=difficulty)) == total
+    # training draws keep their repeats (GRPO samples prompts with replacement anyway)
+    assert len(set(make_arith_dataset(200, difficulty=0)["expression"])) < 200
 
 
 def test_arith_via_loader():

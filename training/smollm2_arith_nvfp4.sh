@@ -13,10 +13,10 @@ if [ ! -f "$model/config.json" ]; then
   .venv-quantize/bin/python llm-compressor/quantize_nvfp4.py --gguf-file smollm2 --output "$model"
 fi
 
-evaluate() {  # evaluate OUTPUT [--adapter DIR]
+evaluate() {  # evaluate OUTPUT [--adapter DIR]: all 14 held-out one-digit sums, 8 samples each
   local out=$1; shift
-  .venv/bin/python -m eval.arith --model "$model" --load nvfp4 --backend hf --difficulty 0 --limit 48 \
-    --n-samples 2 --temperature 1.0 --top-p 1.0 --max-tokens 48 --dtype float32 --batch-size 16 \
+  .venv/bin/python -m eval.arith --model "$model" --load nvfp4 --backend hf --difficulty 0 \
+    --n-samples 8 --temperature 1.0 --top-p 1.0 --max-tokens 48 --dtype float32 --batch-size 16 \
     --output "$out" --overwrite --no-progress "$@"
 }
 
