@@ -1,9 +1,10 @@
 """The accuracy runs' table (scripts/device_session.sh 77b-77e): held-out accuracy of every trained adapter by
 configuration and seed, next to the base models', and each run's training reward at its start and end.
 
-Reads a results folder holding `eval/*.json` (eval.arith summaries: `base_LOAD.json`, `trained_RUN.json`) and the
-runs' `trainer_state.json` files as `logs/state_RUN.json`, either as files or inside `states.tar.xz`. A run is named
-CONFIG (seed 0) or CONFIG_sSEED.
+Reads a results folder holding `eval/*.json` (eval.arith summaries: `base_LOAD.json`, `trained_RUN.json`), the
+runs' `trainer_state.json` files as `logs/state_RUN.json` (as files or inside `states.tar.xz`) and, where present,
+the evaluations' samples (`eval/NAME.samples.jsonl` or inside `samples.tar.xz`) for the accuracy with each distinct
+problem counted once. A run is named CONFIG (seed 0) or CONFIG_sSEED.
 
   python benchmarks/accuracy_table.py RESULTS_DIR [--out table.md]
 """
@@ -42,6 +43,35 @@ def load_states(folder: Path) -> dict[str, list[dict]]:
     return {run: [h for h in json.loads(t)["log_history"] if "reward" in h] for run, t in texts.items()}
 
 
+def load_samples(folder: Path) -> dict[str, list[dict]]:
+    """Each evaluation's samples (eval.arith's `NAME.samples.jsonl`, as files in `eval/` or inside
+    `samples.tar.xz`), without the header line."""
+    texts: dict[str, str] = {}
+    for f in sorted((folder / "eval").glob("*.samples.jsonl")):
+        texts[f.name.removesuffix(".samples.jsonl")] = f.read_text()
+    archive = folder / "samples.tar.xz"
+    if archive.is_file():
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                name = Path(member.name).name
+                if member.isfile() and name.endswith(".samples.jsonl"):
+                    texts.setdefault(name.removesuffix(".samples.jsonl"), tar.extractfile(member).read().decode())
+    out = {}
+    for name, text in texts.items():
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        out[name] = [r for r in rows if "correct" in r]
+    return out
+
+
+def distinct_accuracy(samples: list[dict]) -> tuple[float, int]:
+    """Accuracy with each distinct prompt counted once (its samples averaged), and how many prompts there were.
+    Evaluations made before the held-out arith split listed each problem once drew some problems twice."""
+    by_prompt: dict[str, list[float]] = {}
+    for r in samples:
+        by_prompt.setdefault(json.dumps(r["prompt"], sort_keys=True), []).append(float(r["correct"]))
+    return _mean([_mean(v) for v in by_prompt.values()]), len(by_prompt)
+
+
 def _mean(xs: list[float]) -> float:
     return statistics.fmean(xs) if xs else math.nan
 
@@ -51,13 +81,21 @@ def table(folder: Path, window: int = 10) -> str:
     if not evals:
         raise SystemExit(f"{folder}/eval holds no eval.arith summary (*.json): pass the results folder of 77b-77e")
     states = load_states(folder)
+    samples = load_samples(folder)
+
+    def distinct(name: str) -> str:
+        if name not in samples:
+            return "-"
+        acc, n = distinct_accuracy(samples[name])
+        return f"{100 * acc:.1f} ({n})"
+
     by_config: dict[str, dict[int, float]] = {}
-    lines = ["| run | held-out accuracy % (± stderr) | training reward, first / last "
-             f"{window} steps | steps |", "|---|---|---|---|"]
+    lines = ["| run | held-out accuracy % (± stderr) | each distinct problem once: % (problems) | training reward, "
+             f"first / last {window} steps | steps |", "|---|---|---|---|---|"]
     for name, ev in evals.items():
         if name.startswith("base_"):
             lines.append(f"| base, {name.removeprefix('base_')} | {100 * ev['accuracy']:.1f} "
-                         f"(± {100 * ev['stderr']:.1f}) | - | - |")
+                         f"(± {100 * ev['stderr']:.1f}) | {distinct(name)} | - | - |")
     for name, ev in evals.items():
         if not name.startswith("trained_"):
             continue
@@ -67,8 +105,8 @@ def table(folder: Path, window: int = 10) -> str:
         steps = states.get(run, [])
         first = _mean([h["reward"] for h in steps[:window]])
         last = _mean([h["reward"] for h in steps[-window:]])
-        lines.append(f"| {run} | {100 * ev['accuracy']:.1f} (± {100 * ev['stderr']:.1f}) | {first:.3f} / {last:.3f} "
-                     f"| {len(steps)} |")
+        lines.append(f"| {run} | {100 * ev['accuracy']:.1f} (± {100 * ev['stderr']:.1f}) | {distinct(name)} | "
+                     f"{first:.3f} / {last:.3f} | {len(steps)} |")
     seeds = sorted({s for per in by_config.values() for s in per})
     lines += ["", "| config | " + " | ".join(f"seed {s}" for s in seeds) + " | mean |",
               "|---|" + "---|" * (len(seeds) + 1)]

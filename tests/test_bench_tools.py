@@ -842,10 +842,10 @@ def test_accuracy_table_groups_runs_by_config_and_seed(tmp_path):
     assert acc.split_run("nvfp4_aqn") == ("nvfp4_aqn", 0)
     _accuracy_fixture(tmp_path)
     text = acc.table(tmp_path, window=2)
-    assert "| base, bf16 | 7.0 (± 2.0) | - | - |" in text
-    assert "| bf16 | 50.0 (± 2.0) | 0.150 / 0.950 | 4 |" in text  # the first / last two steps' rewards
-    assert "| bf16_s1 | 40.0 (± 2.0) | 0.250 / 0.250 | 2 |" in text
-    assert "| nvfp4_aqn_s2 | 30.0 (± 2.0) | nan / nan | 0 |" in text  # no trainer state: no rewards
+    assert "| base, bf16 | 7.0 (± 2.0) | - | - | - |" in text  # no samples: no distinct-problem accuracy
+    assert "| bf16 | 50.0 (± 2.0) | - | 0.150 / 0.950 | 4 |" in text  # the first / last two steps' rewards
+    assert "| bf16_s1 | 40.0 (± 2.0) | - | 0.250 / 0.250 | 2 |" in text
+    assert "| nvfp4_aqn_s2 | 30.0 (± 2.0) | - | nan / nan | 0 |" in text  # no trainer state: no rewards
     assert "| bf16 | 50.0 | 40.0 | - | 45.0 |" in text
     assert "| nvfp4_aqn | - | - | 30.0 | 30.0 |" in text
 
@@ -861,3 +861,18 @@ def test_accuracy_table_reads_states_from_the_archive(tmp_path):
     assert acc.load_states(tmp_path)["bf16"][-1]["reward"] == 1.0
     with pytest.raises(SystemExit, match="no eval.arith summary"):
         acc.table(tmp_path / "logs")
+
+
+def test_accuracy_table_counts_each_distinct_problem_once(tmp_path):
+    acc = _load("accuracy_table")
+    _accuracy_fixture(tmp_path)
+    # A problem drawn twice (right both times) and two drawn once (one right): 3 of 4 draws, 2 of 3 problems.
+    rows = [{"format": "qerl-eval-samples/1"}] + [
+        {"prompt": p, "sample": 0, "correct": c} for p, c in (("a", True), ("a", True), ("b", False), ("c", True))]
+    (tmp_path / "eval" / "trained_bf16.samples.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert acc.distinct_accuracy(acc.load_samples(tmp_path)["trained_bf16"]) == (2 / 3, 3)
+    assert "| bf16 | 50.0 (± 2.0) | 66.7 (3) | 0.150 / 0.950 | 4 |" in acc.table(tmp_path, window=2)
+    # several samples of one problem are averaged before the problems are
+    rows += [{"prompt": "b", "sample": 1, "correct": True}]
+    assert acc.distinct_accuracy(rows[1:]) == ((1 + 0.5 + 1) / 3, 3)
+
