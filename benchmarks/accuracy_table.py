@@ -27,40 +27,33 @@ def split_run(run: str) -> tuple[str, int]:
     return m["config"], int(m["seed"] or 0)
 
 
-def load_states(folder: Path) -> dict[str, list[dict]]:
-    """Each run's logged steps (the entries of trainer_state.json's log_history that carry a reward)."""
-    texts: dict[str, str] = {}
-    for f in sorted((folder / "logs").glob("state_*.json")):
-        texts[f.stem.removeprefix("state_")] = f.read_text()
-    archive = folder / "states.tar.xz"
-    if archive.is_file():
-        with tarfile.open(archive) as tar:
+def _texts(folder: Path, files: str, archive: str, prefix: str, suffix: str) -> dict[str, str]:
+    """The text of every file named PREFIX + NAME + SUFFIX under `folder/files` or inside `folder/archive`, by NAME
+    (a loose file wins over the archive's copy)."""
+    found: dict[str, str] = {}
+    for f in sorted((folder / files).glob(f"{prefix}*{suffix}")):
+        found[f.name.removeprefix(prefix).removesuffix(suffix)] = f.read_text()
+    if (folder / archive).is_file():
+        with tarfile.open(folder / archive) as tar:
             for member in tar.getmembers():
                 name = Path(member.name).name
-                if member.isfile() and name.startswith("state_") and name.endswith(".json"):
-                    texts.setdefault(name.removeprefix("state_").removesuffix(".json"),
+                if member.isfile() and name.startswith(prefix) and name.endswith(suffix):
+                    found.setdefault(name.removeprefix(prefix).removesuffix(suffix),
                                      tar.extractfile(member).read().decode())
+    return found
+
+
+def load_states(folder: Path) -> dict[str, list[dict]]:
+    """Each run's logged steps (the entries of trainer_state.json's log_history that carry a reward)."""
+    texts = _texts(folder, "logs", "states.tar.xz", "state_", ".json")
     return {run: [h for h in json.loads(t)["log_history"] if "reward" in h] for run, t in texts.items()}
 
 
 def load_samples(folder: Path) -> dict[str, list[dict]]:
-    """Each evaluation's samples (eval.arith's `NAME.samples.jsonl`, as files in `eval/` or inside
-    `samples.tar.xz`), without the header line."""
-    texts: dict[str, str] = {}
-    for f in sorted((folder / "eval").glob("*.samples.jsonl")):
-        texts[f.name.removesuffix(".samples.jsonl")] = f.read_text()
-    archive = folder / "samples.tar.xz"
-    if archive.is_file():
-        with tarfile.open(archive) as tar:
-            for member in tar.getmembers():
-                name = Path(member.name).name
-                if member.isfile() and name.endswith(".samples.jsonl"):
-                    texts.setdefault(name.removesuffix(".samples.jsonl"), tar.extractfile(member).read().decode())
-    out = {}
-    for name, text in texts.items():
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        out[name] = [r for r in rows if "correct" in r]
-    return out
+    """Each evaluation's samples (eval.arith's `NAME.samples.jsonl`), without the header line."""
+    texts = _texts(folder, "eval", "samples.tar.xz", "", ".samples.jsonl")
+    return {name: [r for r in map(json.loads, filter(str.strip, t.splitlines())) if "correct" in r]
+            for name, t in texts.items()}
 
 
 def distinct_accuracy(samples: list[dict]) -> tuple[float, int]:

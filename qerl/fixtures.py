@@ -11,12 +11,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
+from qerl.atomic import atomic_directory
 from qerl.errors import UserError
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -70,17 +69,9 @@ def convert_gguf(gguf_file: str | Path, output: str | Path, dtype: torch.dtype =
     model.tie_weights()
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=output.name + ".tmp-", dir=output.parent))
-    try:
+    with atomic_directory(output) as tmp:
         model.save_pretrained(str(tmp))
         tok.save_pretrained(str(tmp))
-        if output.exists():
-            shutil.rmtree(output)
-        os.replace(tmp, output)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return output
 
 

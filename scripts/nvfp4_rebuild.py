@@ -16,10 +16,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -29,6 +27,7 @@ from safetensors.torch import save_file
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from qerl import nvfp4  # noqa: E402
+from qerl.atomic import atomic_directory  # noqa: E402
 from qerl.errors import UserError  # noqa: E402
 
 MANIFEST = "tensors.json"
@@ -120,19 +119,11 @@ def rebuild(dense: Path, manifest_dir: Path, out: Path) -> Path:
     if bad:
         raise UserError(f"{len(bad)} of {len(built)} tensors differ from the manifest (first: {bad[0]}): {dense} is "
                         "not the checkpoint's source, or the codec no longer matches llmcompressor")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
-    try:
+    with atomic_directory(out) as tmp:
         save_file(built, str(tmp / "model.safetensors"), metadata=manifest["metadata"] or None)
         for f in manifest_dir.iterdir():
             if f.is_file() and f.name != MANIFEST:
                 shutil.copy2(f, tmp / f.name)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
