@@ -132,17 +132,30 @@ def run(args: QeRLConfig) -> Path:
         )
     trainer = build_trainer(args)
     trainer.train(resume_from_checkpoint=resume)
-    final = Path(args.output_dir) / "final"
-    staging = Path(args.output_dir) / ".final.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    trainer.save_model(str(staging))
-    # The whole run's log history (rewards, AQN sigma, rollout speed per step) beside the adapter it produced, so
-    # evaluation and comparison scripts need no intermediate checkpoint.
-    trainer.state.save_to_json(str(staging / "trainer_state.json"))
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(staging, final)
+    final = save_final(trainer, args.output_dir)
     log.info("final adapter: %s", final)
+    return final
+
+
+def save_final(trainer, output_dir: str | Path) -> Path:
+    """The final adapter (and trained norms) with the run's log history, atomically under ``output_dir/final``.
+
+    Every process calls ``save_model`` (sharded setups gather the weights there), but only the one that saves
+    stages and renames: with data-parallel processes the others would otherwise race it for the same folders."""
+    final = Path(output_dir) / "final"
+    staging = Path(output_dir) / ".final.tmp"
+    if trainer.args.should_save:
+        shutil.rmtree(staging, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
+    trainer.save_model(str(staging))
+    if trainer.args.should_save:
+        # The whole run's log history (rewards, AQN sigma, rollout speed per step) beside the adapter it produced,
+        # so evaluation and comparison scripts need no intermediate checkpoint.
+        trainer.state.save_to_json(str(staging / "trainer_state.json"))
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(staging, final)
+    trainer.accelerator.wait_for_everyone()
     return final
 
 

@@ -4,6 +4,7 @@ only adapters change, resume reproduces an uninterrupted run, one real step on S
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -259,3 +260,37 @@ def test_gradient_checkpointing_trains_adapters(tmp_path, tiny_qwen2_nvfp4_dir):
     before = b.detach().clone()
     trainer.train()
     assert not torch.equal(b.detach(), before)
+
+
+class _StubTrainer:
+    """What save_final uses of a trl trainer, for one process of a data-parallel run."""
+
+    def __init__(self, should_save: bool):
+        from types import SimpleNamespace
+
+        self.args = SimpleNamespace(should_save=should_save)
+        self.accelerator = SimpleNamespace(wait_for_everyone=lambda: self.calls.append("barrier"))
+        self.state = SimpleNamespace(save_to_json=lambda path: Path(path).write_text('{"log_history": []}'))
+        self.calls: list[str] = []
+
+    def save_model(self, directory: str) -> None:
+        self.calls.append("save_model")
+        if self.args.should_save:  # as transformers' Trainer: only the saving process writes
+            Path(directory).mkdir(parents=True, exist_ok=True)
+            (Path(directory) / "adapter_model.safetensors").write_text("weights")
+
+
+def test_save_final_writes_only_from_the_saving_process(tmp_path):
+    from qerl.train import save_final
+
+    (tmp_path / "final").mkdir()
+    (tmp_path / "final" / "old.txt").write_text("previous run")
+    other = _StubTrainer(should_save=False)
+    assert save_final(other, tmp_path) == tmp_path / "final"
+    assert other.calls == ["barrier", "save_model", "barrier"]  # it joins the collective steps, touches nothing
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["final"] and (tmp_path / "final" / "old.txt").exists()
+    main = _StubTrainer(should_save=True)
+    save_final(main, tmp_path)
+    assert sorted(p.name for p in (tmp_path / "final").iterdir()) == ["adapter_model.safetensors",
+                                                                       "trainer_state.json"]
+    assert [p.name for p in tmp_path.iterdir()] == ["final"]  # no staging folder left
