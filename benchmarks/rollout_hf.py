@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import os
 import statistics
@@ -128,15 +129,22 @@ def profile_generate(backend: HFRolloutBackend, prompts: list[list[int]], settin
 
 def timed(name: str, backend, prompts, settings) -> dict:
     """``timed_generate``; for "nvfp4_after" with the expand after the warp-specialized product while its step runs
-    and is captured (the dispatch reads the switch as the graph is recorded)."""
+    and is captured (the dispatch reads the switch as the graph is recorded); for "*_fullprefill" (the same backend
+    as its model's own name) with the prefill's savings off: every row prefilled, the LM head on every position."""
     from qerl.kernels import nvfp4_gemm_ws
 
     before = nvfp4_gemm_ws.BIAS_LORA_EPILOGUE
     nvfp4_gemm_ws.BIAS_LORA_EPILOGUE = name != "nvfp4_after"
+    decoder = backend.decoder
+    full = name.endswith("_fullprefill")
+    if decoder is not None:
+        decoder.last_logits_only = decoder.share_prompt_prefill = not full
     try:
         return timed_generate(backend, prompts, settings)
     finally:
         nvfp4_gemm_ws.BIAS_LORA_EPILOGUE = before
+        if decoder is not None:
+            decoder.last_logits_only = decoder.share_prompt_prefill = True
 
 
 def main() -> None:
@@ -156,6 +164,14 @@ def main() -> None:
     p.add_argument("--ws-lora-epilogue-compare", action="store_true",
                    help="also time the NVFP4 model with the adapter's expand added after the warp-specialized "
                         "product (nvfp4_gemm_ws.BIAS_LORA_EPILOGUE off) as 'nvfp4_after', in the same passes")
+    p.add_argument("--group", type=int, default=1,
+                   help="rows per distinct prompt (GRPO's completions per prompt; the batch must divide by it)")
+    p.add_argument("--prefill-compare", action="store_true",
+                   help="also time each model with every row prefilled and the LM head on every prompt position "
+                        "('<model>_fullprefill', the same backend and captured step), in the same passes")
+    p.add_argument("--prefill-split", action="store_true",
+                   help="also time calls that generate one token (the prefill, its LM head and one sample) per "
+                        "model, and report the decode steps' share of a call as the difference")
     p.add_argument("--shrink-reduction-max-m", type=int, default=None,
                    help="fused step: rows up to which the adapters' shrink is a multiply-sum (default: the step's)")
     args = p.parse_args()
@@ -183,7 +199,8 @@ def main() -> None:
             "triton": triton.__version__, "transformers": transformers.__version__, "layers": args.layers,
             "prompt": args.prompt, "new_tokens": args.new_tokens, "repeats": args.repeats,
             "expand_after": args.expand_after, "shrink_reduction_max_m": decode_step.SHRINK_REDUCTION_MAX_M,
-            "ws_lora_epilogue_compare": args.ws_lora_epilogue_compare,
+            "ws_lora_epilogue_compare": args.ws_lora_epilogue_compare, "group": args.group,
+            "prefill_compare": args.prefill_compare, "prefill_split": args.prefill_split,
             "command": " ".join(["python"] + sys.argv)}
     # A token id past the vocabulary: no row stops early, every call generates batch x new_tokens tokens.
     eos = [QWEN7B["vocab_size"]]
@@ -200,10 +217,15 @@ def main() -> None:
             backends = {name: HFRolloutBackend(m, tok, eos, static_cache=compiled, compile=compiled,
                                                fused_step={"fused": True, "compiled": False, "eager": None}[mode])
                         for name, m in runs.items()}
+            if args.prefill_compare and compiled:
+                backends.update({f"{name}_fullprefill": backends[name] for name in models})
             for batch in (int(b) for b in args.batches.split(",")):
+                if batch % args.group:
+                    raise SystemExit(f"--group {args.group} does not divide batch {batch}")
                 g = torch.Generator().manual_seed(batch)
-                prompts = [torch.randint(2, QWEN7B["vocab_size"], (args.prompt,), generator=g).tolist()
-                           for _ in range(batch)]
+                distinct = [torch.randint(2, QWEN7B["vocab_size"], (args.prompt,), generator=g).tolist()
+                            for _ in range(batch // args.group)]
+                prompts = [p for p in distinct for _ in range(args.group)]
                 row = {"lora_rank": rank, "mode": mode, "batch": batch}
                 for name, backend in backends.items():
                     row[f"{name}_first_call_s"] = timed(name, backend, prompts, settings)["seconds"]
@@ -214,6 +236,15 @@ def main() -> None:
                     row[f"{name}_tok_s"] = statistics.median(row[f"{name}_tok_s_passes"])
                     row[f"{name}_tokens"] = passes[0][name]["tokens"]
                 row["ratio"] = row["nvfp4_tok_s"] / row["bf16_tok_s"]
+                if "nvfp4_fullprefill" in backends:
+                    row["ratio_fullprefill"] = row["nvfp4_fullprefill_tok_s"] / row["bf16_fullprefill_tok_s"]
+                if args.prefill_split:
+                    one = dataclasses.replace(settings, max_new_tokens=1)
+                    for name, backend in backends.items():
+                        calls = [timed(name, backend, prompts, one)["seconds"] for _ in range(args.repeats)]
+                        row[f"{name}_prefill_ms"] = 1e3 * statistics.median(calls)
+                        full_ms = 1e3 * batch * args.new_tokens / row[f"{name}_tok_s"]
+                        row[f"{name}_step_ms"] = (full_ms - row[f"{name}_prefill_ms"]) / (args.new_tokens - 1)
                 if "nvfp4_after" in backends:
                     row["ratio_after"] = row["nvfp4_after_tok_s"] / row["bf16_tok_s"]
                     row["epilogue_speedup"] = row["nvfp4_tok_s"] / row["nvfp4_after_tok_s"]
@@ -235,6 +266,11 @@ def main() -> None:
     for r in rows:
         print(f"{r['lora_rank']:4d} {r['mode']:>8s} {r['batch']:5d} {r['bf16_tok_s']:11.0f} {r['nvfp4_tok_s']:12.0f} "
               f"{r['ratio']:6.2f} {r['bf16_first_call_s']:12.1f} / {r['nvfp4_first_call_s']:.1f}")
+        if "ratio_fullprefill" in r:
+            print(f"     every row prefilled, LM head on every position: BF16 {r['bf16_fullprefill_tok_s']:.0f} / "
+                  f"NVFP4 {r['nvfp4_fullprefill_tok_s']:.0f} tok/s, {r['ratio_fullprefill']:.2f}x")
+        for name in (n[: -len("_prefill_ms")] for n in r if n.endswith("_prefill_ms")):
+            print(f"     {name}: prefill {r[name + '_prefill_ms']:.1f} ms, then {r[name + '_step_ms']:.2f} ms a token")
         if "nvfp4_after_tok_s" in r:
             print(f"     expand after the product: NVFP4 {r['nvfp4_after_tok_s']:.0f} tok/s ({r['ratio_after']:.2f}x "
                   f"BF16); in the epilogue {r['epilogue_speedup']:.3f}x faster")

@@ -4102,4 +4102,18 @@ PY
     wait
     acc_finish
     ;;
+  78a)  # the transformers backend's prefill: each distinct prompt once and the LM head on the last position, against
+        # every row prefilled with the head on every position (the same captured steps, in turn); GRPO's groups of 8;
+        # first the GPU tests of the backend
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_rollout_hf.py tests/test_decode_step.py \
+      -rf --tb=short 2>&1 | tail -4 | tee "$out/gpu_tests.txt"
+    timeout 420 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --group 8 --prefill-compare \
+      --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -14
+    ;;
+  78b)  # the same with a rank-32 adapter
+    device_name
+    timeout 560 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 32 --group 8 --prefill-compare \
+      --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -14
+    ;;
 esac

@@ -92,6 +92,39 @@ def test_seeded_sampling_and_eos_match_generate():
     assert min(map(len, got.completion_ids)) <= 4 and max(map(len, got.completion_ids)) == 20
 
 
+@pytest.mark.parametrize("fused_step", [False, True])
+def test_repeated_prompts_are_prefilled_once_and_generate_what_generate_does(fused_step):
+    """GRPO's batches hold each prompt once per completion of its group: the static path prefills each distinct
+    prompt once (the LM head on its last position only) and copies its keys and values into all of its rows; the
+    seeded samples and their log-probabilities are still transformers' generate's."""
+    model = _tiny_policy("cpu", torch.float32)
+    distinct = _prompts((5, 9, 7))
+    prompts = [distinct[i] for i in (0, 0, 0, 1, 1, 2, 0, 2)]  # groups, and a prompt that comes back later
+    settings = SamplingSettings(max_new_tokens=16, temperature=1.0, seed=5)
+    ref = HFRolloutBackend(model, TOKENIZER, static_cache=False).generate(prompts, settings)
+    backend = HFRolloutBackend(model, TOKENIZER, static_cache=True, fused_step=fused_step)
+    shapes, heads = [], []  # (rows, positions) of every forward of the transformers body; the LM head's inputs
+    base = model.get_base_model()
+    hooks = [base.model.register_forward_pre_hook(
+                 lambda m, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True),
+             base.lm_head.register_forward_pre_hook(lambda m, args: heads.append(tuple(args[0].shape[:-1])))]
+    try:
+        got = backend.generate(prompts, settings)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert shapes[0] == (3, 9)  # the prefill: three distinct prompts, padded to the longest
+    assert heads[0] == (3, 1)  # and the LM head on their last positions only
+    assert all(s == (8, 1) for s in shapes[1:]) and (len(shapes) > 1) != fused_step  # the fused step has its own body
+    assert got.completion_ids == ref.completion_ids
+    assert len({tuple(c) for c in got.completion_ids[:3]}) == 3  # the rows of one prompt sample apart
+    for a, b in zip(got.logprobs, ref.logprobs):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=1e-4, rtol=0)
+    backend.decoder.share_prompt_prefill = False  # every row prefilled: the same samples
+    unshared = backend.generate(prompts, settings)
+    assert unshared.completion_ids == got.completion_ids
+
+
 def test_decoding_stops_once_every_row_has_ended():
     """The loop reads the finished flags every ``STOP_CHECK_EVERY`` tokens (not every token): with every id an EOS,
     all rows end at their first token and the loop stops at the first check."""
@@ -194,3 +227,23 @@ def test_compiled_decode_with_split_kernels(monkeypatch, fused_step):
     assert all(len(c) == 16 for c in result.completion_ids)
     assert _mismatch(model, prompts, result) < 0.05
     assert all(nvfp4_gemm._COUNTERS[k] is b for k, b in reserved.items())  # no launch needed a larger buffer
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fused_step", [True, False])
+def test_compiled_decode_after_a_shared_prefill(fused_step):
+    """Groups of one prompt on CUDA: the distinct prompts' prefill, copied into every row of the static cache that the
+    captured step then reads, gives each row the log-probabilities of an eager forward over its own tokens; a second
+    call on the same cache and graphs too."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    model = _tiny_policy("cuda", torch.bfloat16)
+    backend = HFRolloutBackend(model, TOKENIZER, fused_step=fused_step)
+    distinct = _prompts((6, 9, 4))
+    for order in ((0, 0, 0, 0, 1, 1, 1, 1), (2, 2, 2, 2, 0, 0, 0, 0)):
+        prompts = [distinct[i] for i in order]
+        result = backend.generate(prompts, SamplingSettings(max_new_tokens=24, temperature=1.0, seed=1))
+        assert backend.decoder._graph is not None
+        assert all(len(c) == 24 for c in result.completion_ids)
+        assert len({tuple(c) for c in result.completion_ids[:4]}) > 1  # one prompt's rows sample apart
+        assert _mismatch(model, prompts, result) < 0.05

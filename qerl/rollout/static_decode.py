@@ -18,13 +18,20 @@ used; a weight replaced by a new tensor is not (``reset_graphs`` drops the graph
 With ``fused_step`` the decode step is not the model's forward but ``qerl.rollout.decode_step.DecodeStep`` over the
 same modules and the same cache tensors (one product per q/k/v and gate/up group, attention over the filled part of
 the cache from each row's first prompt token); the prefill stays the model's forward.
+
+The prefill computes the logits of each row's last position only (``logits_to_keep``: the LM head over every prompt
+position would be the largest product of the call), and a prompt that appears in several rows (GRPO's group of
+completions per prompt) is prefilled once: the distinct prompts run on a dynamic cache, whose keys and values are then
+written into every row of the static cache that holds that prompt, through the cache's public ``update``.
 """
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
-from transformers import StaticCache
+from transformers import DynamicCache, StaticCache
 from transformers.generation.logits_process import (
     LogitsProcessorList,
     MinPLogitsWarper,
@@ -64,6 +71,11 @@ class StaticDecoder:
     """Generates from left-padded prompts on a static KV cache kept between calls. ``compile``: the one-token decode
     step compiled and replayed as a CUDA graph (CUDA only); ``fused_step``: that step is ``DecodeStep`` (Qwen2 /
     Llama families; see the module docstring)."""
+
+    # The prefill: only the last position's logits, and each distinct prompt once (see the module docstring). Off
+    # only to measure what they save (benchmarks/rollout_hf.py --prefill-compare).
+    last_logits_only = True
+    share_prompt_prefill = True
 
     def __init__(self, model: nn.Module, compile: bool = False, fused_step: bool = False) -> None:
         # peft injects its LoRA layers into the transformers model's modules: calling that model directly runs them,
@@ -140,9 +152,7 @@ class StaticDecoder:
         mask.fill_(1)
         mask[:, :width] = prompt_mask
         position_ids = (prompt_mask.long().cumsum(-1) - 1).clamp_(min=0)  # as generate: pads at position 0
-        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids,
-                            cache_position=torch.arange(width, device=device), past_key_values=cache,
-                            use_cache=True).logits[:, -1].float()
+        logits = self._prefill(ids, prompt_mask, mask, position_ids, cache)
         if self.fused_step:
             self._prepare_fused()
             self._starts.copy_((prompt_mask == 0).sum(-1))  # left padding: a row's pads come first
@@ -177,6 +187,43 @@ class StaticDecoder:
                 logits = self._step(token[:, None], next_position, cache_position, mask, cache)
             next_position = next_position + 1
         return tokens[:, :steps], logprobs[:, :steps]
+
+
+    def _prefill(self, ids: torch.Tensor, prompt_mask: torch.Tensor, mask: torch.Tensor, position_ids: torch.Tensor,
+                 cache: StaticCache) -> torch.Tensor:
+        """Run the prompts ``ids`` [B, W] into ``cache`` (positions 0 .. W - 1; ``mask``: the cache's attention mask):
+        fp32 logits [B, V] of each row's last position. Rows with the same prompt share one forward
+        (``share_prompt_prefill``)."""
+        width = ids.shape[1]
+        keep = {"logits_to_keep": 1} if self.last_logits_only and _takes_logits_to_keep(self.model) else {}
+        firsts, inverse = _distinct_rows(torch.cat([ids, prompt_mask.to(ids.dtype)], dim=1))
+        if not self.share_prompt_prefill or len(firsts) == len(inverse):
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids,
+                             cache_position=torch.arange(width, device=ids.device), past_key_values=cache,
+                             use_cache=True, **keep)
+            return out.logits[:, -1].float()
+        shared = DynamicCache(config=self.model.config)
+        out = self.model(input_ids=ids[firsts], attention_mask=prompt_mask[firsts], position_ids=position_ids[firsts],
+                         past_key_values=shared, use_cache=True, **keep)
+        for i, layer in enumerate(shared.layers):  # each distinct prompt's k / v into all of its rows
+            cache.update(layer.keys[inverse], layer.values[inverse], i)
+        return out.logits[:, -1].float()[inverse]
+
+
+def _distinct_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the first row of each distinct row of ``x`` [B, W], in order; each row's index among the distinct ones)."""
+    seen: dict[tuple[int, ...], int] = {}
+    firsts, inverse = [], []
+    for b, row in enumerate(x.tolist()):
+        index = seen.setdefault(tuple(row), len(seen))
+        if index == len(firsts):
+            firsts.append(b)
+        inverse.append(index)
+    return torch.tensor(firsts, device=x.device), torch.tensor(inverse, device=x.device)
+
+
+def _takes_logits_to_keep(model: nn.Module) -> bool:
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
 class _StepGraph:
