@@ -4116,4 +4116,11 @@ PY
     timeout 560 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 32 --group 8 --prefill-compare \
       --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -14
     ;;
+  78c)  # the shared-prefill GPU test's failure in full; then where the prefill's wall time goes (one 128-token prompt
+        # in a group of 8): host operators, GPU kernels and Python's profile, NVFP4 against BF16
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_rollout_hf.py -k shared_prefill -x \
+      --tb=long 2>&1 | grep -v Warning | tail -40 | tee "$out/gpu_tests.txt"
+    timeout 300 python3 benchmarks/prefill_profile.py --batch 8 --group 8 --out "$out" 2>&1 | grep -v Warning | tail -4
+    ;;
 esac
