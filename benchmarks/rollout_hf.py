@@ -130,7 +130,8 @@ def profile_generate(backend: HFRolloutBackend, prompts: list[list[int]], settin
 def timed(name: str, backend, prompts, settings) -> dict:
     """``timed_generate``; for "nvfp4_after" with the expand after the warp-specialized product while its step runs
     and is captured (the dispatch reads the switch as the graph is recorded); for "*_fullprefill" (the same backend
-    as its model's own name) with the prefill's savings off: every row prefilled, the LM head on every position."""
+    as its model's own name) with the prefill's savings off: every row prefilled eagerly, the LM head on every
+    position; for "*_eager" only the prefill's capture off."""
     from qerl.kernels import nvfp4_gemm_ws
 
     before = nvfp4_gemm_ws.BIAS_LORA_EPILOGUE
@@ -139,12 +140,13 @@ def timed(name: str, backend, prompts, settings) -> dict:
     full = name.endswith("_fullprefill")
     if decoder is not None:
         decoder.last_logits_only = decoder.share_prompt_prefill = not full
+        decoder.capture_prefill = not (full or name.endswith("_eager"))
     try:
         return timed_generate(backend, prompts, settings)
     finally:
         nvfp4_gemm_ws.BIAS_LORA_EPILOGUE = before
         if decoder is not None:
-            decoder.last_logits_only = decoder.share_prompt_prefill = True
+            decoder.last_logits_only = decoder.share_prompt_prefill = decoder.capture_prefill = True
 
 
 def main() -> None:
@@ -167,8 +169,9 @@ def main() -> None:
     p.add_argument("--group", type=int, default=1,
                    help="rows per distinct prompt (GRPO's completions per prompt; the batch must divide by it)")
     p.add_argument("--prefill-compare", action="store_true",
-                   help="also time each model with every row prefilled and the LM head on every prompt position "
-                        "('<model>_fullprefill', the same backend and captured step), in the same passes")
+                   help="also time each model with every row prefilled eagerly and the LM head on every prompt "
+                        "position ('<model>_fullprefill') and with only the prefill's capture off ('<model>_eager'), "
+                        "on the same backend and captured step, in the same passes")
     p.add_argument("--prefill-split", action="store_true",
                    help="also time calls that generate one token (the prefill, its LM head and one sample) per "
                         "model, and report the decode steps' share of a call as the difference")
@@ -218,7 +221,7 @@ def main() -> None:
                                                fused_step={"fused": True, "compiled": False, "eager": None}[mode])
                         for name, m in runs.items()}
             if args.prefill_compare and compiled:
-                backends.update({f"{name}_fullprefill": backends[name] for name in models})
+                backends.update({f"{name}_{v}": backends[name] for v in ("fullprefill", "eager") for name in models})
             for batch in (int(b) for b in args.batches.split(",")):
                 if batch % args.group:
                     raise SystemExit(f"--group {args.group} does not divide batch {batch}")
@@ -237,7 +240,8 @@ def main() -> None:
                     row[f"{name}_tokens"] = passes[0][name]["tokens"]
                 row["ratio"] = row["nvfp4_tok_s"] / row["bf16_tok_s"]
                 if "nvfp4_fullprefill" in backends:
-                    row["ratio_fullprefill"] = row["nvfp4_fullprefill_tok_s"] / row["bf16_fullprefill_tok_s"]
+                    for v in ("fullprefill", "eager"):
+                        row[f"ratio_{v}"] = row[f"nvfp4_{v}_tok_s"] / row[f"bf16_{v}_tok_s"]
                 if args.prefill_split:
                     one = dataclasses.replace(settings, max_new_tokens=1)
                     for name, backend in backends.items():
@@ -269,6 +273,8 @@ def main() -> None:
         if "ratio_fullprefill" in r:
             print(f"     every row prefilled, LM head on every position: BF16 {r['bf16_fullprefill_tok_s']:.0f} / "
                   f"NVFP4 {r['nvfp4_fullprefill_tok_s']:.0f} tok/s, {r['ratio_fullprefill']:.2f}x")
+            print(f"     the prefill uncaptured: BF16 {r['bf16_eager_tok_s']:.0f} / NVFP4 {r['nvfp4_eager_tok_s']:.0f} "
+                  f"tok/s, {r['ratio_eager']:.2f}x")
         for name in (n[: -len("_prefill_ms")] for n in r if n.endswith("_prefill_ms")):
             print(f"     {name}: prefill {r[name + '_prefill_ms']:.1f} ms, then {r[name + '_step_ms']:.2f} ms a token")
         if "nvfp4_after_tok_s" in r:

@@ -4123,4 +4123,12 @@ PY
       --tb=long 2>&1 | grep -v Warning | tail -40 | tee "$out/gpu_tests.txt"
     timeout 300 python3 benchmarks/prefill_profile.py --batch 8 --group 8 --out "$out" 2>&1 | grep -v Warning | tail -4
     ;;
+  78d)  # the prefill captured as a CUDA graph per (distinct prompts, padded width): the backend's GPU tests, then the
+        # 78a comparison with a third variant (the prefill shared but uncaptured)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py -rf \
+      --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -30 | tee "$out/gpu_tests.txt"
+    timeout 380 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --group 8 --prefill-compare \
+      --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -22
+    ;;
 esac

@@ -11,7 +11,7 @@ import torch
 
 from qerl.rollout.base import SamplingSettings
 from qerl.rollout.hf import HFRolloutBackend
-from qerl.rollout.static_decode import CACHE_BUCKET, STOP_CHECK_EVERY
+from qerl.rollout.static_decode import CACHE_BUCKET, PREFILL_BUCKET, STOP_CHECK_EVERY
 from tests.conftest import attach_test_adapter, random_prompts
 
 TOKENIZER = SimpleNamespace(pad_token_id=0, eos_token_id=1)  # the backend reads only these two
@@ -113,7 +113,7 @@ def test_repeated_prompts_are_prefilled_once_and_generate_what_generate_does(fus
     finally:
         for hook in hooks:
             hook.remove()
-    assert shapes[0] == (3, 9)  # the prefill: three distinct prompts, padded to the longest
+    assert shapes[0] == (3, PREFILL_BUCKET)  # the prefill: three distinct prompts, left-padded to the width bucket
     assert heads[0] == (3, 1)  # and the LM head on their last positions only
     assert all(s == (8, 1) for s in shapes[1:]) and (len(shapes) > 1) != fused_step  # the fused step has its own body
     assert got.completion_ids == ref.completion_ids
@@ -231,19 +231,29 @@ def test_compiled_decode_with_split_kernels(monkeypatch, fused_step):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fused_step", [True, False])
-def test_compiled_decode_after_a_shared_prefill(fused_step):
-    """Groups of one prompt on CUDA: the distinct prompts' prefill, copied into every row of the static cache that the
-    captured step then reads, gives each row the log-probabilities of an eager forward over its own tokens; a second
-    call on the same cache and graphs too."""
+def test_compiled_decode_after_a_captured_shared_prefill(fused_step):
+    """Groups of one prompt on CUDA: the distinct prompts' prefill runs as a captured CUDA graph (one per rows and
+    padded width, replayed for new prompts of the same shape) and is copied into every row of the static cache that
+    the captured step then reads; each row's log-probabilities are an eager forward's over its own tokens, and greedy
+    decoding gives what the uncaptured prefill gives."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     model = _tiny_policy("cuda", torch.bfloat16)
     backend = HFRolloutBackend(model, TOKENIZER, fused_step=fused_step)
-    distinct = _prompts((6, 9, 4))
-    for order in ((0, 0, 0, 0, 1, 1, 1, 1), (2, 2, 2, 2, 0, 0, 0, 0)):
+    distinct = _prompts((6, 9, 4, 40))
+    sampled = SamplingSettings(max_new_tokens=24, temperature=1.0, seed=1)
+    for order in ((0, 0, 0, 0, 1, 1, 1, 1), (2, 2, 2, 2, 0, 0, 0, 0), (3, 3, 3, 3, 1, 1, 1, 1)):
         prompts = [distinct[i] for i in order]
-        result = backend.generate(prompts, SamplingSettings(max_new_tokens=24, temperature=1.0, seed=1))
-        assert backend.decoder._graph is not None
+        result = backend.generate(prompts, sampled)
         assert all(len(c) == 24 for c in result.completion_ids)
         assert len({tuple(c) for c in result.completion_ids[:4]}) > 1  # one prompt's rows sample apart
-        assert _mismatch(model, prompts, result) < 0.05
+        worst = _mismatch(model, prompts, result)
+        assert worst < 0.1, worst
+    assert sorted(backend.decoder._prefills) == [(2, PREFILL_BUCKET), (2, 2 * PREFILL_BUCKET)]
+    greedy = SamplingSettings(max_new_tokens=24, temperature=0.0)
+    captured = backend.generate(prompts, greedy)
+    backend.decoder.capture_prefill = False
+    eager = backend.generate(prompts, greedy)
+    assert captured.completion_ids == eager.completion_ids
+    for a, b in zip(captured.logprobs, eager.logprobs):
+        torch.testing.assert_close(torch.tensor(a), torch.tensor(b), atol=0.02, rtol=0)

@@ -46,6 +46,8 @@ from qerl.rollout.base import SamplingSettings
 from qerl.rollout.decode_step import DecodeStep
 
 CACHE_BUCKET = 256  # static KV cache lengths are multiples of this
+PREFILL_BUCKET = 32  # prompts are left-padded to a multiple of this many positions: one captured prefill per width
+PREFILL_GRAPHS = 4  # captured prefills kept (each holds its activations' memory pool)
 STOP_CHECK_EVERY = 16  # tokens between the host's looks at the finished flags
 
 
@@ -76,6 +78,7 @@ class StaticDecoder:
     # only to measure what they save (benchmarks/rollout_hf.py --prefill-compare).
     last_logits_only = True
     share_prompt_prefill = True
+    capture_prefill = True  # with ``compile``: the prefill as a CUDA graph per (distinct prompts, padded width)
 
     def __init__(self, model: nn.Module, compile: bool = False, fused_step: bool = False) -> None:
         # peft injects its LoRA layers into the transformers model's modules: calling that model directly runs them,
@@ -92,12 +95,14 @@ class StaticDecoder:
         self._starts: torch.Tensor | None = None  # [batch]: each row's first prompt position (its pad count)
         self._rope: tuple[torch.Tensor, torch.Tensor] | None = None  # the fused step's cos / sin tables
         self._graph: _StepGraph | None = None  # the captured step for self._cache
+        self._prefills: dict[tuple[int, int], _PrefillGraph] = {}  # captured prefills by (rows, width)
 
     def reset_graphs(self) -> None:
         """Drop the captured step (the next call captures it anew), e.g. after weights were replaced by new tensors
         or adapters were added or switched."""
         self._graph = None
         self._fused = None
+        self._prefills = {}
 
     def static_kv_cache(self, batch: int, length: int) -> StaticCache:
         """The cache for ``batch`` rows of up to ``length`` tokens, emptied: the one of the last call where it fits
@@ -143,6 +148,10 @@ class StaticDecoder:
         ``prompt_mask`` marks the real tokens. After a row's first EOS its tokens are ``pad_token_id`` (as
         ``generate``'s). ``logprobs``: each token's log-probability under the temperature-scaled raw logits (the
         distribution the trainer scores tokens under), fp32."""
+        given = ids  # what generate's repetition penalty sees: without the padding added here
+        padding = -ids.shape[1] % PREFILL_BUCKET  # more left padding: a captured prefill per width bucket
+        ids = nn.functional.pad(ids, (padding, 0), value=pad_token_id)
+        prompt_mask = nn.functional.pad(prompt_mask, (padding, 0), value=0)
         batch, width = ids.shape
         cache = self.static_kv_cache(batch, width + s.max_new_tokens)
         device = ids.device
@@ -168,7 +177,7 @@ class StaticDecoder:
         steps = s.max_new_tokens
         for t in range(s.max_new_tokens):
             # The sequence so far, as generate hands it to the processors (only the repetition penalty reads it).
-            seen = torch.cat([ids, tokens[:, :t]], dim=1) if s.repetition_penalty != 1.0 else ids
+            seen = torch.cat([given, tokens[:, :t]], dim=1) if s.repetition_penalty != 1.0 else given
             scores = procs(seen, logits) if procs else logits
             token = torch.multinomial(torch.softmax(scores, dim=-1), 1).squeeze(1) if sample else scores.argmax(-1)
             logprobs[:, t] = torch.log_softmax(logits / scale, dim=-1).gather(-1, token[:, None]).squeeze(1)
@@ -193,21 +202,41 @@ class StaticDecoder:
                  cache: StaticCache) -> torch.Tensor:
         """Run the prompts ``ids`` [B, W] into ``cache`` (positions 0 .. W - 1; ``mask``: the cache's attention mask):
         fp32 logits [B, V] of each row's last position. Rows with the same prompt share one forward
-        (``share_prompt_prefill``)."""
+        (``share_prompt_prefill``); with ``compile`` that forward is a captured CUDA graph (``capture_prefill``)."""
         width = ids.shape[1]
         keep = {"logits_to_keep": 1} if self.last_logits_only and _takes_logits_to_keep(self.model) else {}
-        firsts, inverse = _distinct_rows(torch.cat([ids, prompt_mask.to(ids.dtype)], dim=1))
-        if not self.share_prompt_prefill or len(firsts) == len(inverse):
+        if self.share_prompt_prefill:
+            firsts, inverse = _distinct_rows(torch.cat([ids, prompt_mask.to(ids.dtype)], dim=1))
+        else:
+            firsts = inverse = torch.arange(len(ids), device=ids.device)
+        if self.compile and self.capture_prefill:
+            graph = self._prefill_graph(len(firsts), width, keep)
+            logits, layers = graph.run(ids[firsts], prompt_mask[firsts], position_ids[firsts])
+        elif len(firsts) < len(inverse):
+            shared = DynamicCache(config=self.model.config)
+            out = self.model(input_ids=ids[firsts], attention_mask=prompt_mask[firsts],
+                             position_ids=position_ids[firsts], past_key_values=shared, use_cache=True, **keep)
+            logits, layers = out.logits[:, -1].float(), [(layer.keys, layer.values) for layer in shared.layers]
+        else:  # every row its own prompt, uncaptured: straight into the cache
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=position_ids,
                              cache_position=torch.arange(width, device=ids.device), past_key_values=cache,
                              use_cache=True, **keep)
             return out.logits[:, -1].float()
-        shared = DynamicCache(config=self.model.config)
-        out = self.model(input_ids=ids[firsts], attention_mask=prompt_mask[firsts], position_ids=position_ids[firsts],
-                         past_key_values=shared, use_cache=True, **keep)
-        for i, layer in enumerate(shared.layers):  # each distinct prompt's k / v into all of its rows
-            cache.update(layer.keys[inverse], layer.values[inverse], i)
-        return out.logits[:, -1].float()[inverse]
+        for i, (keys, values) in enumerate(layers):  # each distinct prompt's k / v into all of its rows
+            cache.update(keys[inverse], values[inverse], i)
+        return logits[inverse]
+
+    def _prefill_graph(self, rows: int, width: int, keep: dict) -> _PrefillGraph:
+        """The captured prefill for ``rows`` prompts of ``width`` positions (made and kept on first use; the least
+        recently used one dropped beyond ``PREFILL_GRAPHS``)."""
+        key = (rows, width)
+        graph = self._prefills.pop(key, None)
+        if graph is None:
+            if len(self._prefills) >= PREFILL_GRAPHS:
+                del self._prefills[next(iter(self._prefills))]
+            graph = _PrefillGraph(self.model, rows, width, keep)
+        self._prefills[key] = graph  # most recent last
+        return graph
 
 
 def _distinct_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -224,6 +253,41 @@ def _distinct_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _takes_logits_to_keep(model: nn.Module) -> bool:
     return "logits_to_keep" in inspect.signature(model.forward).parameters
+
+
+class _PrefillGraph:
+    """The model's own forward over a batch of prompts, captured as one CUDA graph: fixed input buffers and a static
+    cache of their own, whose keys and values the caller copies out. Eager, a 7B-shaped NVFP4 prefill of one
+    128-token prompt spends ~150 ms on the host for ~20 ms of GPU work (benchmarks/RESULTS.md, run 44): every
+    module's launches from Python. transformers builds the attention mask without reading it on the host while a
+    CUDA stream is capturing."""
+
+    def __init__(self, model: nn.Module, rows: int, width: int, keep: dict) -> None:
+        device = model.get_input_embeddings().weight.device
+        self.ids = torch.zeros(rows, width, dtype=torch.long, device=device)
+        self.mask = torch.zeros(rows, width, dtype=torch.long, device=device)
+        self.position = torch.zeros(rows, width, dtype=torch.long, device=device)
+        self.cache_position = torch.arange(width, device=device)
+        self.cache = StaticCache(config=model.config, max_cache_len=width)
+        self._call = lambda: model(input_ids=self.ids, attention_mask=self.mask, position_ids=self.position,
+                                   cache_position=self.cache_position, past_key_values=self.cache, use_cache=True,
+                                   **keep).logits[:, -1].float()
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.logits: torch.Tensor | None = None
+
+    def run(self, ids: torch.Tensor, mask: torch.Tensor, position: torch.Tensor):
+        """(fp32 logits [rows, V] of the last position, each layer's (keys, values) [rows, KV, width, D]): views of
+        the graph's buffers, valid until the next call."""
+        self.ids.copy_(ids)
+        self.mask.copy_(mask)
+        self.position.copy_(position)
+        self.cache.reset()  # the forward writes at the cache's own running length, which starts at 0
+        if self.graph is None:
+            self.graph, self.logits, logits = warm_and_capture(self._call)  # the warm-up call is this prefill
+        else:
+            self.graph.replay()
+            logits = self.logits
+        return logits, [(layer.keys, layer.values) for layer in self.cache.layers]
 
 
 class _StepGraph:
