@@ -4131,4 +4131,13 @@ PY
     timeout 380 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --group 8 --prefill-compare \
       --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -22
     ;;
+  78e)  # why the captured prefill's replay gave NaNs (scripts/prefill_capture_check.py: warm-up against replay, padding,
+        # SDPA backends, the 4-D mask); the backend's GPU tests; the 78d comparison
+    device_name
+    timeout 120 python3 scripts/prefill_capture_check.py 2>&1 | grep "^widths" | tee "$out/capture_check.txt"
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py -rf \
+      --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -20 | tee "$out/gpu_tests.txt"
+    timeout 380 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --group 8 --prefill-compare \
+      --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -22
+    ;;
 esac

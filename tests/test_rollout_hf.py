@@ -125,6 +125,31 @@ def test_repeated_prompts_are_prefilled_once_and_generate_what_generate_does(fus
     assert unshared.completion_ids == got.completion_ids
 
 
+def test_4d_prefill_mask_matches_transformers_padding_mask():
+    """The captured prefill's own 4-D mask (padding queries attend to themselves) gives the logits and the real
+    positions' keys and values of transformers' 2-D padding mask, and a padding position's keys stay finite."""
+    from transformers import DynamicCache, StaticCache
+
+    from qerl.rollout.static_decode import attention_mask_4d
+
+    model = _tiny_policy("cpu", torch.float32).get_base_model()
+    prompts = _prompts((5, 9, 7))
+    ids = torch.tensor([[0] * (9 - len(p)) + p for p in prompts])
+    mask = (ids != 0).long()
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        ref_cache, own_cache = DynamicCache(config=model.config), StaticCache(config=model.config, max_cache_len=9)
+        ref = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=ref_cache).logits[:, -1]
+        own = model(input_ids=ids, attention_mask=attention_mask_4d(mask), position_ids=pos,
+                    cache_position=torch.arange(9), past_key_values=own_cache).logits[:, -1]
+    torch.testing.assert_close(own, ref, atol=1e-5, rtol=1e-5)
+    real = mask.bool()[:, None, :, None]
+    for a, b in zip(own_cache.layers, ref_cache.layers):
+        for x, y in ((a.keys, b.keys), (a.values, b.values)):
+            assert torch.isfinite(x).all()
+            torch.testing.assert_close(x.where(real, 0), y.where(real, 0), atol=1e-5, rtol=1e-5)
+
+
 def test_decoding_stops_once_every_row_has_ended():
     """The loop reads the finished flags every ``STOP_CHECK_EVERY`` tokens (not every token): with every id an EOS,
     all rows end at their first token and the loop stops at the first check."""

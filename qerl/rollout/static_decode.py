@@ -262,10 +262,13 @@ class _PrefillGraph:
     module's launches from Python. transformers builds the attention mask without reading it on the host while a
     CUDA stream is capturing."""
 
-    def __init__(self, model: nn.Module, rows: int, width: int, keep: dict) -> None:
+    def __init__(self, model: nn.Module, rows: int, width: int, keep: dict, own_mask: bool = True) -> None:
         device = model.get_input_embeddings().weight.device
         self.ids = torch.zeros(rows, width, dtype=torch.long, device=device)
-        self.mask = torch.zeros(rows, width, dtype=torch.long, device=device)
+        # ``own_mask``: the 4-D boolean mask built here (``attention_mask_4d``), else the 2-D padding mask.
+        self.own_mask = own_mask
+        self.mask = (torch.zeros(rows, 1, width, width, dtype=torch.bool, device=device) if own_mask
+                     else torch.zeros(rows, width, dtype=torch.long, device=device))
         self.position = torch.zeros(rows, width, dtype=torch.long, device=device)
         self.cache_position = torch.arange(width, device=device)
         self.cache = StaticCache(config=model.config, max_cache_len=width)
@@ -279,7 +282,7 @@ class _PrefillGraph:
         """(fp32 logits [rows, V] of the last position, each layer's (keys, values) [rows, KV, width, D]): views of
         the graph's buffers, valid until the next call."""
         self.ids.copy_(ids)
-        self.mask.copy_(mask)
+        self.mask.copy_(attention_mask_4d(mask) if self.own_mask else mask)
         self.position.copy_(position)
         self.cache.reset()  # the forward writes at the cache's own running length, which starts at 0
         if self.graph is None:
@@ -288,6 +291,18 @@ class _PrefillGraph:
             self.graph.replay()
             logits = self.logits
         return logits, [(layer.keys, layer.values) for layer in self.cache.layers]
+
+
+def attention_mask_4d(mask: torch.Tensor) -> torch.Tensor:
+    """[B, 1, W, W] bool (True: may attend) for left-padded prompts whose ``mask`` [B, W] marks the real tokens:
+    causal, padding keys masked, and each padding query attending to itself alone. transformers' 2-D masks leave
+    a padding query no key at all, and the attention's output for such a row is not finite on every SDPA path; its
+    NaN then reaches the next layer's keys and values at that position, which the real rows multiply by a zero
+    weight (0 x NaN)."""
+    width = mask.shape[1]
+    causal = torch.ones(width, width, dtype=torch.bool, device=mask.device).tril_()
+    itself = torch.eye(width, dtype=torch.bool, device=mask.device)
+    return causal & (mask.bool()[:, None, None, :] | itself)
 
 
 class _StepGraph:
