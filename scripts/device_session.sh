@@ -4111,7 +4111,7 @@ PY
     timeout 420 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --group 8 --prefill-compare \
       --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -14
     ;;
-  78b)  # the same with a rank-32 adapter
+  78b)  # 78f's comparison with a rank-32 adapter
     device_name
     timeout 560 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 32 --group 8 --prefill-compare \
       --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -14
@@ -4135,6 +4135,14 @@ PY
         # SDPA backends, the 4-D mask); the backend's GPU tests; the 78d comparison
     device_name
     timeout 120 python3 scripts/prefill_capture_check.py 2>&1 | grep "^widths" | tee "$out/capture_check.txt"
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py -rf \
+      --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -20 | tee "$out/gpu_tests.txt"
+    timeout 380 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --group 8 --prefill-compare \
+      --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -22
+    ;;
+  78f)  # the fused step built before the prefill is captured (its fusion moves q / k / v and gate / up, which a prefill
+        # captured earlier read where they were): the backend's GPU tests, then the 78d comparison
+    device_name
     timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py -rf \
       --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -20 | tee "$out/gpu_tests.txt"
     timeout 380 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --group 8 --prefill-compare \

@@ -264,7 +264,7 @@ def test_compiled_decode_after_a_captured_shared_prefill(fused_step):
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     model = _tiny_policy("cuda", torch.bfloat16)
-    backend = HFRolloutBackend(model, TOKENIZER, fused_step=fused_step)
+    backend = HFRolloutBackend(model, TOKENIZER, eos_token_ids=[256], fused_step=fused_step)  # no EOS: full lengths
     distinct = _prompts((6, 9, 4, 40))
     sampled = SamplingSettings(max_new_tokens=24, temperature=1.0, seed=1)
     for order in ((0, 0, 0, 0, 1, 1, 1, 1), (2, 2, 2, 2, 0, 0, 0, 0), (3, 3, 3, 3, 1, 1, 1, 1)):

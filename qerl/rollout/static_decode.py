@@ -161,10 +161,12 @@ class StaticDecoder:
         mask.fill_(1)
         mask[:, :width] = prompt_mask
         position_ids = (prompt_mask.long().cumsum(-1) - 1).clamp_(min=0)  # as generate: pads at position 0
-        logits = self._prefill(ids, prompt_mask, mask, position_ids, cache)
         if self.fused_step:
+            # Before the prefill: building the step moves q / k / v and gate / up into one allocation per group
+            # (``qerl.fusion``), and a prefill captured earlier would read the weights where they were.
             self._prepare_fused()
             self._starts.copy_((prompt_mask == 0).sum(-1))  # left padding: a row's pads come first
+        logits = self._prefill(ids, prompt_mask, mask, position_ids, cache)
         next_position = position_ids[:, -1:] + 1
         procs = logits_processors(s)
         sample = s.temperature > 0
