@@ -21,8 +21,10 @@ the cache from each row's first prompt token); the prefill stays the model's for
 
 The prefill computes the logits of each row's last position only (``logits_to_keep``: the LM head over every prompt
 position would be the largest product of the call), and a prompt that appears in several rows (GRPO's group of
-completions per prompt) is prefilled once: the distinct prompts run on a dynamic cache, whose keys and values are then
-written into every row of the static cache that holds that prompt, through the cache's public ``update``.
+completions per prompt) is prefilled once: the distinct prompts run on a cache of their own, whose keys and values are
+then written into every row of the static cache that holds that prompt, through the cache's public ``update``. With
+``compile`` that prefill is the model's forward captured as a CUDA graph per (distinct prompts, width), the width
+left-padded to a multiple of ``PREFILL_BUCKET``: eager, the host's launches took several times the GPU's time.
 """
 
 from __future__ import annotations
@@ -267,7 +269,7 @@ class _PrefillGraph:
     def __init__(self, model: nn.Module, rows: int, width: int, keep: dict, own_mask: bool = True) -> None:
         device = model.get_input_embeddings().weight.device
         self.ids = torch.zeros(rows, width, dtype=torch.long, device=device)
-        # ``own_mask``: the 4-D boolean mask built here (``attention_mask_4d``), else the 2-D padding mask.
+        # ``own_mask``: the 4-D boolean mask built here (``attention_mask_4d``), else transformers' from the 2-D one.
         self.own_mask = own_mask
         self.mask = (torch.zeros(rows, 1, width, width, dtype=torch.bool, device=device) if own_mask
                      else torch.zeros(rows, width, dtype=torch.long, device=device))
@@ -297,10 +299,10 @@ class _PrefillGraph:
 
 def attention_mask_4d(mask: torch.Tensor) -> torch.Tensor:
     """[B, 1, W, W] bool (True: may attend) for left-padded prompts whose ``mask`` [B, W] marks the real tokens:
-    causal, padding keys masked, and each padding query attending to itself alone. transformers' 2-D masks leave
-    a padding query no key at all, and the attention's output for such a row is not finite on every SDPA path; its
-    NaN then reaches the next layer's keys and values at that position, which the real rows multiply by a zero
-    weight (0 x NaN)."""
+    causal, padding keys masked, and each padding query attending to itself, so that no query row is left without a
+    key. Given to the captured prefill so that its warm-up call and its replays run the same mask: from a 2-D mask
+    transformers builds none where a batch has no padding (SDPA's causal flag instead) but builds one while a stream is
+    capturing, and the two round differently (0.0156 in the logits of a bf16 model, benchmarks/RESULTS.md, run 44)."""
     width = mask.shape[1]
     causal = torch.ones(width, width, dtype=torch.bool, device=mask.device).tril_()
     itself = torch.eye(width, dtype=torch.bool, device=mask.device)
