@@ -4148,4 +4148,9 @@ PY
     timeout 380 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --group 8 --prefill-compare \
       --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -22
     ;;
+  78g)  # the captured prefills in one shared memory pool: the backend's GPU tests
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py -rf \
+      --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -20 | tee "$out/gpu_tests.txt"
+    ;;
 esac

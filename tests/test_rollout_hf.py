@@ -274,7 +274,11 @@ def test_compiled_decode_after_a_captured_shared_prefill(fused_step):
         assert len({tuple(c) for c in result.completion_ids[:4]}) > 1  # one prompt's rows sample apart
         worst = _mismatch(model, prompts, result)
         assert worst < 0.1, worst
-    assert sorted(backend.decoder._prefills) == [(2, PREFILL_BUCKET), (2, 2 * PREFILL_BUCKET)]
+    prefills = backend.decoder._prefills
+    assert sorted(prefills) == [(2, PREFILL_BUCKET), (2, 2 * PREFILL_BUCKET)]
+    assert len({g.graph.pool() for g in prefills.values()}) == 1  # one memory pool for both
+    prompts = [distinct[i] for i in (1, 1, 1, 1, 2, 2, 2, 2)]  # the first shape again, after the second's capture
+    assert _mismatch(model, prompts, backend.generate(prompts, sampled)) < 0.1
     greedy = SamplingSettings(max_new_tokens=24, temperature=0.0)
     captured = backend.generate(prompts, greedy)
     backend.decoder.capture_prefill = False

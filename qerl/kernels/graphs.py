@@ -16,9 +16,11 @@ def capture(fn: Callable[[], Any], warmups: int = 1) -> tuple[torch.cuda.CUDAGra
     return graph, out
 
 
-def warm_and_capture(fn: Callable[[], Any], warmups: int = 1) -> tuple[torch.cuda.CUDAGraph, Any, Any]:
+def warm_and_capture(fn: Callable[[], Any], warmups: int = 1, pool: Any = None) -> tuple[torch.cuda.CUDAGraph, Any, Any]:
     """As ``capture``, also returning what the last warm-up call returned: where ``fn`` changes state (e.g. appends
-    to a KV cache), that call can be the real one, since capturing runs nothing."""
+    to a KV cache), that call can be the real one, since capturing runs nothing. ``pool``: a memory pool shared with
+    other graphs (``torch.cuda.graph_pool_handle()``), for graphs that never run at the same time and whose outputs
+    their callers copy before another of them replays."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     warm = None
@@ -27,6 +29,6 @@ def warm_and_capture(fn: Callable[[], Any], warmups: int = 1) -> tuple[torch.cud
             warm = fn()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, pool=pool):
         out = fn()
     return graph, out, warm

@@ -49,7 +49,7 @@ from qerl.rollout.decode_step import DecodeStep
 
 CACHE_BUCKET = 256  # static KV cache lengths are multiples of this
 PREFILL_BUCKET = 32  # prompts are left-padded to a multiple of this many positions: one captured prefill per width
-PREFILL_GRAPHS = 4  # captured prefills kept (each holds its activations' memory pool)
+PREFILL_GRAPHS = 4  # captured prefills kept (one memory pool for their activations, as large as the largest's)
 STOP_CHECK_EVERY = 16  # tokens between the host's looks at the finished flags
 
 
@@ -98,6 +98,9 @@ class StaticDecoder:
         self._rope: tuple[torch.Tensor, torch.Tensor] | None = None  # the fused step's cos / sin tables
         self._graph: _StepGraph | None = None  # the captured step for self._cache
         self._prefills: dict[tuple[int, int], _PrefillGraph] = {}  # captured prefills by (rows, width)
+        # One memory pool for all of them: their activations take the largest one's memory, not the sum. Safe as
+        # they run one at a time and the caller copies each one's outputs before the next replay.
+        self._prefill_pool = None
 
     def reset_graphs(self) -> None:
         """Drop the captured step (the next call captures it anew), e.g. after weights were replaced by new tensors
@@ -105,6 +108,7 @@ class StaticDecoder:
         self._graph = None
         self._fused = None
         self._prefills = {}
+        self._prefill_pool = None
 
     def static_kv_cache(self, batch: int, length: int) -> StaticCache:
         """The cache for ``batch`` rows of up to ``length`` tokens, emptied: the one of the last call where it fits
@@ -238,7 +242,9 @@ class StaticDecoder:
         if graph is None:
             if len(self._prefills) >= PREFILL_GRAPHS:
                 del self._prefills[next(iter(self._prefills))]
-            graph = _PrefillGraph(self.model, rows, width, keep)
+            if self._prefill_pool is None:
+                self._prefill_pool = torch.cuda.graph_pool_handle()
+            graph = _PrefillGraph(self.model, rows, width, keep, pool=self._prefill_pool)
         self._prefills[key] = graph  # most recent last
         return graph
 
@@ -266,7 +272,8 @@ class _PrefillGraph:
     module's launches from Python. transformers builds the attention mask without reading it on the host while a
     CUDA stream is capturing."""
 
-    def __init__(self, model: nn.Module, rows: int, width: int, keep: dict, own_mask: bool = True) -> None:
+    def __init__(self, model: nn.Module, rows: int, width: int, keep: dict, own_mask: bool = True,
+                 pool=None) -> None:
         device = model.get_input_embeddings().weight.device
         self.ids = torch.zeros(rows, width, dtype=torch.long, device=device)
         # ``own_mask``: the 4-D boolean mask built here (``attention_mask_4d``), else transformers' from the 2-D one.
@@ -281,6 +288,7 @@ class _PrefillGraph:
                                    **keep).logits[:, -1].float()
         self.graph: torch.cuda.CUDAGraph | None = None
         self.logits: torch.Tensor | None = None
+        self.pool = pool
 
     def run(self, ids: torch.Tensor, mask: torch.Tensor, position: torch.Tensor):
         """(fp32 logits [rows, V] of the last position, each layer's (keys, values) [rows, KV, width, D]): views of
@@ -290,7 +298,8 @@ class _PrefillGraph:
         self.position.copy_(position)
         self.cache.reset()  # the forward writes at the cache's own running length, which starts at 0
         if self.graph is None:
-            self.graph, self.logits, logits = warm_and_capture(self._call)  # the warm-up call is this prefill
+            # The warm-up call is this prefill.
+            self.graph, self.logits, logits = warm_and_capture(self._call, pool=self.pool)
         else:
             self.graph.replay()
             logits = self.logits
