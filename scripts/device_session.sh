@@ -4153,4 +4153,9 @@ PY
     timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py -rf \
       --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -20 | tee "$out/gpu_tests.txt"
     ;;
+  78h)  # 78f's comparison with distinct prompts (no groups: what sharing cannot help), batch 8, no adapter
+    device_name
+    timeout 220 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0 --group 1 --prefill-compare \
+      --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -9
+    ;;
 esac
