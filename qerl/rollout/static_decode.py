@@ -205,7 +205,6 @@ class StaticDecoder:
             next_position = next_position + 1
         return tokens[:, :steps], logprobs[:, :steps]
 
-
     def _prefill(self, ids: torch.Tensor, prompt_mask: torch.Tensor, mask: torch.Tensor, position_ids: torch.Tensor,
                  cache: StaticCache) -> torch.Tensor:
         """Run the prompts ``ids`` [B, W] into ``cache`` (positions 0 .. W - 1; ``mask``: the cache's attention mask):
@@ -269,8 +268,8 @@ class _PrefillGraph:
     """The model's own forward over a batch of prompts, captured as one CUDA graph: fixed input buffers and a static
     cache of their own, whose keys and values the caller copies out. Eager, a 7B-shaped NVFP4 prefill of one
     128-token prompt spends ~150 ms on the host for ~20 ms of GPU work (benchmarks/RESULTS.md, run 44): every
-    module's launches from Python. transformers builds the attention mask without reading it on the host while a
-    CUDA stream is capturing."""
+    module's launches from Python. With the graph's own 4-D mask (``attention_mask_4d``) transformers builds none;
+    from a 2-D mask it builds one without reading it on the host while a CUDA stream is capturing."""
 
     def __init__(self, model: nn.Module, rows: int, width: int, keep: dict, own_mask: bool = True,
                  pool=None) -> None:
