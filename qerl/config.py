@@ -73,6 +73,12 @@ class QeRLConfig(GRPOConfig):
                                                                         "(fused q/k/v and gate/up products, Triton "
                                                                         "decode attention; Qwen2 / Llama families; "
                                                                         "default: when compiling)"})
+    hf_decode_layout: str | None = field(default=None, metadata={"help": "hf backend, fused step on NVFP4: the code "
+                                                                          "layout its products read: unset = the "
+                                                                          "training modules' own (pairs) | words (a "
+                                                                          "copy of the codes, +0.5 byte a weight, "
+                                                                          "read by the Hopper kernels; RESULTS run "
+                                                                          "45)"})
     vllm_max_lora_rank: int | None = None  # default: lora_r
     vllm_enforce_eager: bool = field(default=False, metadata={"help": "no CUDA graphs in the rollout engine"})
     vllm_fp4_kernel: str = field(default="marlin", metadata={"help": "NVFP4 GEMM in the rollout engine: marlin (vLLM's) "

@@ -4158,4 +4158,17 @@ PY
     timeout 220 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0 --group 1 --prefill-compare \
       --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -9
     ;;
+  79a)  # the fused step on its own "words" copy of the codes (decode_layout): the backend's GPU tests, then the
+        # rollouts without an adapter, the modules' "pairs" and the words copy in the same passes
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py -rf \
+      --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -20 | tee "$out/gpu_tests.txt"
+    timeout 380 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --group 8 --decode-layout-compare \
+      --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -12
+    ;;
+  79b)  # 79a's comparison with a rank-32 adapter
+    device_name
+    timeout 560 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 32 --group 8 --decode-layout-compare \
+      --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -12
+    ;;
 esac

@@ -179,6 +179,36 @@ def test_decode_step_generates_what_generate_does(base):
     assert len({tuple(c) for c in got.completion_ids}) > 1
 
 
+def test_decode_step_on_its_own_words_copy_generates_what_generate_does():
+    """``decode_layout="words"``: every packed product of the step reads its own copy of the codes in the words layout
+    (the same scales tensor), the training modules keep theirs in "pairs", and the step still generates what generate
+    does. A layout no forward reads is refused."""
+    model = _tiny()
+    before = {n: b.clone() for n, b in model.named_buffers() if n.endswith("kernel_codes")}
+    backend, _ = _generates_like_generate(model, _prompts((5, 9, 7)), 4, static_cache=True, decode_layout="words")
+    step = backend.decoder._fused
+    module_codes = {b.untyped_storage().data_ptr() for n, b in model.named_buffers() if n.endswith("kernel_codes")}
+    groups = [g for layer in step.layers for g in (layer.qkv, layer.o, layer.gate_up, layer.down)]
+    assert len(groups) == 8 and all(g.fused.weight.layout == "words" for g in groups)
+    assert not {g.fused.weight.codes.untyped_storage().data_ptr() for g in groups} & module_codes
+    for layer in step.layers:  # the scales: the modules' own fused tensor, not a copy
+        for g in (layer.qkv, layer.gate_up):
+            held = fuse_siblings(*_parent_and_leaves(layer, g)).weight.scales
+            assert (g.fused.weight.scales.data_ptr(), g.fused.weight.scales.shape) == (held.data_ptr(), held.shape)
+    after = {n: b for n, b in model.named_buffers() if n.endswith("kernel_codes")}
+    assert before.keys() == after.keys() and all(torch.equal(before[n], after[n]) for n in before)
+    with pytest.raises(ValueError, match="decode_layout 'rows'"):
+        HFRolloutBackend(model, TOKENIZER, decode_layout="rows")
+    with pytest.raises(ValueError, match="decode layout 'rows'"):
+        DecodeStep(model, "rows")
+    with pytest.raises(ValueError, match="read by the fused decode step"):
+        HFRolloutBackend(model, TOKENIZER, fused_step=False, decode_layout="words")
+
+
+def _parent_and_leaves(layer, group):
+    return (layer.layer.self_attn, QKV) if group is layer.qkv else (layer.layer.mlp, GATE_UP)
+
+
 def test_groups_that_cannot_be_fused_run_their_modules():
     """Siblings with their own global scales: the step calls their modules (and still generates generate's tokens);
     members without an adapter next to adapted ones: a zero expand for them."""

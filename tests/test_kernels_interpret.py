@@ -340,6 +340,31 @@ def test_words_layout_places_each_code_where_the_decoder_reads_it(monkeypatch):
         prepare_weight(q.packed, q.scale, q.global_scale, layout="nibbles")
 
 
+def test_with_layout_recodes_the_codes_and_shares_the_scales(monkeypatch):
+    """``with_layout`` gives a weight's codes in another layout byte for byte as ``prepare_weight`` writes them, from
+    every layout to every other, in slabs of rows or whole; the scales tensor is the same object, and a weight
+    already in the layout is returned as it is."""
+    from qerl.kernels import nvfp4_gemm, with_layout
+
+    n, k = 6, 272
+    q = nvfp4.quantize(torch.randn(n, k))
+    made = {lay: prepare_weight(q.packed, q.scale, q.global_scale, layout=lay) for lay in ("pairs", "words", "rows")}
+    for slab_rows in (None, 2):
+        if slab_rows:
+            monkeypatch.setattr(nvfp4_gemm, "WORDS_PASS_BYTES", 32 * 192 * slab_rows)
+        for src, w in made.items():
+            assert with_layout(w, src) is w
+            for dst, want in made.items():
+                got = with_layout(w, dst)
+                assert got.layout == dst and torch.equal(got.codes, want.codes), (src, dst)
+                assert got.scales is w.scales and got.global_scale is w.global_scale and (got.n, got.k) == (n, k)
+    odd = prepare_weight(q.packed[:5], q.scale[:5], q.global_scale)
+    with pytest.raises(ValueError, match="N must be even"):
+        with_layout(odd, "rows")
+    with pytest.raises(ValueError, match="layout must be one of"):
+        with_layout(odd, "nibbles")
+
+
 def _run_ptx(text: str, regs: dict) -> dict:
     """Execute the straight-line PTX of the dequantization snippets (the instructions they use) on Python ints."""
     def val(tok):

@@ -191,16 +191,18 @@ def test_compile_needs_cuda_and_the_static_cache():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused_step", [True, False])
-def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step):
+@pytest.mark.parametrize("fused_step, decode_layout", [(True, None), (False, None), (True, "words")])
+def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_layout):
     """The compiled decode step's tokens and log-probabilities are the model's as it is at each call: after the
     first call has recorded the CUDA graphs, norm weights (AQN writes noise there) and the adapter (the trainer
     updates it) change in place, and the next call's log-probabilities follow them. Both steps: the project's
-    (``qerl.rollout.decode_step``, fused products, left padding skipped by the attention) and the model's forward."""
+    (``qerl.rollout.decode_step``, fused products, left padding skipped by the attention; also on its own "words"
+    copy of the codes) and the model's forward."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     model = _tiny_policy("cuda", torch.bfloat16)
-    backend = HFRolloutBackend(model, TOKENIZER, fused_step=fused_step)  # CUDA defaults: static cache, compiled
+    # CUDA defaults: static cache, compiled
+    backend = HFRolloutBackend(model, TOKENIZER, fused_step=fused_step, decode_layout=decode_layout)
     prompts = _prompts((6, 9))
     settings = SamplingSettings(max_new_tokens=24, temperature=0.0)
 
@@ -211,6 +213,8 @@ def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step):
     assert backend.decoder.compile and backend.decoder._graph is not None  # the compiled decode step ran
     if fused_step:
         assert backend.decoder._fused.fused_groups() == 4  # q/k/v and gate/up of both layers, one product each
+        layouts = {g.fused.weight.layout for layer in backend.decoder._fused.layers for g in layer[1:]}
+        assert layouts == {decode_layout or "pairs"}
     assert all(len(c) == 24 for c in clean.completion_ids)
     assert mismatch(clean) < 0.05
     clean_state = {n: p.detach().clone() for n, p in model.named_parameters() if "norm" in n or "lora_B" in n}
@@ -255,8 +259,8 @@ def test_compiled_decode_with_split_kernels(monkeypatch, fused_step):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused_step", [True, False])
-def test_compiled_decode_after_a_captured_shared_prefill(fused_step):
+@pytest.mark.parametrize("fused_step, decode_layout", [(True, None), (False, None), (True, "words")])
+def test_compiled_decode_after_a_captured_shared_prefill(fused_step, decode_layout):
     """Groups of one prompt on CUDA: the distinct prompts' prefill runs as a captured CUDA graph (one per rows and
     padded width, replayed for new prompts of the same shape) and is copied into every row of the static cache that
     the captured step then reads; each row's log-probabilities are an eager forward's over its own tokens, and greedy
@@ -264,7 +268,8 @@ def test_compiled_decode_after_a_captured_shared_prefill(fused_step):
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     model = _tiny_policy("cuda", torch.bfloat16)
-    backend = HFRolloutBackend(model, TOKENIZER, eos_token_ids=[256], fused_step=fused_step)  # no EOS: full lengths
+    backend = HFRolloutBackend(model, TOKENIZER, eos_token_ids=[256], fused_step=fused_step,  # no EOS: full lengths
+                               decode_layout=decode_layout)
     distinct = _prompts((6, 9, 4, 40))
     sampled = SamplingSettings(max_new_tokens=24, temperature=1.0, seed=1)
     for order in ((0, 0, 0, 0, 1, 1, 1, 1), (2, 2, 2, 2, 0, 0, 0, 0), (3, 3, 3, 3, 1, 1, 1, 1)):

@@ -18,6 +18,7 @@ from qerl.kernels.nvfp4_gemm import (
     prepare_weight,
     reserve_split_counters,
     triton_available,
+    with_layout,
 )
 
 __all__ = [
@@ -33,4 +34,5 @@ __all__ = [
     "prepare_weight",
     "reserve_split_counters",
     "triton_available",
+    "with_layout",
 ]

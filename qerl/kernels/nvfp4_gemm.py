@@ -177,13 +177,7 @@ def prepare_weight(packed: torch.Tensor, scale: torch.Tensor, global_scale: torc
         codes = codes.masked_fill(zero.repeat_interleave(GROUP_SIZE, dim=1), 0)
     if layout == "rows" and n % 2:
         raise ValueError(f"the rows layout pairs W's rows, so N must be even (got {n}): use layout='pairs'")
-    if layout == "words":
-        relaid = _to_words(codes)
-    elif layout == "rows":
-        relaid = _to_rows(codes)
-    else:
-        codes = codes.reshape(n, k_pad // CHUNK, 2, _HALF)
-        relaid = (codes[:, :, 0, :] | (codes[:, :, 1, :] << 4)).reshape(n, k_pad // 2).contiguous()
+    relaid = _layout_bytes(codes, layout)
     sbits = encode_e5m3(scale_f.masked_fill(zero, 1.0))  # [N, K_pad // 16]
     per = _SCALES_PER_CHUNK
     sbits = sbits.reshape(n, k_pad // CHUNK, per).transpose(0, 1).reshape(k_pad // CHUNK, n * per)
@@ -270,17 +264,51 @@ def _from_rows(data: torch.Tensor) -> torch.Tensor:
     return c.permute(0, 5, 1, 3, 2, 4).reshape(n, 2 * half_k).to(torch.uint8)
 
 
+def _element_codes(data: torch.Tensor, layout: str) -> torch.Tensor:
+    """Code bytes [N, K_pad // 2] of ``layout`` -> the codes [N, K_pad] (0..15) in element order."""
+    if layout == "words":
+        return _from_words(data)
+    if layout == "rows":
+        return _from_rows(data)
+    n, half_k = data.shape
+    halves = data.reshape(n, half_k // _HALF, _HALF)
+    return torch.stack((halves & 0x0F, halves >> 4), dim=2).reshape(n, 2 * half_k)
+
+
+def _layout_bytes(codes: torch.Tensor, layout: str) -> torch.Tensor:
+    """Codes [N, K_pad] (0..15) -> the code bytes [N, K_pad // 2] of ``layout``."""
+    if layout == "words":
+        return _to_words(codes)
+    if layout == "rows":
+        return _to_rows(codes)
+    n, k_pad = codes.shape
+    codes = codes.reshape(n, k_pad // CHUNK, 2, _HALF)
+    return (codes[:, :, 0, :] | (codes[:, :, 1, :] << 4)).reshape(n, k_pad // 2).contiguous()
+
+
+def with_layout(w: KernelWeight, layout: str) -> KernelWeight:
+    """``w`` with its codes re-encoded in ``layout``: a new codes tensor (0.5 byte a weight), the same scales tensor
+    (every layout shares them) and global scale. ``w`` itself where it has that layout already. Converts a slab of
+    rows at a time (``WORDS_PASS_BYTES`` of scratch)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if layout == w.layout:
+        return w
+    n, half_k = w.codes.shape
+    if "rows" in (layout, w.layout) and n % 2:
+        raise ValueError(f"the rows layout pairs W's rows, so N must be even (got {n}): use layout='pairs'")
+    out = torch.empty((n, half_k), dtype=torch.uint8, device=w.codes.device)
+    rows = max(2, WORDS_PASS_BYTES // (32 * half_k) // 2 * 2)
+    for r0 in range(0, n, rows):
+        out[r0 : r0 + rows] = _layout_bytes(_element_codes(w.codes[r0 : r0 + rows], w.layout), layout)
+    return w._replace(codes=out, layout=layout)
+
+
 def codec_from_kernel_weight(w: KernelWeight) -> tuple[torch.Tensor, torch.Tensor]:
     """Inverse of ``prepare_weight``: the codec's ``(packed, scale)`` from the kernel layout (exact for every
     group whose stored scale was not 0)."""
     n, k_pad = w.n, w.k_pad
-    if w.words:
-        codes = _from_words(w.codes)[:, : w.k]
-    elif w.rows:
-        codes = _from_rows(w.codes)[:, : w.k]
-    else:
-        halves = w.codes.reshape(n, k_pad // CHUNK, _HALF)
-        codes = torch.stack((halves & 0x0F, halves >> 4), dim=2).reshape(n, k_pad)[:, : w.k]
+    codes = _element_codes(w.codes, w.layout)[:, : w.k]
     packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).contiguous()
     rows = w.scales.reshape(k_pad // CHUNK, n, _SCALES_PER_CHUNK).transpose(0, 1).reshape(n, k_pad // GROUP_SIZE)
     scale = decode_e5m3(rows[:, : w.k // GROUP_SIZE]).to(torch.float8_e4m3fn).contiguous()

@@ -18,6 +18,12 @@ embeddings and the LM head are the model's modules.
 Where a group cannot be fused (a trained dense base, different global scales, DoRA, several active adapters, adapters
 of different ranks) its modules are called one by one, so every model of these families runs, fused or not.
 
+``layout``: the code layout the packed products read. None keeps the training modules' own ("pairs", which the input
+gradient reads; no copy). "words" gives the step its own copy of the packed groups' codes in the layout the
+warp-specialized forward decodes fastest (``qerl.kernels.with_layout``; the scales are shared): 0.5 byte a weight
+more, about 3.3 GB on Qwen2.5-7B's layers, made when the step is built. At decode batches the "pairs" products run the
+Triton kernels on most shapes, where "words" runs the warp-specialized ones (benchmarks/RESULTS.md, run 45).
+
 The adapters are read where they live (their A and B tensors, updated in place by the optimizer), so a step
 captured in a CUDA graph keeps using the current adapter; the adapter configuration (which adapter is active) is
 read when the step is built. Adapter dropout is not applied: rollouts run in eval mode.
@@ -96,7 +102,7 @@ class ProjectionGroup:
     # NVFP4 with an adapter: its expand in the product's epilogue (``qerl::nvfp4_lora_linear``), else after it.
     expand_in_epilogue = True
 
-    def __init__(self, parent: nn.Module, leaves: tuple[str, ...]) -> None:
+    def __init__(self, parent: nn.Module, leaves: tuple[str, ...], layout: str | None = None) -> None:
         self.modules = [getattr(parent, leaf) for leaf in leaves]
         self.fused: FusedWeight | None = fuse_siblings(parent, leaves)
         self.bias: torch.Tensor | None = None
@@ -127,6 +133,10 @@ class ProjectionGroup:
                     b_list.append(like_b.new_zeros(base.out_features, like_b.shape[1]))
                     scales.append(0.0)
             self.lora = (a_list, b_list, torch.tensor(scales, dtype=torch.float32, device=like_a.device))
+        if layout is not None and self.fused.packed and self.fused.weight.layout != layout:
+            from qerl.kernels import with_layout
+
+            self.fused = self.fused._replace(weight=with_layout(self.fused.weight, layout))  # the step's own codes
 
     def __call__(self, x: torch.Tensor, add_bias: bool = False) -> torch.Tensor:
         """[M, sum of the members' N]: the members' outputs side by side; a fused product's bias only with
@@ -207,22 +217,30 @@ class _Layer(NamedTuple):
     down: ProjectionGroup
 
 
+# Code layouts the step's packed products can read (``layout``, module docstring); "rows" serves no forward.
+DECODE_LAYOUTS = ("pairs", "words")
+
+
 class DecodeStep:
     """One new token per sequence through ``model`` (see the module docstring); ``unsupported_reason`` must be None.
-    Building it fuses the packed groups' storage (``qerl.fusion``, once per model)."""
+    Building it fuses the packed groups' storage (``qerl.fusion``, once per model); with ``layout`` "words" it also
+    copies their codes into that layout."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, layout: str | None = None) -> None:
         reason = unsupported_reason(model)
         if reason is not None:
             raise ValueError(f"the fused decode step does not support this model: {reason}")
+        if layout is not None and layout not in DECODE_LAYOUTS:
+            raise ValueError(f"decode layout {layout!r}: use one of {DECODE_LAYOUTS} (or None, the modules' own)")
         self.model = model
         cfg = model.config
         self.heads = cfg.num_attention_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         # o_proj and down_proj as groups of one: on a packed or frozen base their adapter's expand joins the
         # product's epilogue (two kernels fewer than peft's layer, which adds a scaled second product).
-        self.layers = [_Layer(layer, ProjectionGroup(layer.self_attn, QKV), ProjectionGroup(layer.self_attn, O_PROJ),
-                              ProjectionGroup(layer.mlp, GATE_UP), ProjectionGroup(layer.mlp, DOWN))
+        self.layers = [_Layer(layer, *(ProjectionGroup(parent, leaves, layout) for parent, leaves in (
+                                  (layer.self_attn, QKV), (layer.self_attn, O_PROJ), (layer.mlp, GATE_UP),
+                                  (layer.mlp, DOWN))))
                        for layer in model.model.layers]
 
     def fused_groups(self) -> int:
@@ -261,4 +279,4 @@ class DecodeStep:
         return self.model.lm_head(body.norm(h)).float()
 
 
-__all__ = ["SUPPORTED_MODEL_TYPES", "DecodeStep", "ProjectionGroup", "unsupported_reason"]
+__all__ = ["DECODE_LAYOUTS", "SUPPORTED_MODEL_TYPES", "DecodeStep", "ProjectionGroup", "unsupported_reason"]

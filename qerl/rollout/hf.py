@@ -21,7 +21,7 @@ from torch import nn
 from qerl.aqn import keep_norms_fp32
 from qerl.modules import dense_weight_cache, kernels_available
 from qerl.rollout.base import RolloutBackend, RolloutResult, SamplingSettings
-from qerl.rollout.decode_step import unsupported_reason
+from qerl.rollout.decode_step import DECODE_LAYOUTS, unsupported_reason
 from qerl.rollout.static_decode import StaticDecoder
 
 
@@ -29,11 +29,13 @@ class HFRolloutBackend(RolloutBackend):
     name = "hf"
 
     def __init__(self, model: nn.Module, tokenizer, eos_token_ids: list[int] | None = None, batch_size: int = 0,
-                 static_cache: bool | None = None, compile: bool | None = None, fused_step: bool | None = None):
+                 static_cache: bool | None = None, compile: bool | None = None, fused_step: bool | None = None,
+                 decode_layout: str | None = None):
         """``static_cache``: decode on a static KV cache in ``StaticDecoder``'s loop (default: on CUDA).
         ``compile``: compile its decode step into CUDA graphs (default: with the static cache on CUDA; needs both).
         ``fused_step``: that step is the project's ``DecodeStep`` instead of the model's forward (default: where it
-        compiles and the model is of a family it supports; needs the static cache)."""
+        compiles and the model is of a family it supports; needs the static cache). ``decode_layout``: the code
+        layout that step's NVFP4 products read (``DecodeStep``'s ``layout``: None the modules' own, "words" a copy)."""
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
@@ -42,6 +44,10 @@ class HFRolloutBackend(RolloutBackend):
         if (compile or fused_step) and static_cache is False:
             raise ValueError("compile=True and fused_step=True need the static KV cache: leave static_cache unset or "
                              "pass True")
+        if decode_layout is not None and decode_layout not in DECODE_LAYOUTS:
+            raise ValueError(f"decode_layout {decode_layout!r}: use one of {DECODE_LAYOUTS}, or leave it unset")
+        if decode_layout is not None and fused_step is False:
+            raise ValueError("decode_layout is read by the fused decode step: leave fused_step unset or pass True")
         if fused_step:
             reason = unsupported_reason(model)
             if reason is not None:
@@ -50,6 +56,7 @@ class HFRolloutBackend(RolloutBackend):
         self.static_cache = static_cache
         self.compile = compile
         self.fused_step = fused_step
+        self.decode_layout = decode_layout
         self.decoder: StaticDecoder | None = None  # made at the first static-cache call
 
     def generating_model(self) -> nn.Module:
@@ -158,5 +165,5 @@ class HFRolloutBackend(RolloutBackend):
             fused = self.fused_step
             if fused is None:
                 fused = compile and unsupported_reason(self.model) is None
-            self.decoder = StaticDecoder(self.model, compile=compile, fused_step=fused)
+            self.decoder = StaticDecoder(self.model, compile=compile, fused_step=fused, decode_layout=self.decode_layout)
         return self.decoder
