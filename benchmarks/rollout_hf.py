@@ -17,7 +17,7 @@ turn, and the ratio of the medians.
     python benchmarks/rollout_hf.py --batches 1,8 --lora-ranks 0,32 --modes fused,compiled,eager
     python benchmarks/rollout_hf.py --profile                        # where a step's wall time goes
     python benchmarks/rollout_hf.py --lora-ranks 32 --ws-lora-epilogue-compare   # + NVFP4 with the expand after
-    python benchmarks/rollout_hf.py --group 8 --decode-layout-compare   # + NVFP4 decoding on a "words" copy
+    python benchmarks/rollout_hf.py --group 8 --decode-layout-compare   # + NVFP4 decoding on the modules' "pairs"
 
 Unlike ``benchmarks/decode_nvfp4.py`` (a decode step written for the kernels, with the projections' epilogues:
 RMSNorms, SiLU x up, RoPE), this runs a training model: transformers' Qwen2 modules with peft's adapters, the norms
@@ -167,9 +167,12 @@ def main() -> None:
     p.add_argument("--ws-lora-epilogue-compare", action="store_true",
                    help="also time the NVFP4 model with the adapter's expand added after the warp-specialized "
                         "product (nvfp4_gemm_ws.BIAS_LORA_EPILOGUE off) as 'nvfp4_after', in the same passes")
+    p.add_argument("--decode-layout", default="auto", choices=("auto", "pairs", "words"),
+                   help="the fused step's code layout (HFRolloutBackend's decode_layout; auto: words on a Hopper GPU "
+                        "where the copy fits)")
     p.add_argument("--decode-layout-compare", action="store_true",
-                   help="also time the NVFP4 model with the fused step on its own 'words' copy of the codes "
-                        "(decode_layout='words') as 'nvfp4_words', in the same passes")
+                   help="also time the NVFP4 model with the fused step on the modules' own 'pairs' codes "
+                        "(decode_layout='pairs') as 'nvfp4_pairs', in the same passes")
     p.add_argument("--group", type=int, default=1,
                    help="rows per distinct prompt (GRPO's completions per prompt; the batch must divide by it)")
     p.add_argument("--prefill-compare", action="store_true",
@@ -208,7 +211,7 @@ def main() -> None:
             "expand_after": args.expand_after, "shrink_reduction_max_m": decode_step.SHRINK_REDUCTION_MAX_M,
             "ws_lora_epilogue_compare": args.ws_lora_epilogue_compare, "group": args.group,
             "prefill_compare": args.prefill_compare, "prefill_split": args.prefill_split,
-            "decode_layout_compare": args.decode_layout_compare,
+            "decode_layout": args.decode_layout, "decode_layout_compare": args.decode_layout_compare,
             "command": " ".join(["python"] + sys.argv)}
     # A token id past the vocabulary: no row stops early, every call generates batch x new_tokens tokens.
     eos = [QWEN7B["vocab_size"]]
@@ -223,11 +226,13 @@ def main() -> None:
             if args.ws_lora_epilogue_compare:
                 runs["nvfp4_after"] = models["nvfp4"]
             fused = {"fused": True, "compiled": False, "eager": None}[mode]
-            backends = {name: HFRolloutBackend(m, tok, eos, static_cache=compiled, compile=compiled, fused_step=fused)
+            layout = args.decode_layout if mode == "fused" else "auto"
+            backends = {name: HFRolloutBackend(m, tok, eos, static_cache=compiled, compile=compiled, fused_step=fused,
+                                               decode_layout=layout)
                         for name, m in runs.items()}
             if args.decode_layout_compare and mode == "fused":
-                backends["nvfp4_words"] = HFRolloutBackend(models["nvfp4"], tok, eos, compile=True, fused_step=True,
-                                                           decode_layout="words")
+                backends["nvfp4_pairs"] = HFRolloutBackend(models["nvfp4"], tok, eos, compile=True, fused_step=True,
+                                                           decode_layout="pairs")
             if args.prefill_compare and compiled:
                 backends.update({f"{name}_{v}": backends[name] for v in ("fullprefill", "eager") for name in models})
             for batch in (int(b) for b in args.batches.split(",")):
@@ -257,15 +262,16 @@ def main() -> None:
                         row[f"{name}_prefill_ms"] = 1e3 * statistics.median(calls)
                         full_ms = 1e3 * batch * args.new_tokens / row[f"{name}_tok_s"]
                         row[f"{name}_step_ms"] = (full_ms - row[f"{name}_prefill_ms"]) / (args.new_tokens - 1)
-                if "nvfp4_words" in backends:
-                    row["ratio_words"] = row["nvfp4_words_tok_s"] / row["bf16_tok_s"]
-                    row["words_speedup"] = row["nvfp4_words_tok_s"] / row["nvfp4_tok_s"]
+                if "nvfp4_pairs" in backends:
+                    row["ratio_pairs"] = row["nvfp4_pairs_tok_s"] / row["bf16_tok_s"]
+                    row["layout_speedup"] = row["nvfp4_tok_s"] / row["nvfp4_pairs_tok_s"]
                 if "nvfp4_after" in backends:
                     row["ratio_after"] = row["nvfp4_after_tok_s"] / row["bf16_tok_s"]
                     row["epilogue_speedup"] = row["nvfp4_tok_s"] / row["nvfp4_after_tok_s"]
                 for name, backend in backends.items():
                     step = getattr(backend.decoder, "_fused", None)
                     row[f"{name}_fused_groups"] = None if step is None else step.fused_groups()
+                    row[f"{name}_decode_layout"] = None if step is None else step.layout
                 if args.profile:
                     row["profile"] = {name: profile_generate(b, prompts, settings) for name, b in backends.items()}
                 row["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
@@ -288,9 +294,10 @@ def main() -> None:
                   f"tok/s, {r['ratio_eager']:.2f}x")
         for name in (n[: -len("_prefill_ms")] for n in r if n.endswith("_prefill_ms")):
             print(f"     {name}: prefill {r[name + '_prefill_ms']:.1f} ms, then {r[name + '_step_ms']:.2f} ms a token")
-        if "nvfp4_words_tok_s" in r:
-            print(f"     decoding on a words copy: NVFP4 {r['nvfp4_words_tok_s']:.0f} tok/s ({r['ratio_words']:.2f}x "
-                  f"BF16), {r['words_speedup']:.3f}x the modules' pairs")
+        if "nvfp4_pairs_tok_s" in r:
+            print(f"     NVFP4's step on {r['nvfp4_decode_layout']}; on the modules' pairs: {r['nvfp4_pairs_tok_s']:.0f} "
+                  f"tok/s ({r['ratio_pairs']:.2f}x BF16); {r['nvfp4_decode_layout']} / pairs "
+                  f"{r['layout_speedup']:.3f}")
         if "nvfp4_after_tok_s" in r:
             print(f"     expand after the product: NVFP4 {r['nvfp4_after_tok_s']:.0f} tok/s ({r['ratio_after']:.2f}x "
                   f"BF16); in the epilogue {r['epilogue_speedup']:.3f}x faster")

@@ -10,6 +10,7 @@ from trl import GRPOConfig
 
 from qerl.aqn import DEFAULT_TARGETS, AQNConfig
 from qerl.lora import ALL_PROJECTIONS
+from qerl.rollout.decode_step import DECODE_LAYOUTS
 from qerl.rollout.vllm_backend import FP4_KERNELS
 
 ALGORITHMS = ("grpo", "dapo", "dr_grpo")
@@ -73,12 +74,12 @@ class QeRLConfig(GRPOConfig):
                                                                         "(fused q/k/v and gate/up products, Triton "
                                                                         "decode attention; Qwen2 / Llama families; "
                                                                         "default: when compiling)"})
-    hf_decode_layout: str | None = field(default=None, metadata={"help": "hf backend, fused step on NVFP4: the code "
-                                                                          "layout its products read: unset = the "
-                                                                          "training modules' own (pairs) | words (a "
-                                                                          "copy of the codes, +0.5 byte a weight, "
-                                                                          "read by the Hopper kernels; RESULTS run "
-                                                                          "45)"})
+    hf_decode_layout: str = field(default="auto", metadata={"help": "hf backend, fused step on NVFP4: the code layout "
+                                                                    "its products read: pairs (the training modules' "
+                                                                    "own) | words (a copy of the codes, +0.5 byte a "
+                                                                    "weight, faster on Hopper GPUs: RESULTS run 45) | "
+                                                                    "auto (words on a Hopper GPU where the copy takes "
+                                                                    "at most a quarter of the free memory)"})
     vllm_max_lora_rank: int | None = None  # default: lora_r
     vllm_enforce_eager: bool = field(default=False, metadata={"help": "no CUDA graphs in the rollout engine"})
     vllm_fp4_kernel: str = field(default="marlin", metadata={"help": "NVFP4 GEMM in the rollout engine: marlin (vLLM's) "
@@ -120,6 +121,8 @@ class QeRLConfig(GRPOConfig):
             raise ValueError(f"algorithm {self.algorithm!r} is not one of {ALGORITHMS}")
         if self.vllm_fp4_kernel not in FP4_KERNELS:
             raise ValueError(f"vllm_fp4_kernel {self.vllm_fp4_kernel!r} is not one of {FP4_KERNELS}")
+        if self.hf_decode_layout not in DECODE_LAYOUTS:
+            raise ValueError(f"hf_decode_layout {self.hf_decode_layout!r} is not one of {DECODE_LAYOUTS}")
         if self.kernel_input_grad_rows and self.load != "nvfp4":
             raise ValueError("kernel_input_grad_rows keeps a copy of an NVFP4 base's codes: use it with --load nvfp4 "
                              "or drop it")

@@ -4171,4 +4171,12 @@ PY
     timeout 560 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 32 --group 8 --decode-layout-compare \
       --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -12
     ;;
+  79c)  # "auto" (the default now: the words copy on a Hopper GPU where it fits): the backend's GPU tests, then
+        # batch 8 without and with a rank-32 adapter against the modules' pairs, and where a step's time goes
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py -rf \
+      --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -20 | tee "$out/gpu_tests.txt"
+    timeout 380 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0,32 --group 8 --decode-layout-compare \
+      --profile --out "$out" 2>&1 | grep -v Warning | tail -24
+    ;;
 esac

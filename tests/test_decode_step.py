@@ -203,6 +203,29 @@ def test_decode_step_on_its_own_words_copy_generates_what_generate_does():
         DecodeStep(model, "rows")
     with pytest.raises(ValueError, match="read by the fused decode step"):
         HFRolloutBackend(model, TOKENIZER, fused_step=False, decode_layout="words")
+    pairs = DecodeStep(model.get_base_model(), "pairs")  # the modules' own codes, no copy
+    assert pairs.layout == "pairs" and pairs.layers[0].qkv.fused.weight.codes.data_ptr() in {
+        b.data_ptr() for n, b in model.named_buffers() if n.endswith("kernel_codes")}
+
+
+def test_auto_layout_copies_to_words_on_hopper_where_the_copy_fits(monkeypatch):
+    """``layout="auto"`` (the default) takes "words" only where the warp-specialized kernels run (faked here: the
+    model is on CPU) and the copy of the packed codes takes at most a quarter of the free memory; "pairs" on CPU."""
+    from qerl.kernels import nvfp4_gemm_ws
+    from qerl.rollout import decode_step
+
+    model = _tiny().get_base_model()
+    codes = sum(b.numel() for n, b in model.named_buffers() if n.endswith("kernel_codes"))
+    assert DecodeStep(model).layout == "pairs"  # CPU: no warp-specialized kernels
+    monkeypatch.setattr(nvfp4_gemm_ws, "available", lambda device=None: True)
+    free = {"bytes": 4 * codes}
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free["bytes"], 8 * codes))
+    assert decode_step.auto_layout(model) == "words"
+    step = DecodeStep(model)
+    assert step.layout == "words" and step.layers[1].down.fused.weight.layout == "words"
+    free["bytes"] = 4 * codes - 4
+    assert decode_step.auto_layout(model) == "pairs" and DecodeStep(model).layout == "pairs"
+    assert decode_step.auto_layout(_tiny(base="dense")) == "pairs"  # nothing packed to copy
 
 
 def _parent_and_leaves(layer, group):

@@ -191,13 +191,13 @@ def test_compile_needs_cuda_and_the_static_cache():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused_step, decode_layout", [(True, None), (False, None), (True, "words")])
+@pytest.mark.parametrize("fused_step, decode_layout", [(True, "auto"), (False, "auto"), (True, "pairs")])
 def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_layout):
     """The compiled decode step's tokens and log-probabilities are the model's as it is at each call: after the
     first call has recorded the CUDA graphs, norm weights (AQN writes noise there) and the adapter (the trainer
     updates it) change in place, and the next call's log-probabilities follow them. Both steps: the project's
-    (``qerl.rollout.decode_step``, fused products, left padding skipped by the attention; also on its own "words"
-    copy of the codes) and the model's forward."""
+    (``qerl.rollout.decode_step``, fused products, left padding skipped by the attention; on its own "words" copy of
+    the codes, the default on a Hopper GPU, and on the modules' "pairs") and the model's forward."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     model = _tiny_policy("cuda", torch.bfloat16)
@@ -213,8 +213,12 @@ def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_lay
     assert backend.decoder.compile and backend.decoder._graph is not None  # the compiled decode step ran
     if fused_step:
         assert backend.decoder._fused.fused_groups() == 4  # q/k/v and gate/up of both layers, one product each
+        from qerl.kernels import nvfp4_gemm_ws
+
+        # "auto": the step's own words copy where the warp-specialized kernels run (a Hopper GPU)
+        want = "words" if decode_layout == "auto" and nvfp4_gemm_ws.available() else "pairs"
         layouts = {g.fused.weight.layout for layer in backend.decoder._fused.layers for g in layer[1:]}
-        assert layouts == {decode_layout or "pairs"}
+        assert backend.decoder._fused.layout == want and layouts == {want}
     assert all(len(c) == 24 for c in clean.completion_ids)
     assert mismatch(clean) < 0.05
     clean_state = {n: p.detach().clone() for n, p in model.named_parameters() if "norm" in n or "lora_B" in n}
@@ -259,7 +263,7 @@ def test_compiled_decode_with_split_kernels(monkeypatch, fused_step):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused_step, decode_layout", [(True, None), (False, None), (True, "words")])
+@pytest.mark.parametrize("fused_step, decode_layout", [(True, "auto"), (False, "auto"), (True, "pairs")])
 def test_compiled_decode_after_a_captured_shared_prefill(fused_step, decode_layout):
     """Groups of one prompt on CUDA: the distinct prompts' prefill runs as a captured CUDA graph (one per rows and
     padded width, replayed for new prompts of the same shape) and is copied into every row of the static cache that

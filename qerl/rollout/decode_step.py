@@ -18,11 +18,13 @@ embeddings and the LM head are the model's modules.
 Where a group cannot be fused (a trained dense base, different global scales, DoRA, several active adapters, adapters
 of different ranks) its modules are called one by one, so every model of these families runs, fused or not.
 
-``layout``: the code layout the packed products read. None keeps the training modules' own ("pairs", which the input
+``layout``: the code layout the packed products read. "pairs" keeps the training modules' own (which the input
 gradient reads; no copy). "words" gives the step its own copy of the packed groups' codes in the layout the
 warp-specialized forward decodes fastest (``qerl.kernels.with_layout``; the scales are shared): 0.5 byte a weight
-more, about 3.3 GB on Qwen2.5-7B's layers, made when the step is built. At decode batches the "pairs" products run the
-Triton kernels on most shapes, where "words" runs the warp-specialized ones (benchmarks/RESULTS.md, run 45).
+more, about 3.3 GB on Qwen2.5-7B's layers, made when the step is built. At decode batches the "pairs" products run
+the Triton kernels, where "words" runs the warp-specialized ones: 7B rollouts 8-9% faster without an adapter, 4-5%
+with a rank-32 one (benchmarks/RESULTS.md, run 45). "auto" (the default) takes "words" on a Hopper GPU where the
+copy takes at most a quarter of the free memory (the KV cache and the training step need the rest), else "pairs".
 
 The adapters are read where they live (their A and B tensors, updated in place by the optimizer), so a step
 captured in a CUDA graph keeps using the current adapter; the adapter configuration (which adapter is active) is
@@ -37,6 +39,7 @@ import torch
 from torch import nn
 
 from qerl.fusion import GATE_UP, QKV, FusedWeight, fuse_siblings, linear_base
+from qerl.modules import NVFP4Linear
 
 # Up to this many rows (decode batches) the adapters' shrink is written as a multiply-sum (``ProjectionGroup._shrink``).
 SHRINK_REDUCTION_MAX_M = 16
@@ -218,27 +221,48 @@ class _Layer(NamedTuple):
 
 
 # Code layouts the step's packed products can read (``layout``, module docstring); "rows" serves no forward.
-DECODE_LAYOUTS = ("pairs", "words")
+DECODE_LAYOUTS = ("auto", "pairs", "words")
+# "auto" makes the words copy where it takes at most this share of the GPU's free memory.
+WORDS_COPY_MAX_FREE_FRACTION = 0.25
+
+
+def auto_layout(model: nn.Module) -> str:
+    """The layout ``layout="auto"`` picks for ``model``'s packed layers: "words" where the warp-specialized kernels
+    run on their GPU (a Hopper) and the copy of their codes takes at most ``WORDS_COPY_MAX_FREE_FRACTION`` of its free
+    memory, else "pairs"."""
+    codes = [m.kernel_codes for m in model.modules() if isinstance(m, NVFP4Linear) and m.kernel_layout]
+    if not codes:
+        return "pairs"
+    try:
+        from qerl.kernels import nvfp4_gemm_ws
+    except ImportError:  # no triton: the packed layers run their torch reference
+        return "pairs"
+    device = codes[0].device
+    if not nvfp4_gemm_ws.available(device):
+        return "pairs"
+    free, _ = torch.cuda.mem_get_info(device)
+    return "words" if sum(c.numel() for c in codes) <= WORDS_COPY_MAX_FREE_FRACTION * free else "pairs"
 
 
 class DecodeStep:
     """One new token per sequence through ``model`` (see the module docstring); ``unsupported_reason`` must be None.
-    Building it fuses the packed groups' storage (``qerl.fusion``, once per model); with ``layout`` "words" it also
-    copies their codes into that layout."""
+    Building it fuses the packed groups' storage (``qerl.fusion``, once per model); with ``layout`` "words" (or
+    "auto" picking it) it also copies their codes into that layout."""
 
-    def __init__(self, model: nn.Module, layout: str | None = None) -> None:
+    def __init__(self, model: nn.Module, layout: str = "auto") -> None:
         reason = unsupported_reason(model)
         if reason is not None:
             raise ValueError(f"the fused decode step does not support this model: {reason}")
-        if layout is not None and layout not in DECODE_LAYOUTS:
-            raise ValueError(f"decode layout {layout!r}: use one of {DECODE_LAYOUTS} (or None, the modules' own)")
+        if layout not in DECODE_LAYOUTS:
+            raise ValueError(f"decode layout {layout!r}: use one of {DECODE_LAYOUTS}")
+        self.layout = auto_layout(model) if layout == "auto" else layout
         self.model = model
         cfg = model.config
         self.heads = cfg.num_attention_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         # o_proj and down_proj as groups of one: on a packed or frozen base their adapter's expand joins the
         # product's epilogue (two kernels fewer than peft's layer, which adds a scaled second product).
-        self.layers = [_Layer(layer, *(ProjectionGroup(parent, leaves, layout) for parent, leaves in (
+        self.layers = [_Layer(layer, *(ProjectionGroup(parent, leaves, self.layout) for parent, leaves in (
                                   (layer.self_attn, QKV), (layer.self_attn, O_PROJ), (layer.mlp, GATE_UP),
                                   (layer.mlp, DOWN))))
                        for layer in model.model.layers]
@@ -279,4 +303,4 @@ class DecodeStep:
         return self.model.lm_head(body.norm(h)).float()
 
 
-__all__ = ["DECODE_LAYOUTS", "SUPPORTED_MODEL_TYPES", "DecodeStep", "ProjectionGroup", "unsupported_reason"]
+__all__ = ["DECODE_LAYOUTS", "SUPPORTED_MODEL_TYPES", "DecodeStep", "ProjectionGroup", "auto_layout", "unsupported_reason"]

@@ -30,12 +30,13 @@ class HFRolloutBackend(RolloutBackend):
 
     def __init__(self, model: nn.Module, tokenizer, eos_token_ids: list[int] | None = None, batch_size: int = 0,
                  static_cache: bool | None = None, compile: bool | None = None, fused_step: bool | None = None,
-                 decode_layout: str | None = None):
+                 decode_layout: str = "auto"):
         """``static_cache``: decode on a static KV cache in ``StaticDecoder``'s loop (default: on CUDA).
         ``compile``: compile its decode step into CUDA graphs (default: with the static cache on CUDA; needs both).
         ``fused_step``: that step is the project's ``DecodeStep`` instead of the model's forward (default: where it
         compiles and the model is of a family it supports; needs the static cache). ``decode_layout``: the code
-        layout that step's NVFP4 products read (``DecodeStep``'s ``layout``: None the modules' own, "words" a copy)."""
+        layout that step's NVFP4 products read (``DecodeStep``'s ``layout``: "pairs" the modules' own, "words" a
+        copy, "auto" words on a Hopper GPU where the copy fits)."""
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
@@ -44,10 +45,11 @@ class HFRolloutBackend(RolloutBackend):
         if (compile or fused_step) and static_cache is False:
             raise ValueError("compile=True and fused_step=True need the static KV cache: leave static_cache unset or "
                              "pass True")
-        if decode_layout is not None and decode_layout not in DECODE_LAYOUTS:
-            raise ValueError(f"decode_layout {decode_layout!r}: use one of {DECODE_LAYOUTS}, or leave it unset")
-        if decode_layout is not None and fused_step is False:
-            raise ValueError("decode_layout is read by the fused decode step: leave fused_step unset or pass True")
+        if decode_layout not in DECODE_LAYOUTS:
+            raise ValueError(f"decode_layout {decode_layout!r}: use one of {DECODE_LAYOUTS}")
+        if decode_layout != "auto" and fused_step is False:
+            raise ValueError(f"decode_layout {decode_layout!r} is read by the fused decode step: leave fused_step "
+                             "unset or pass True, or leave decode_layout at 'auto'")
         if fused_step:
             reason = unsupported_reason(model)
             if reason is not None:

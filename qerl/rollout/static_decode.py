@@ -83,7 +83,7 @@ class StaticDecoder:
     capture_prefill = True  # with ``compile``: the prefill as a CUDA graph per (distinct prompts, padded width)
 
     def __init__(self, model: nn.Module, compile: bool = False, fused_step: bool = False,
-                 decode_layout: str | None = None) -> None:
+                 decode_layout: str = "auto") -> None:
         # peft injects its LoRA layers into the transformers model's modules: calling that model directly runs them,
         # without peft's wrapper forward in the compiled step.
         self.model = model.get_base_model() if hasattr(model, "get_base_model") else model
