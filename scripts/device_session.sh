@@ -4179,4 +4179,12 @@ PY
     timeout 380 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 0,32 --group 8 --decode-layout-compare \
       --profile --out "$out" 2>&1 | grep -v Warning | tail -24
     ;;
+  79d)  # the adapters' shrink written in u's [S, M, r] layout (its cast and scaling in the reduction kernel): the
+        # backend's GPU tests, then 79c's batch-8 rank-32 comparison and profile
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py -rf \
+      --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -20 | tee "$out/gpu_tests.txt"
+    timeout 300 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --group 8 --decode-layout-compare \
+      --profile --out "$out" 2>&1 | grep -v Warning | tail -9
+    ;;
 esac
