@@ -183,19 +183,15 @@ class ProjectionGroup:
             return None
         a_list, b_list, scales = self.lora
         a = torch.cat(a_list) if len(a_list) > 1 else a_list[0]  # [S * r, K], in place of S small products
-        bs = [b.to(torch.bfloat16) if cast_b else b for b in b_list]
-        slices = len(a_list)
         if x.shape[0] <= SHRINK_REDUCTION_MAX_M:
             # A product this skinny ([M, K] x [K, S r], K in the thousands) gets a handful of CTAs from cuBLAS: ~9 us
             # each at M = 8 on an H200, ~1 ms a 7B step with a rank-32 adapter (benchmarks/RESULTS.md, run 19). As a
-            # multiply-sum, torch.compile makes it one reduction kernel with a program per output block. Written in
-            # u's own [S, M, r] layout, so that the cast and the scaling join that kernel (run 45: a [M, S r] sum
-            # left a transposing copy of its own after it).
-            a3 = a.view(slices, -1, a.shape[-1])  # [S, r, K]
-            u = (x.to(a.dtype)[None, :, None, :] * a3[:, None]).sum(-1)
-            return u.float() * scales[:, None, None], bs
-        u = (x.to(a.dtype) @ a.T).float().unflatten(-1, (slices, -1)) * scales[:, None]
-        return u.transpose(0, 1).contiguous(), bs
+            # multiply-sum, torch.compile makes it one reduction kernel with a program per output block.
+            u = (x.to(a.dtype)[:, None, :] * a[None]).sum(-1)
+        else:
+            u = x.to(a.dtype) @ a.T
+        u = u.float().unflatten(-1, (len(a_list), -1)) * scales[:, None]
+        return u.transpose(0, 1).contiguous(), [b.to(torch.bfloat16) if cast_b else b for b in b_list]
 
 
 def _expand(u: torch.Tensor, bs: list[torch.Tensor]) -> torch.Tensor:
