@@ -332,8 +332,11 @@ def run_batch(model: Decoder, batch: int, prompt: int, new_tokens: int, fp4: boo
 
 
 def kernel_kind(name: str) -> str:
-    """A coarse class for a CUDA kernel's name, for the per-step breakdown."""
+    """A coarse class for a CUDA kernel's name, for the per-step breakdown. torch.compile's pointwise / reduction
+    kernels come first: their names list the operators around them, an NVFP4 op's included (``nvfp4_lora_linear``)."""
     low = name.lower()
+    if low.startswith(("triton_poi_", "triton_red_", "triton_per_")):
+        return "fused_elementwise"
     if "decode_attn" in low or "attention" in low or "softmax" in low or "fmha" in low or "flash" in low:
         return "attention"
     if "nvfp4" in low or "_fwd_" in low or "_ws_" in low or "_reduce_kernel" in low or "_bias_lora" in low:

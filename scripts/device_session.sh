@@ -4187,4 +4187,12 @@ PY
     timeout 300 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --group 8 --decode-layout-compare \
       --profile --out "$out" 2>&1 | grep -v Warning | tail -9
     ;;
+  79e)  # the step's bf16 copies of the fp32 adapter (refreshed before each generation): the backend's adapter GPU
+        # tests, then batch 8 with a rank-32 adapter against the step on the fp32 adapter itself, with the profile
+    device_name
+    timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py -rf \
+      -k "in_place or shared_prefill" --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -12 | tee "$out/gpu_tests.txt"
+    timeout 250 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --group 8 --adapter-copies-compare \
+      --profile --out "$out" 2>&1 | grep -v Warning | tail -12
+    ;;
 esac

@@ -166,3 +166,18 @@ def smollm2_nvfp4_dir(smollm2_dir) -> Path:
 
     # Straight from the GGUF file (the script's --gguf-file path), as the demo job does.
     return _quantized("smollm2", cache_dir() / (smollm2_dir.name + "-nvfp4"))
+
+
+def rollout_mismatch(model, prompts, result) -> float:
+    """The largest difference between a rollout's log-probabilities and an eager forward's over its tokens."""
+    return max((teacher_forced_logprobs(model, p, c) - torch.tensor(lp)).abs().max().item()
+               for p, c, lp in zip(prompts, result.completion_ids, result.logprobs))
+
+
+def teacher_forced_logprobs(model, prompt: list[int], completion: list[int]) -> torch.Tensor:
+    """Log-probabilities of ``completion``'s tokens from one eager forward over prompt + completion."""
+    device = next(model.parameters()).device
+    ids = torch.tensor([prompt + completion], device=device)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion, device=device)[:, None])[:, 0].cpu()

@@ -876,3 +876,15 @@ def test_accuracy_table_counts_each_distinct_problem_once(tmp_path):
     rows += [{"prompt": "b", "sample": 1, "correct": True}]
     assert acc.distinct_accuracy(rows[1:]) == ((1 + 0.5 + 1) / 3, 3)
 
+
+
+def test_kernel_kinds_keep_compiled_elementwise_kernels_apart_from_the_products():
+    """torch.compile names a pointwise or reduction kernel after the operators around it, so one that feeds the NVFP4
+    op carries "nvfp4" in its name; the profile's breakdown still counts it as elementwise work."""
+    kind = _load("decode_nvfp4").kernel_kind
+    assert kind("triton_red_fused__to_copy_mul_nvfp4_lora_linear_sum_unsqueeze_view_10") == "fused_elementwise"
+    assert kind("triton_poi_fused__to_copy_add_embedding_mean_mul_nvfp4_lora_linear_pow_rsqrt_4") == "fused_elementwise"
+    assert kind("triton_per_fused_add_mean_mul_pow_rsqrt_2") == "fused_elementwise"
+    assert kind("_ws_fwd_sk_kernel") == kind("_fwd_kernel") == "nvfp4_gemm"
+    assert kind("nvjet_sm90_tst_384x8_64x4_2x1_v_bz_TNT") == "cublas_gemm"
+    assert kind("_decode_attn_part_kernel") == "attention"

@@ -12,7 +12,7 @@ import torch
 from qerl.rollout.base import SamplingSettings
 from qerl.rollout.hf import HFRolloutBackend
 from qerl.rollout.static_decode import CACHE_BUCKET, PREFILL_BUCKET, STOP_CHECK_EVERY
-from tests.conftest import attach_test_adapter, random_prompts
+from tests.conftest import attach_test_adapter, random_prompts, rollout_mismatch
 
 TOKENIZER = SimpleNamespace(pad_token_id=0, eos_token_id=1)  # the backend reads only these two
 GREEDY = SamplingSettings(max_new_tokens=12, temperature=0.0)
@@ -42,21 +42,6 @@ def _tiny_policy(device: str, dtype: torch.dtype, hidden: int = 128, intermediat
 
 
 _prompts = random_prompts
-
-
-def _mismatch(model, prompts, result) -> float:
-    """The largest difference between a rollout's log-probabilities and an eager forward's over its tokens."""
-    return max((_teacher_forced_logprobs(model, p, c) - torch.tensor(lp)).abs().max().item()
-               for p, c, lp in zip(prompts, result.completion_ids, result.logprobs))
-
-
-def _teacher_forced_logprobs(model, prompt: list[int], completion: list[int]) -> torch.Tensor:
-    """Log-probabilities of ``completion``'s tokens from one eager forward over prompt + completion."""
-    device = next(model.parameters()).device
-    ids = torch.tensor([prompt + completion], device=device)
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
-    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(completion, device=device)[:, None])[:, 0].cpu()
 
 
 def test_static_cache_generates_what_the_dynamic_cache_does():
@@ -207,7 +192,7 @@ def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_lay
     settings = SamplingSettings(max_new_tokens=24, temperature=0.0)
 
     def mismatch(result) -> float:
-        return _mismatch(model, prompts, result)
+        return rollout_mismatch(model, prompts, result)
 
     clean = backend.generate(prompts, settings)
     assert backend.decoder.compile and backend.decoder._graph is not None  # the compiled decode step ran
@@ -258,7 +243,7 @@ def test_compiled_decode_with_split_kernels(monkeypatch, fused_step):
     prompts = _prompts((6, 6))
     result = backend.generate(prompts, SamplingSettings(max_new_tokens=16, temperature=0.0))
     assert all(len(c) == 16 for c in result.completion_ids)
-    assert _mismatch(model, prompts, result) < 0.05
+    assert rollout_mismatch(model, prompts, result) < 0.05
     assert all(nvfp4_gemm._COUNTERS[k] is b for k, b in reserved.items())  # no launch needed a larger buffer
 
 
@@ -281,13 +266,13 @@ def test_compiled_decode_after_a_captured_shared_prefill(fused_step, decode_layo
         result = backend.generate(prompts, sampled)
         assert all(len(c) == 24 for c in result.completion_ids)
         assert len({tuple(c) for c in result.completion_ids[:4]}) > 1  # one prompt's rows sample apart
-        worst = _mismatch(model, prompts, result)
+        worst = rollout_mismatch(model, prompts, result)
         assert worst < 0.1, worst
     prefills = backend.decoder._prefills
     assert sorted(prefills) == [(2, PREFILL_BUCKET), (2, 2 * PREFILL_BUCKET)]
     assert len({g.graph.pool() for g in prefills.values()}) == 1  # one memory pool for both
     prompts = [distinct[i] for i in (1, 1, 1, 1, 2, 2, 2, 2)]  # the first shape again, after the second's capture
-    assert _mismatch(model, prompts, backend.generate(prompts, sampled)) < 0.1
+    assert rollout_mismatch(model, prompts, backend.generate(prompts, sampled)) < 0.1
     greedy = SamplingSettings(max_new_tokens=24, temperature=0.0)
     captured = backend.generate(prompts, greedy)
     backend.decoder.capture_prefill = False
