@@ -4189,6 +4189,7 @@ PY
     ;;
   79e)  # the step's bf16 copies of the fp32 adapter (refreshed before each generation): the backend's adapter GPU
         # tests, then batch 8 with a rank-32 adapter against the step on the fp32 adapter itself, with the profile
+        # (runs at commit 335a8a0 only: the copies and the benchmark's flag were taken out again after this call)
     device_name
     timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py -rf \
       -k "in_place or shared_prefill" --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -12 | tee "$out/gpu_tests.txt"

@@ -28,10 +28,7 @@ copy takes at most a quarter of the free memory (the KV cache and the training s
 
 The adapters are read where they live (their A and B tensors, updated in place by the optimizer), so a step
 captured in a CUDA graph keeps using the current adapter; the adapter configuration (which adapter is active) is
-read when the step is built. One exception: on a bf16 model on CUDA whose adapters are fp32 (peft's default, for
-training), the step computes with bf16 copies of A and B (``adapter_dtype``), refreshed in place from the adapter
-before every generation (``refresh_adapters``), as vLLM's engine receives an adapter in its own dtype: no cast of B
-and half the bytes of A a token (benchmarks/RESULTS.md, run 45). Adapter dropout is not applied: rollouts run in eval mode.
+read when the step is built. Adapter dropout is not applied: rollouts run in eval mode.
 """
 
 from __future__ import annotations
@@ -108,14 +105,11 @@ class ProjectionGroup:
     # NVFP4 with an adapter: its expand in the product's epilogue (``qerl::nvfp4_lora_linear``), else after it.
     expand_in_epilogue = True
 
-    def __init__(self, parent: nn.Module, leaves: tuple[str, ...], layout: str | None = None,
-                 adapter_dtype: torch.dtype | None = None) -> None:
+    def __init__(self, parent: nn.Module, leaves: tuple[str, ...], layout: str | None = None) -> None:
         self.modules = [getattr(parent, leaf) for leaf in leaves]
         self.fused: FusedWeight | None = fuse_siblings(parent, leaves)
         self.bias: torch.Tensor | None = None
         self.lora: tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor] | None = None  # A's, B's, scalings
-        # (the adapter's tensors, the step's copies of them) where it computes with copies in ``adapter_dtype``
-        self.adapter_copies: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
         if self.fused is None:
             return
         adapters = [_adapter(m) for m in self.modules]
@@ -141,14 +135,7 @@ class ProjectionGroup:
                     a_list.append(like_a.new_zeros(like_a.shape[0], base.in_features))
                     b_list.append(like_b.new_zeros(base.out_features, like_b.shape[1]))
                     scales.append(0.0)
-            scales = torch.tensor(scales, dtype=torch.float32, device=like_a.device)
-            self.lora = (a_list, b_list, scales)
-            if adapter_dtype is not None and like_a.dtype != adapter_dtype:
-                # The step's own copies in its compute dtype (module docstring), which ``refresh_adapters`` updates.
-                held = a_list + b_list
-                copies = [t.detach().to(adapter_dtype) for t in held]
-                self.adapter_copies = (held, copies)
-                self.lora = (copies[:len(a_list)], copies[len(a_list):], scales)
+            self.lora = (a_list, b_list, torch.tensor(scales, dtype=torch.float32, device=like_a.device))
         if layout is not None and self.fused.packed and self.fused.weight.layout != layout:
             from qerl.kernels import with_layout
 
@@ -262,37 +249,23 @@ class DecodeStep:
     Building it fuses the packed groups' storage (``qerl.fusion``, once per model); with ``layout`` "words" (or
     "auto" picking it) it also copies their codes into that layout."""
 
-    def __init__(self, model: nn.Module, layout: str = "auto", adapter_dtype: torch.dtype | str | None = "auto") -> None:
+    def __init__(self, model: nn.Module, layout: str = "auto") -> None:
         reason = unsupported_reason(model)
         if reason is not None:
             raise ValueError(f"the fused decode step does not support this model: {reason}")
         if layout not in DECODE_LAYOUTS:
             raise ValueError(f"decode layout {layout!r}: use one of {DECODE_LAYOUTS}")
         self.layout = auto_layout(model) if layout == "auto" else layout
-        if adapter_dtype == "auto":  # bf16 copies of fp32 adapters on a bf16 model on CUDA (module docstring)
-            embed = model.get_input_embeddings().weight
-            adapter_dtype = torch.bfloat16 if embed.is_cuda and embed.dtype == torch.bfloat16 else None
-        self.adapter_dtype = adapter_dtype
         self.model = model
         cfg = model.config
         self.heads = cfg.num_attention_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         # o_proj and down_proj as groups of one: on a packed or frozen base their adapter's expand joins the
         # product's epilogue (two kernels fewer than peft's layer, which adds a scaled second product).
-        self.layers = [_Layer(layer, *(ProjectionGroup(parent, leaves, self.layout, adapter_dtype) for parent, leaves in (
+        self.layers = [_Layer(layer, *(ProjectionGroup(parent, leaves, self.layout) for parent, leaves in (
                                   (layer.self_attn, QKV), (layer.self_attn, O_PROJ), (layer.mlp, GATE_UP),
                                   (layer.mlp, DOWN))))
                        for layer in model.model.layers]
-
-    @torch.no_grad()
-    def refresh_adapters(self) -> None:
-        """Copy the adapters' current values into the step's copies of them (where it keeps copies: see the module
-        docstring), in place, so a captured step reads them. Call before each generation (``StaticDecoder`` does)."""
-        for p in self.layers:
-            for group in p[1:]:
-                if group.adapter_copies is not None:
-                    for held, copy in zip(*group.adapter_copies):
-                        copy.copy_(held)
 
     def fused_groups(self) -> int:
         """How many of the layers' q/k/v and gate/up groups run as one product."""
