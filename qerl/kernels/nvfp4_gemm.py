@@ -295,7 +295,7 @@ def with_layout(w: KernelWeight, layout: str) -> KernelWeight:
     if layout == w.layout:
         return w
     n, half_k = w.codes.shape
-    if "rows" in (layout, w.layout) and n % 2:
+    if layout == "rows" and n % 2:
         raise ValueError(f"the rows layout pairs W's rows, so N must be even (got {n}): use layout='pairs'")
     out = torch.empty((n, half_k), dtype=torch.uint8, device=w.codes.device)
     rows = max(2, WORDS_PASS_BYTES // (32 * half_k) // 2 * 2)

@@ -136,7 +136,7 @@ class ProjectionGroup:
                     b_list.append(like_b.new_zeros(base.out_features, like_b.shape[1]))
                     scales.append(0.0)
             self.lora = (a_list, b_list, torch.tensor(scales, dtype=torch.float32, device=like_a.device))
-        if layout is not None and self.fused.packed and self.fused.weight.layout != layout:
+        if layout is not None and self.fused.packed:
             from qerl.kernels import with_layout
 
             self.fused = self.fused._replace(weight=with_layout(self.fused.weight, layout))  # the step's own codes
