@@ -173,6 +173,10 @@ def main() -> None:
     p.add_argument("--decode-layout-compare", action="store_true",
                    help="also time the NVFP4 model with the fused step on the modules' own 'pairs' codes "
                         "(decode_layout='pairs') as 'nvfp4_pairs', in the same passes")
+    p.add_argument("--adapter-kernels-compare", action="store_true",
+                   help="with an adapter: also time each model with the fused step's adapter shrink in torch and B "
+                        "cast each step (DecodeStep's adapter_kernels off) as '<model>_torchadapter', in the same "
+                        "passes")
     p.add_argument("--group", type=int, default=1,
                    help="rows per distinct prompt (GRPO's completions per prompt; the batch must divide by it)")
     p.add_argument("--prefill-compare", action="store_true",
@@ -212,7 +216,8 @@ def main() -> None:
             "ws_lora_epilogue_compare": args.ws_lora_epilogue_compare, "group": args.group,
             "prefill_compare": args.prefill_compare, "prefill_split": args.prefill_split,
             "decode_layout": args.decode_layout, "decode_layout_compare": args.decode_layout_compare,
-            "command": " ".join(["python"] + sys.argv)}
+            "adapter_kernels_compare": args.adapter_kernels_compare,
+            "shrink_kernel_max_m": decode_step.SHRINK_KERNEL_MAX_M, "command": " ".join(["python"] + sys.argv)}
     # A token id past the vocabulary: no row stops early, every call generates batch x new_tokens tokens.
     eos = [QWEN7B["vocab_size"]]
     tok = argparse.Namespace(pad_token_id=0, eos_token_id=eos[0])
@@ -233,6 +238,15 @@ def main() -> None:
             if args.decode_layout_compare and mode == "fused":
                 backends["nvfp4_pairs"] = HFRolloutBackend(models["nvfp4"], tok, eos, compile=True, fused_step=True,
                                                            decode_layout="pairs")
+            if args.adapter_kernels_compare and mode == "fused" and rank:
+                from qerl.rollout.decode_step import DecodeStep
+
+                for name in models:
+                    backend = HFRolloutBackend(models[name], tok, eos, compile=True, fused_step=True,
+                                               decode_layout=layout)
+                    decoder = backend._static_decoder(torch.device("cuda"))
+                    decoder._fused = DecodeStep(decoder.model, layout, adapter_kernels=False)  # before any call
+                    backends[f"{name}_torchadapter"] = backend
             if args.prefill_compare and compiled:
                 backends.update({f"{name}_{v}": backends[name] for v in ("fullprefill", "eager") for name in models})
             for batch in (int(b) for b in args.batches.split(",")):
@@ -262,6 +276,8 @@ def main() -> None:
                         row[f"{name}_prefill_ms"] = 1e3 * statistics.median(calls)
                         full_ms = 1e3 * batch * args.new_tokens / row[f"{name}_tok_s"]
                         row[f"{name}_step_ms"] = (full_ms - row[f"{name}_prefill_ms"]) / (args.new_tokens - 1)
+                if "nvfp4_torchadapter" in backends:
+                    row["ratio_torchadapter"] = row["nvfp4_torchadapter_tok_s"] / row["bf16_torchadapter_tok_s"]
                 if "nvfp4_pairs" in backends:
                     row["ratio_pairs"] = row["nvfp4_pairs_tok_s"] / row["bf16_tok_s"]
                     row["layout_speedup"] = row["nvfp4_tok_s"] / row["nvfp4_pairs_tok_s"]
@@ -294,6 +310,9 @@ def main() -> None:
                   f"tok/s, {r['ratio_eager']:.2f}x")
         for name in (n[: -len("_prefill_ms")] for n in r if n.endswith("_prefill_ms")):
             print(f"     {name}: prefill {r[name + '_prefill_ms']:.1f} ms, then {r[name + '_step_ms']:.2f} ms a token")
+        if "ratio_torchadapter" in r:
+            print(f"     the adapter's shrink in torch, B cast each step: BF16 {r['bf16_torchadapter_tok_s']:.0f} / "
+                  f"NVFP4 {r['nvfp4_torchadapter_tok_s']:.0f} tok/s, {r['ratio_torchadapter']:.2f}x")
         if "nvfp4_pairs_tok_s" in r:
             print(f"     NVFP4's step on {r['nvfp4_decode_layout']}; on the modules' pairs: {r['nvfp4_pairs_tok_s']:.0f} "
                   f"tok/s ({r['ratio_pairs']:.2f}x BF16); {r['nvfp4_decode_layout']} / pairs "

@@ -4196,4 +4196,19 @@ PY
     timeout 250 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --group 8 --adapter-copies-compare \
       --profile --out "$out" 2>&1 | grep -v Warning | tail -12
     ;;
+  80a)  # the adapters' shrink in one kernel launch per group and B kept in bf16 (DecodeStep's adapter_kernels): the
+        # kernel's GPU tests, the backend's adapter tests, then batch 8 with a rank-32 adapter against the shrink in
+        # torch with B cast each step, in the same passes, and where a step's time goes
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_lora_shrink.py \
+      tests/test_rollout_hf.py -k "shrink or in_place or split_kernels" -rf --tb=short 2>&1 \
+      | grep -v "Warning\|DEBUG" | tail -14 | tee "$out/gpu_tests.txt"
+    timeout 420 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --group 8 --adapter-kernels-compare \
+      --profile --out "$out" 2>&1 | grep -v Warning | tail -12
+    ;;
+  80b)  # 80a's comparison at batches 8 and 64 with the prefill's share split off
+    device_name
+    timeout 560 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 32 --group 8 --adapter-kernels-compare \
+      --prefill-split --out "$out" 2>&1 | grep -v Warning | tail -12
+    ;;
 esac

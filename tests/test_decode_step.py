@@ -18,7 +18,7 @@ from qerl.rollout.base import SamplingSettings
 from qerl.rollout.decode_step import DecodeStep, unsupported_reason
 from qerl.rollout.hf import HFRolloutBackend
 from qerl.rollout.static_decode import StaticDecoder
-from tests.conftest import attach_test_adapter, random_prompts
+from tests.conftest import attach_test_adapter, random_prompts, rollout_mismatch
 
 TOKENIZER = SimpleNamespace(pad_token_id=0, eos_token_id=1)
 GREEDY = SamplingSettings(max_new_tokens=12, temperature=0.0)
@@ -170,13 +170,24 @@ def test_scale_descriptor_of_a_fused_member_reads_its_own_bytes():
         assert ws.scale_pitch(own) == w.n // 32
 
 
+@pytest.mark.parametrize("shrink", ["op", "torch"])
 @pytest.mark.parametrize("base", ["nvfp4", "dense"])
-def test_decode_step_generates_what_generate_does(base):
+def test_decode_step_generates_what_generate_does(base, shrink, monkeypatch):
     """Greedy tokens and log-probabilities of the project's step against transformers' generate on a dynamic cache:
     prompts of unequal widths (left padding skipped by the attention, rows rotated at their own positions), a LoRA
-    adapter on every projection; on the NVFP4 base q/k/v and gate/up run as one product each."""
+    adapter on every projection; on the NVFP4 base q/k/v and gate/up run as one product each. The adapter's shrink
+    through ``qerl::lora_shrink`` (the decode batches' default) or, past ``SHRINK_KERNEL_MAX_M`` rows, in torch."""
+    from qerl.kernels import ops
+    from qerl.rollout import decode_step
+
+    calls = []
+    reference = ops.lora_shrink_reference
+    monkeypatch.setattr(ops, "lora_shrink_reference", lambda *args: calls.append(1) or reference(*args))
+    if shrink == "torch":
+        monkeypatch.setattr(decode_step, "SHRINK_KERNEL_MAX_M", 2)  # the batch of 3 takes the torch shrink
     _, got = _generates_like_generate(_tiny(base), _prompts((5, 9, 7)), 4, static_cache=True)
     assert len({tuple(c) for c in got.completion_ids}) > 1
+    assert (len(calls) > 0) == (shrink == "op")
 
 
 def test_decode_step_on_its_own_words_copy_generates_what_generate_does():
@@ -320,3 +331,33 @@ def test_decode_step_with_fp32_norms_as_aqn_keeps_them():
         for m in norms.values():
             m.weight.mul_(1 + 0.05 * torch.randn_like(m.weight))
     _generates_like_generate(model, _prompts((5, 8)), 4, atol=0.05, static_cache=True)
+
+
+def test_bf16_copies_of_an_fp32_adapters_b_follow_it_at_every_generation():
+    """A bf16 model whose adapters peft keeps in fp32: the step keeps bf16 copies of B (the epilogue's dtype) and reads
+    A itself; its log-probabilities stay within bf16 rounding of an eager forward's over its own tokens, and after an
+    optimizer-like in-place update of A and B the next generation refreshes the copies and follows the adapter."""
+    model = attach_test_adapter(_tiny(lora=False).to(torch.bfloat16), r=4, alpha=8)
+    lora = {n: p for n, p in model.named_parameters() if "lora_" in n}
+    assert lora and all(p.dtype == torch.float32 for p in lora.values())  # peft's autocast of bf16 adapters
+    prompts = _prompts((5, 8))
+    backend = HFRolloutBackend(model, TOKENIZER, fused_step=True)
+    first = backend.generate(prompts, GREEDY)
+    groups = [g for layer in backend.decoder._fused.layers for g in layer[1:]]
+    assert len(groups) == 8 and all(g.b_copies is not None and g.shrink_kernel for g in groups)
+    copies = [t for g in groups for t in g.b_copies[1]]
+    assert all(t.dtype == torch.bfloat16 for t in copies)
+    ptrs = {n: p.untyped_storage().data_ptr() for n, p in lora.items()}
+    assert not {t.untyped_storage().data_ptr() for t in copies} & set(ptrs.values())
+    a_ptrs = {t.untyped_storage().data_ptr() for g in groups for t in g.lora[0]}
+    assert a_ptrs == {v for n, v in ptrs.items() if "lora_A" in n}  # A: the adapter's own tensors
+
+    assert rollout_mismatch(model, prompts, first) < 0.1
+    with torch.no_grad():
+        for p in lora.values():
+            p.add_(torch.randn_like(p) * 0.1)
+    assert rollout_mismatch(model, prompts, first) > 0.5  # the update changes the model enough to tell
+    assert rollout_mismatch(model, prompts, backend.generate(prompts, GREEDY)) < 0.1  # the refreshed copies
+
+    plain = DecodeStep(model.get_base_model(), adapter_kernels=False)  # the torch shrink, B cast each step
+    assert all(g.b_copies is None and not g.shrink_kernel for layer in plain.layers for g in layer[1:])

@@ -1,4 +1,4 @@
-"""The NVFP4 matmul and the decode step's attention kernels as torch custom ops, so compiled graphs (torch.compile,
+"""The NVFP4 matmul, the LoRA shrink and the decode step's attention kernels as torch custom ops, so compiled graphs (torch.compile,
 vLLM's piecewise CUDA graphs) treat each launcher as one opaque call instead of tracing its Python (launch-config
 lookup, workspace and counter buffers)."""
 
@@ -43,6 +43,28 @@ def _(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, global_scale: 
       bias: torch.Tensor | None, lora_u: torch.Tensor, lora_b: list[torch.Tensor],
       no_lora: torch.Tensor | None = None, layout: str = "pairs") -> torch.Tensor:
     return x.new_empty((*x.shape[:-1], n), dtype=torch.bfloat16)
+
+
+def lora_shrink_reference(x: torch.Tensor, a: list[torch.Tensor], scales: torch.Tensor) -> torch.Tensor:
+    """``qerl.kernels.lora_shrink.lora_shrink`` in fp32 torch: [S, M, R] with ``u[s] = scales[s] * x @ a[s]^T``."""
+    x = x.float()
+    return torch.stack([(x @ t.float().T) * scales[s] for s, t in enumerate(a)])
+
+
+@torch.library.custom_op("qerl::lora_shrink", mutates_args=())
+def lora_shrink_op(x: torch.Tensor, a: list[torch.Tensor], scales: torch.Tensor) -> torch.Tensor:
+    """A LoRA adapter's scaled shrink for 1-3 output slices, fp32 [S, M, R] (``nvfp4_lora_linear``'s ``lora_u``): the
+    kernel of ``qerl.kernels.lora_shrink`` on CUDA, its torch reference elsewhere."""
+    if x.is_cuda:
+        from qerl.kernels.lora_shrink import lora_shrink
+
+        return lora_shrink(x, a, scales)
+    return lora_shrink_reference(x, a, scales)
+
+
+@lora_shrink_op.register_fake
+def _(x: torch.Tensor, a: list[torch.Tensor], scales: torch.Tensor) -> torch.Tensor:
+    return x.new_empty((len(a), x.shape[0], a[0].shape[0]), dtype=torch.float32)
 
 
 @torch.library.custom_op("qerl::rope_and_cache", mutates_args=("k_cache", "v_cache"))

@@ -26,9 +26,17 @@ the Triton kernels, where "words" runs the warp-specialized ones: 7B rollouts 8-
 with a rank-32 one (benchmarks/RESULTS.md, run 45). "auto" (the default) takes "words" on a Hopper GPU where the
 copy takes at most a quarter of the free memory (the KV cache and the training step need the rest), else "pairs".
 
-The adapters are read where they live (their A and B tensors, updated in place by the optimizer), so a step
-captured in a CUDA graph keeps using the current adapter; the adapter configuration (which adapter is active) is
-read when the step is built. Adapter dropout is not applied: rollouts run in eval mode.
+The adapters' A is read where it lives (updated in place by the optimizer), so a step captured in a CUDA graph
+keeps using the current adapter; the adapter configuration (which adapter is active) is read when the step is
+built. With ``adapter_kernels`` (the default) the shrink ``u = scale * x @ A^T`` of each group at decode batches is
+one launch of ``qerl.kernels.lora_shrink`` reading A in its own dtype (fp32 for peft's trained adapters), writing u
+where the expand reads it; and where B's dtype is not the model's (peft keeps trained adapters in fp32, the NVFP4
+epilogue and the dense path's expand take the model's bf16), the step keeps its own copies of B in the model's
+dtype, refreshed in place before every generation (``refresh_adapters``), as vLLM's engine receives an adapter in
+its own dtype. The same rounding of B as a cast each step, without the cast's kernels: written in torch, the shrink
+and the casts took about 0.9 ms of a 7B batch-8 step with a rank-32 adapter (benchmarks/RESULTS.md, runs 45-46).
+Without ``adapter_kernels`` the shrink is written in torch and B is cast each step. Adapter dropout is not
+applied: rollouts run in eval mode.
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ from qerl.modules import NVFP4Linear
 
 # Up to this many rows (decode batches) the adapters' shrink is written as a multiply-sum (``ProjectionGroup._shrink``).
 SHRINK_REDUCTION_MAX_M = 16
+# Up to this many rows the shrink runs ``qerl::lora_shrink`` (with ``adapter_kernels``); above, one matmul.
+SHRINK_KERNEL_MAX_M = 128
 O_PROJ = ("o_proj",)
 DOWN = ("down_proj",)
 
@@ -105,11 +115,15 @@ class ProjectionGroup:
     # NVFP4 with an adapter: its expand in the product's epilogue (``qerl::nvfp4_lora_linear``), else after it.
     expand_in_epilogue = True
 
-    def __init__(self, parent: nn.Module, leaves: tuple[str, ...], layout: str | None = None) -> None:
+    def __init__(self, parent: nn.Module, leaves: tuple[str, ...], layout: str | None = None,
+                 b_dtype: torch.dtype | None = None, shrink_kernel: bool = False) -> None:
         self.modules = [getattr(parent, leaf) for leaf in leaves]
         self.fused: FusedWeight | None = fuse_siblings(parent, leaves)
         self.bias: torch.Tensor | None = None
         self.lora: tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor] | None = None  # A's, B's, scalings
+        # (the adapter's B's, the step's copies of them in ``b_dtype``) where they differ in dtype
+        self.b_copies: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        self.shrink_kernel = shrink_kernel
         if self.fused is None:
             return
         adapters = [_adapter(m) for m in self.modules]
@@ -135,6 +149,10 @@ class ProjectionGroup:
                     a_list.append(like_a.new_zeros(like_a.shape[0], base.in_features))
                     b_list.append(like_b.new_zeros(base.out_features, like_b.shape[1]))
                     scales.append(0.0)
+            if b_dtype is not None and like_b.dtype != b_dtype:
+                # The step's own copies (module docstring), which ``DecodeStep.refresh_adapters`` updates.
+                self.b_copies = (b_list, [b.detach().to(b_dtype) for b in b_list])
+                b_list = self.b_copies[1]
             self.lora = (a_list, b_list, torch.tensor(scales, dtype=torch.float32, device=like_a.device))
         if layout is not None and self.fused.packed:
             from qerl.kernels import with_layout
@@ -182,6 +200,11 @@ class ProjectionGroup:
         if self.lora is None:
             return None
         a_list, b_list, scales = self.lora
+        bs = [b.to(torch.bfloat16) if cast_b else b for b in b_list]  # no kernel where B is bf16 (its copies)
+        if self.shrink_kernel and x.shape[0] <= SHRINK_KERNEL_MAX_M:
+            from qerl.kernels.ops import lora_shrink_op
+
+            return lora_shrink_op(x, a_list, scales), bs
         a = torch.cat(a_list) if len(a_list) > 1 else a_list[0]  # [S * r, K], in place of S small products
         if x.shape[0] <= SHRINK_REDUCTION_MAX_M:
             # A product this skinny ([M, K] x [K, S r], K in the thousands) gets a handful of CTAs from cuBLAS: ~9 us
@@ -191,7 +214,7 @@ class ProjectionGroup:
         else:
             u = x.to(a.dtype) @ a.T
         u = u.float().unflatten(-1, (len(a_list), -1)) * scales[:, None]
-        return u.transpose(0, 1).contiguous(), [b.to(torch.bfloat16) if cast_b else b for b in b_list]
+        return u.transpose(0, 1).contiguous(), bs
 
 
 def _expand(u: torch.Tensor, bs: list[torch.Tensor]) -> torch.Tensor:
@@ -247,25 +270,38 @@ def auto_layout(model: nn.Module) -> str:
 class DecodeStep:
     """One new token per sequence through ``model`` (see the module docstring); ``unsupported_reason`` must be None.
     Building it fuses the packed groups' storage (``qerl.fusion``, once per model); with ``layout`` "words" (or
-    "auto" picking it) it also copies their codes into that layout."""
+    "auto" picking it) it also copies their codes into that layout. ``adapter_kernels``: the adapters' shrink in
+    ``qerl.kernels.lora_shrink`` and B in the model's dtype (module docstring)."""
 
-    def __init__(self, model: nn.Module, layout: str = "auto") -> None:
+    def __init__(self, model: nn.Module, layout: str = "auto", adapter_kernels: bool = True) -> None:
         reason = unsupported_reason(model)
         if reason is not None:
             raise ValueError(f"the fused decode step does not support this model: {reason}")
         if layout not in DECODE_LAYOUTS:
             raise ValueError(f"decode layout {layout!r}: use one of {DECODE_LAYOUTS}")
         self.layout = auto_layout(model) if layout == "auto" else layout
+        self.adapter_kernels = adapter_kernels
+        b_dtype = model.get_input_embeddings().weight.dtype if adapter_kernels else None
         self.model = model
         cfg = model.config
         self.heads = cfg.num_attention_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         # o_proj and down_proj as groups of one: on a packed or frozen base their adapter's expand joins the
         # product's epilogue (two kernels fewer than peft's layer, which adds a scaled second product).
-        self.layers = [_Layer(layer, *(ProjectionGroup(parent, leaves, self.layout) for parent, leaves in (
-                                  (layer.self_attn, QKV), (layer.self_attn, O_PROJ), (layer.mlp, GATE_UP),
-                                  (layer.mlp, DOWN))))
+        self.layers = [_Layer(layer, *(ProjectionGroup(parent, leaves, self.layout, b_dtype, adapter_kernels)
+                                       for parent, leaves in ((layer.self_attn, QKV), (layer.self_attn, O_PROJ),
+                                                              (layer.mlp, GATE_UP), (layer.mlp, DOWN))))
                        for layer in model.model.layers]
+
+    @torch.no_grad()
+    def refresh_adapters(self) -> None:
+        """Copy the adapters' current B into the step's copies of it (where it keeps copies: see the module
+        docstring), in place, so a captured step reads them. Call before each generation (``StaticDecoder`` does)."""
+        for p in self.layers:
+            for group in p[1:]:
+                if group.b_copies is not None:
+                    for held, copy in zip(*group.b_copies):
+                        copy.copy_(held)
 
     def fused_groups(self) -> int:
         """How many of the layers' q/k/v and gate/up groups run as one product."""

@@ -173,6 +173,7 @@ class StaticDecoder:
             # Before the prefill: building the step moves q / k / v and gate / up into one allocation per group
             # (``qerl.fusion``), and a prefill captured earlier would read the weights where they were.
             self._prepare_fused()
+            self._fused.refresh_adapters()  # its copies of the adapter's B (if any) as the adapter is now
             self._starts.copy_((prompt_mask == 0).sum(-1))  # left padding: a row's pads come first
         logits = self._prefill(ids, prompt_mask, mask, position_ids, cache)
         next_position = position_ids[:, -1:] + 1
