@@ -22,18 +22,20 @@ from qerl.kernels.ops import lora_shrink_reference
 seed = int.from_bytes(os.urandom(4), "little")
 gen = torch.Generator().manual_seed(seed)
 results = []
-# (M, K, R, slices, A's dtype, split): rows past one 16-row block, K not a multiple of the K step, ranks not a power
-# of two, one to three slices, splits that do not divide the K steps (the last split reads nothing).
-for m, k, r, s, dtype, split in [(5, 80, 4, 3, torch.float32, None), (1, 144, 16, 1, torch.float32, 3),
-                                 (20, 200, 12, 2, torch.bfloat16, 4), (8, 384, 32, 3, torch.float32, None),
-                                 (17, 96, 8, 1, torch.float32, 1), (33, 48, 64, 2, torch.float32, 5)]:
+# (M, K, R, slices, A's dtype, programs, reduce): rows past one 16-row block, K not a multiple of the K step, ranks
+# not a power of two, one to three slices, each way the splits meet (one split only: "store").
+for m, k, r, s, dtype, programs, reduce in [
+        (5, 80, 4, 3, torch.float32, None, "atomic"), (1, 144, 16, 1, torch.float32, 3, "last"),
+        (20, 200, 12, 2, torch.bfloat16, 4, "atomic"), (8, 384, 32, 3, torch.float32, None, "last"),
+        (17, 96, 8, 1, torch.float32, 1, "atomic"), (33, 48, 64, 2, torch.float32, 5, "last")]:
     x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
     a = [(torch.randn(r, k, generator=gen) * 0.1).to(dtype) for _ in range(s)]
     scales = torch.rand(s, generator=gen) + 0.5
-    u = lora_shrink(x, a, scales, split=split)
+    u = lora_shrink(x, a, scales, programs=programs, reduce=reduce)
     ref = lora_shrink_reference(x, a, scales)
-    results.append({"case": [m, k, r, s, str(dtype), split], "shape": list(u.shape), "want": list(ref.shape),
-                    "err": float((u - ref).abs().max() / ref.abs().max()), "finite": bool(torch.isfinite(u).all())})
+    results.append({"case": [m, k, r, s, str(dtype), programs, reduce], "shape": list(u.shape),
+                    "want": list(ref.shape), "err": float((u - ref).abs().max() / ref.abs().max()),
+                    "finite": bool(torch.isfinite(u).all())})
 counters = nvfp4_gemm._COUNTERS.get(("cpu", None))
 print(json.dumps({"seed": seed, "results": results,
                   "counters": None if counters is None else int(counters.abs().sum())}))
@@ -64,6 +66,8 @@ def test_shrink_refuses_what_it_cannot_compute():
         lora_shrink(x.T.contiguous().T, [a], scales)
     with pytest.raises(ValueError, match=r"fp32 \[1\]"):
         lora_shrink(x, [a], torch.ones(1, dtype=torch.float64))
+    with pytest.raises(ValueError, match="reduce 'tree'"):
+        lora_shrink(x, [a], scales, reduce="tree")
 
 
 def test_op_on_cpu_is_the_reference_and_traces_under_compile():
@@ -116,17 +120,20 @@ def test_shrink_kernel_matches_reference_on_gpu(m, k, r, slices, dtype):
 
 @pytest.mark.gpu
 @needs_gpu
-def test_shrink_in_a_cuda_graph_reads_x_and_a_in_place_and_leaves_the_counters_zero():
+@pytest.mark.parametrize("reduce", ["atomic", "last"])
+def test_shrink_in_a_cuda_graph_reads_x_and_a_in_place_and_leaves_the_counters_zero(reduce):
     """As the decode step's captured graph uses it: x and A refilled in place between replays (the optimizer updates
-    A in place), the split sums correct on every replay and their tile counters back at zero after each."""
+    A in place), the split sums correct on every replay (the atomic adds' u zeroed each time; the last program's
+    tile counters back at zero after each)."""
     from qerl.kernels import nvfp4_gemm, reserve_split_counters
+    from qerl.kernels.lora_shrink import lora_shrink
 
     reserve_split_counters(torch.device("cuda"))
     x, a, scales = _case(8, 18944, 32, 1, torch.float32)
-    lora_shrink_op(x, a, scales)  # compile outside the capture
+    lora_shrink(x, a, scales, reduce=reduce)  # compile outside the capture
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        u = lora_shrink_op(x, a, scales)
+        u = lora_shrink(x, a, scales, reduce=reduce)
     counters = nvfp4_gemm._COUNTERS[("cuda", torch.cuda.current_device())]
     for seed in range(3):
         torch.manual_seed(seed)
@@ -137,3 +144,17 @@ def test_shrink_in_a_cuda_graph_reads_x_and_a_in_place_and_leaves_the_counters_z
         err = float((u - _reference(x, a, scales)).abs().max() / u.abs().max())
         assert err < 1e-5, (seed, err)
         assert int(counters.abs().sum()) == 0
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("reduce", ["atomic", "last"])
+@pytest.mark.parametrize("programs", [64, 512])
+def test_every_reduce_mode_and_program_count_matches_reference_on_gpu(reduce, programs):
+    from qerl.kernels.lora_shrink import lora_shrink
+
+    for m, k, slices in ((8, 3584, 3), (64, 18944, 1), (1, 3584, 2)):
+        x, a, scales = _case(m, k, 32, slices, torch.float32)
+        u = lora_shrink(x, a, scales, programs=programs, reduce=reduce)
+        err = float((u - _reference(x, a, scales)).abs().max() / u.abs().max())
+        assert err < 1e-5, (m, k, slices, err)

@@ -21,17 +21,24 @@ import torch
 import triton
 import triton.language as tl
 
-from qerl.kernels.nvfp4_gemm import _even_split, _interpreting, _last_split, _split_counters, _sum_splits
+from qerl.kernels.nvfp4_gemm import _interpreting, _last_split, _split_counters
 
 MAX_SLICES = 3  # q / k / v: the largest group the decode step fuses
-TARGET_PROGRAMS = 128  # enough programs to stream A at bandwidth on an H100 / H200 (132 SMs)
+TARGET_PROGRAMS = 256  # programs per launch: A is a few MB, read in one or a few unrolled steps per program
+MAX_STEPS = 8  # K steps one program unrolls at most
 _PRODUCT_TILE = 8192  # BM * BR * BK: the fp32 [rows, ranks, k] products one step holds in registers
 
 
+# How a tile's K-splits meet in u: the only split stores it; atomic adds into a zeroed u (the default: fastest, the
+# summation order varies between launches); or the program that finishes a tile last sums the partials in split
+# order (deterministic).
+REDUCE_MODES = {"store": 0, "atomic": 1, "last": 2}
+
+
 @triton.jit
-def _shrink_kernel(x_ptr, a0_ptr, a1_ptr, a2_ptr, scale_ptr, ws_ptr, u_ptr, cnt_ptr, M, K, R, stride_xm, stride_a,
-                   stride_split, k_per_split, SPLIT: tl.constexpr, BM: tl.constexpr, BR: tl.constexpr,
-                   BK: tl.constexpr):
+def _lora_shrink_kernel(x_ptr, a0_ptr, a1_ptr, a2_ptr, scale_ptr, ws_ptr, u_ptr, cnt_ptr, M, K, R, stride_xm,
+                        stride_a, stride_split, SPLIT: tl.constexpr, STEPS: tl.constexpr, REDUCE: tl.constexpr,
+                        BM: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr):
     tile = tl.program_id(0)  # (slice, block of rows)
     split = tl.program_id(1)
     m_blocks = tl.cdiv(M, BM)
@@ -46,32 +53,37 @@ def _shrink_kernel(x_ptr, a0_ptr, a1_ptr, a2_ptr, scale_ptr, ws_ptr, u_ptr, cnt_
     row_ok = rows < M
     rank_ok = ranks < R
     acc = tl.zeros((BM, BR), dtype=tl.float32)
-    k0 = split * k_per_split
-    for kk in range(0, k_per_split, BK):
-        ks = k0 + kk + tl.arange(0, BK)
+    k0 = split * (STEPS * BK)
+    for i in tl.static_range(STEPS):  # unrolled: every step's loads are independent and issue together
+        ks = k0 + i * BK + tl.arange(0, BK)
         k_ok = ks < K
         x = tl.load(x_ptr + rows[:, None].to(tl.int64) * stride_xm + ks[None, :],
                     mask=row_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
         a = tl.load(a_ptr + ranks[:, None].to(tl.int64) * stride_a + ks[None, :],
                     mask=rank_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
         acc += tl.sum(x[:, None, :] * a[None, :, :], axis=2)
-    scale = tl.load(scale_ptr + s)
+    acc = acc * tl.load(scale_ptr + s)
     offs = s * M * R + rows[:, None] * R + ranks[None, :]
     mask = row_ok[:, None] & rank_ok[None, :]
-    if SPLIT == 1:
-        tl.store(u_ptr + offs, acc * scale, mask=mask)
+    if REDUCE == 0:
+        tl.store(u_ptr + offs, acc, mask=mask)
+    elif REDUCE == 1:
+        tl.atomic_add(u_ptr + offs, acc, mask=mask, sem="relaxed")
     else:
         tl.store(ws_ptr + split * stride_split + offs, acc, mask=mask)
         if _last_split(cnt_ptr, tile, SPLIT):
-            total = _sum_splits(ws_ptr + offs, stride_split, mask, SPLIT, acc)
-            tl.store(u_ptr + offs, total * scale, mask=mask)
+            total = tl.zeros_like(acc)
+            for sp in tl.static_range(SPLIT):
+                total += tl.load(ws_ptr + sp * stride_split + offs, mask=mask, other=0.0, cache_modifier=".cg")
+            tl.store(u_ptr + offs, total, mask=mask)
 
 
-def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor,
-                split: int | None = None) -> torch.Tensor:
+def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor, programs: int | None = None,
+                reduce: str = "atomic") -> torch.Tensor:
     """``u`` fp32 [S, M, R] with ``u[s] = scales[s] * x @ a[s]^T``: ``x`` [M, K] (any float dtype, unit last stride),
-    ``a`` 1..3 contiguous [R, K] tensors of one dtype, ``scales`` fp32 [S] on x's device. ``split``: how many
-    K-ranges per tile (default: about ``TARGET_PROGRAMS`` programs in all)."""
+    ``a`` 1..3 contiguous [R, K] tensors of one dtype, ``scales`` fp32 [S] on x's device. ``programs``: about how
+    many programs share the work (default ``TARGET_PROGRAMS``); ``reduce``: how their K-splits meet
+    (``REDUCE_MODES``)."""
     if x.dim() != 2 or x.stride(-1) != 1:
         raise ValueError(f"x must be 2-D with a unit last stride, got shape {tuple(x.shape)} strides {x.stride()}")
     m, k = x.shape
@@ -84,27 +96,32 @@ def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor
                              f"got {tuple(t.shape)} {t.dtype} on {t.device}")
     if scales.shape != (len(a),) or scales.dtype != torch.float32 or scales.device != x.device:
         raise ValueError(f"scales must be fp32 [{len(a)}] on {x.device}")
-    u = torch.empty((len(a), m, r), dtype=torch.float32, device=x.device)
-    if m == 0:
-        return u
-    bm = min(16, triton.next_power_of_2(m))
+    if reduce not in REDUCE_MODES:
+        raise ValueError(f"reduce {reduce!r}: use one of {tuple(REDUCE_MODES)}")
+    bm = min(16, triton.next_power_of_2(max(m, 1)))
     br = max(8, triton.next_power_of_2(r))
     bk = max(16, min(128, _PRODUCT_TILE // (bm * br)))
     tiles = len(a) * triton.cdiv(m, bm)
     steps = triton.cdiv(k, bk)
-    split = _even_split(steps, max(1, TARGET_PROGRAMS // tiles)) if split is None else max(1, min(split, steps))
-    counters = _split_counters(x.device, tiles) if split > 1 else None
-    if split > 1 and counters is None:  # during a capture that would have to allocate the counters
-        split = 1
-    ws = torch.empty((split, len(a), m, r), dtype=torch.float32, device=x.device) if split > 1 else u
+    per_program = min(MAX_STEPS, triton.cdiv(steps * tiles, programs or TARGET_PROGRAMS))
+    split = triton.cdiv(steps, per_program)
+    counters = _split_counters(x.device, tiles) if split > 1 and reduce == "last" else None
+    if split > 1 and reduce == "last" and counters is None:  # during a capture that would have to allocate them
+        reduce = "atomic"
+    mode = REDUCE_MODES[reduce] if split > 1 else REDUCE_MODES["store"]
+    u = (torch.zeros if mode == REDUCE_MODES["atomic"] else torch.empty)((len(a), m, r), dtype=torch.float32,
+                                                                         device=x.device)
+    if m == 0:
+        return u
+    ws = torch.empty((split, len(a), m, r), dtype=torch.float32, device=x.device) if mode == 2 else u
     a0 = a[0]
     a1 = a[1] if len(a) > 1 else a0
     a2 = a[2] if len(a) > 2 else a0
-    _shrink_kernel[(tiles, split)](
+    _lora_shrink_kernel[(tiles, split)](
         x, a0, a1, a2, scales, ws, u, u if counters is None else counters, m, k, r, x.stride(0), k, len(a) * m * r,
-        triton.cdiv(steps, split) * bk, SPLIT=split, BM=bm, BR=br, BK=bk,
+        SPLIT=split, STEPS=per_program, REDUCE=mode, BM=bm, BR=br, BK=bk,
         num_warps=1 if _interpreting() else (4 if bm * br * bk <= _PRODUCT_TILE else 8))
     return u
 
 
-__all__ = ["MAX_SLICES", "lora_shrink"]
+__all__ = ["MAX_SLICES", "REDUCE_MODES", "lora_shrink"]

@@ -1,0 +1,115 @@
+"""The LoRA shrink of a decode step at Qwen2.5-7B's shapes: ``qerl.kernels.lora_shrink`` (each reduce mode, a few
+program counts) against the torch formulation the decode step used before it (a multiply-sum compiled by
+torch.compile, then scaled and laid out per slice), all four groups of all 28 layers (each layer its own
+adapter, so A streams from memory as in a real step) in one CUDA graph; time per step, median of the replays.
+
+    python benchmarks/lora_shrink.py --out $OUT        (a CUDA GPU; writes lora_shrink.json)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from qerl.kernels import reserve_split_counters  # noqa: E402
+from qerl.kernels.lora_shrink import lora_shrink  # noqa: E402
+from qerl.kernels.ops import lora_shrink_reference  # noqa: E402
+
+HIDDEN, INTERMEDIATE, KV = 3584, 18944, 512
+# (slices, K) of the step's four groups: q / k / v, o, gate / up, down.
+GROUPS = ((3, HIDDEN), (1, HIDDEN), (2, HIDDEN), (1, INTERMEDIATE))
+
+
+def torch_shrink(x: torch.Tensor, a_list: list[torch.Tensor], scales: torch.Tensor) -> torch.Tensor:
+    """The decode step's shrink before the kernel (``adapter_kernels=False`` at M <= 16)."""
+    a = torch.cat(a_list) if len(a_list) > 1 else a_list[0]
+    u = (x.to(a.dtype)[:, None, :] * a[None]).sum(-1)
+    u = u.float().unflatten(-1, (len(a_list), -1)) * scales[:, None]
+    return u.transpose(0, 1).contiguous()
+
+
+def step_time_us(fn, layers, xs, replays: int) -> float:
+    """Median microseconds of one replay of a graph that runs ``fn`` on every layer's four groups."""
+    def run():
+        return [fn(xs[g], a, s) for layer in layers for g, (a, s) in enumerate(layer)]
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            run()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ms", default="8,64")
+    p.add_argument("--rank", type=int, default=32)
+    p.add_argument("--layers", type=int, default=28)
+    p.add_argument("--replays", type=int, default=50)
+    p.add_argument("--programs", default="64,128,256,512")
+    p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    args = p.parse_args()
+    torch.manual_seed(0)
+    device = torch.device("cuda")
+    reserve_split_counters(device)
+    layers = [[([torch.randn(args.rank, k, device=device) * 0.02 for _ in range(s)],
+                torch.full((s,), 2.0, device=device)) for s, k in GROUPS] for _ in range(args.layers)]
+    a_bytes = sum(t.numel() * t.element_size() for layer in layers for a, _ in layer for t in a)
+    compiled = torch.compile(torch_shrink, dynamic=False)
+    variants = {"torch_compiled": compiled}
+    for reduce in ("atomic", "last"):
+        for programs in (int(n) for n in args.programs.split(",")):
+            variants[f"{reduce}_{programs}"] = (
+                lambda x, a, s, r=reduce, n=programs: lora_shrink(x, a, s, programs=n, reduce=r))
+    rows = []
+    for m in (int(v) for v in args.ms.split(",")):
+        xs = [torch.randn(m, k, device=device).to(torch.bfloat16) for _, k in GROUPS]
+        row = {"m": m}
+        for name, fn in variants.items():
+            worst = 0.0
+            for g, (a, s) in enumerate(layers[0]):
+                ref = lora_shrink_reference(xs[g], a, s)
+                got = fn(xs[g], a, s)
+                worst = max(worst, float((got - ref).abs().max() / ref.abs().max()))
+            row[f"{name}_us"] = step_time_us(fn, layers, xs, args.replays)
+            row[f"{name}_err"] = worst
+        row["best_kernel"] = min((n for n in variants if n != "torch_compiled"), key=lambda n: row[f"{n}_us"])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    props = torch.cuda.get_device_properties(0)
+    meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
+            "rank": args.rank, "layers": args.layers, "a_bytes_per_step": a_bytes, "groups": GROUPS,
+            "command": " ".join(["python"] + sys.argv)}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "lora_shrink.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    print(f"\n{props.name}: shrink of {args.layers} layers x 4 groups, rank {args.rank}, fp32 A "
+          f"({a_bytes / 1e6:.0f} MB a step); us a step (max rel err)")
+    for r in rows:
+        print(f"M = {r['m']}: " + ", ".join(f"{n} {r[n + '_us']:.0f} ({r[n + '_err']:.1e})" for n in variants))
+
+
+if __name__ == "__main__":
+    main()
