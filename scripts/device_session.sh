@@ -4214,8 +4214,8 @@ PY
   80c)  # the shrink kernel's reduce modes and program counts against the compiled torch shrink, all 28 layers' four
         # groups in one graph (benchmarks/lora_shrink.py), after the kernel's GPU tests
     device_name
-    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_lora_shrink.py -rf \
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_lora_shrink.py -rf \
       --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -8 | tee "$out/gpu_tests.txt"
-    timeout 200 python3 benchmarks/lora_shrink.py --out "$out" 2>&1 | grep -v Warning | tail -5
+    timeout 420 python3 benchmarks/lora_shrink.py --programs 64,256,1024 --out "$out" 2>&1 | grep -v Warning | tail -5
     ;;
 esac
