@@ -1,5 +1,5 @@
-"""The LoRA shrink of a decode step at Qwen2.5-7B's shapes: ``qerl.kernels.lora_shrink`` (each reduce mode, a few
-program counts) against the torch formulation the decode step used before it (a multiply-sum compiled by
+"""The LoRA shrink of a decode step at Qwen2.5-7B's shapes: ``qerl.kernels.lora_shrink`` (reduce modes, program
+counts, dot precisions) against the torch formulation the decode step used before it (a multiply-sum compiled by
 torch.compile, then scaled and laid out per slice), all four groups of all 28 layers (each layer its own
 adapter, so A streams from memory as in a real step) in one CUDA graph; time per step, median of the replays.
 
@@ -68,7 +68,8 @@ def main() -> None:
     p.add_argument("--rank", type=int, default=32)
     p.add_argument("--layers", type=int, default=28)
     p.add_argument("--replays", type=int, default=50)
-    p.add_argument("--programs", default="64,128,256,512")
+    p.add_argument("--variants", default="last_64,last_128,last_256,atomic_128,atomic_512,last_128_ieee",
+                   help="kernel variants, each reduce_programs[_precision] (lora_shrink's arguments)")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
     torch.manual_seed(0)
@@ -79,10 +80,10 @@ def main() -> None:
     a_bytes = sum(t.numel() * t.element_size() for layer in layers for a, _ in layer for t in a)
     compiled = torch.compile(torch_shrink, dynamic=False)
     variants = {"torch_compiled": compiled}
-    for reduce in ("atomic", "last"):
-        for programs in (int(n) for n in args.programs.split(",")):
-            variants[f"{reduce}_{programs}"] = (
-                lambda x, a, s, r=reduce, n=programs: lora_shrink(x, a, s, programs=n, reduce=r))
+    for spec in args.variants.split(","):  # reduce_programs[_precision]
+        reduce, programs, *precision = spec.split("_")
+        variants[spec] = (lambda x, a, s, r=reduce, n=int(programs), p=(precision or ["tf32x3"])[0]:
+                          lora_shrink(x, a, s, programs=n, reduce=r, precision=p))
     rows = []
     for m in (int(v) for v in args.ms.split(",")):
         xs = [torch.randn(m, k, device=device).to(torch.bfloat16) for _, k in GROUPS]

@@ -4218,4 +4218,14 @@ PY
       --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -8 | tee "$out/gpu_tests.txt"
     timeout 420 python3 benchmarks/lora_shrink.py --programs 64,256,1024 --out "$out" 2>&1 | grep -v Warning | tail -5
     ;;
+  80d)  # the shrink kernel on tl.dot (tf32x3), its K loop pipelined: its GPU tests, its variants against the compiled
+        # torch shrink (benchmarks/lora_shrink.py), then the backend at batches 8 and 64, rank 32, against the torch
+        # shrink with B cast each step, in the same passes
+    device_name
+    timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_lora_shrink.py -rf \
+      --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -8 | tee "$out/gpu_tests.txt"
+    timeout 150 python3 benchmarks/lora_shrink.py --out "$out" 2>&1 | grep -v Warning | tail -4
+    timeout 320 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 32 --group 8 --adapter-kernels-compare \
+      --out "$out" 2>&1 | grep -v Warning | tail -7
+    ;;
 esac

@@ -4,13 +4,14 @@ three) slices of a fused projection group, fp32 [S, M, R], the layout the NVFP4 
 Why a kernel: written in torch, the shrink at M = 8 on Qwen2.5-7B's shapes became one torch.compile reduction per
 group whose programs each reduce one output element, so every row of x re-reads A (about 0.44 ms a step over the
 28 layers), plus pointwise kernels that scale u and lay it out per slice (benchmarks/RESULTS.md, run 45). Here a
-program reads one K-range of A once for up to 16 rows of x and keeps the [rows, R] partial in registers; the
-K-ranges are split so that about ``TARGET_PROGRAMS`` programs stream A at once, and the program that finishes a
-tile's splits last sums their partials in split order (deterministic), scales them and stores u (the tile
-counters of ``qerl.kernels.nvfp4_gemm``, which stay zero between launches and so between CUDA-graph replays).
+program reads a K-range of A once for up to 64 rows of x (``tl.dot`` tiles, the loads pipelined over the range's
+steps); the K-ranges are split so that about ``TARGET_PROGRAMS`` programs stream A at once, and the program that
+finishes a tile's splits last sums their partials in split order (deterministic), scales them and stores u (the
+tile counters of ``qerl.kernels.nvfp4_gemm``, which stay zero between launches and so between CUDA-graph replays).
 
-A is read in its own dtype (peft keeps trained adapters in fp32) and every product is accumulated in fp32, so u
-is what the fp32 torch formulation gives, up to summation order.
+A is read in its own dtype (peft keeps trained adapters in fp32); the products run on the tensor cores as three
+tf32 products each ("tf32x3", about fp32's precision) and accumulate in fp32, so u is what the fp32 torch
+formulation gives up to rounding of order 1e-6.
 """
 
 from __future__ import annotations
@@ -24,21 +25,25 @@ import triton.language as tl
 from qerl.kernels.nvfp4_gemm import _interpreting, _last_split, _split_counters
 
 MAX_SLICES = 3  # q / k / v: the largest group the decode step fuses
-TARGET_PROGRAMS = 256  # programs per launch: A is a few MB, read in one or a few unrolled steps per program
-MAX_STEPS = 8  # K steps one program unrolls at most
-_PRODUCT_TILE = 8192  # BM * BR * BK: the fp32 [rows, ranks, k] products one step holds in registers
+TARGET_PROGRAMS = 128  # programs per launch (an H100 / H200 has 132 SMs)
+MIN_STEPS = 2  # K steps per program at least: the loop's loads pipeline (``num_stages``) over them
+MAX_SPLITS = 32  # K-splits per tile at most with reduce="last": its last program reads every partial
 
 
-# How a tile's K-splits meet in u: the only split stores it; atomic adds into a zeroed u (the default: fastest, the
-# summation order varies between launches); or the program that finishes a tile last sums the partials in split
-# order (deterministic).
+# How a tile's K-splits meet in u: the only split stores it; atomic adds into a zeroed u (summation order varies
+# between launches); or the program that finishes a tile last sums the partials in split order (the default:
+# deterministic, no zeroing launch).
 REDUCE_MODES = {"store": 0, "atomic": 1, "last": 2}
+# tl.dot's precision on the fp32 operands: three tf32 products per step ("tf32x3") are about as exact as fp32 FMAs
+# ("ieee") and run on the tensor cores; the products are a sliver of the kernel's time either way.
+PRECISIONS = ("tf32x3", "ieee", "tf32")
 
 
 @triton.jit
 def _lora_shrink_kernel(x_ptr, a0_ptr, a1_ptr, a2_ptr, scale_ptr, ws_ptr, u_ptr, cnt_ptr, M, K, R, stride_xm,
-                        stride_a, stride_split, SPLIT: tl.constexpr, STEPS: tl.constexpr, REDUCE: tl.constexpr,
-                        BM: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr):
+                        stride_a, stride_split, k_per_split, SPLIT: tl.constexpr, REDUCE: tl.constexpr,
+                        PRECISION: tl.constexpr, BM: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr,
+                        STAGES: tl.constexpr):
     tile = tl.program_id(0)  # (slice, block of rows)
     split = tl.program_id(1)
     m_blocks = tl.cdiv(M, BM)
@@ -53,15 +58,15 @@ def _lora_shrink_kernel(x_ptr, a0_ptr, a1_ptr, a2_ptr, scale_ptr, ws_ptr, u_ptr,
     row_ok = rows < M
     rank_ok = ranks < R
     acc = tl.zeros((BM, BR), dtype=tl.float32)
-    k0 = split * (STEPS * BK)
-    for i in tl.static_range(STEPS):  # unrolled: every step's loads are independent and issue together
-        ks = k0 + i * BK + tl.arange(0, BK)
+    k0 = split * k_per_split
+    for kk in tl.range(0, k_per_split, BK, num_stages=STAGES):
+        ks = k0 + kk + tl.arange(0, BK)
         k_ok = ks < K
         x = tl.load(x_ptr + rows[:, None].to(tl.int64) * stride_xm + ks[None, :],
                     mask=row_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
         a = tl.load(a_ptr + ranks[:, None].to(tl.int64) * stride_a + ks[None, :],
                     mask=rank_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
-        acc += tl.sum(x[:, None, :] * a[None, :, :], axis=2)
+        acc = tl.dot(x, tl.trans(a), acc, input_precision=PRECISION)
     acc = acc * tl.load(scale_ptr + s)
     offs = s * M * R + rows[:, None] * R + ranks[None, :]
     mask = row_ok[:, None] & rank_ok[None, :]
@@ -73,17 +78,17 @@ def _lora_shrink_kernel(x_ptr, a0_ptr, a1_ptr, a2_ptr, scale_ptr, ws_ptr, u_ptr,
         tl.store(ws_ptr + split * stride_split + offs, acc, mask=mask)
         if _last_split(cnt_ptr, tile, SPLIT):
             total = tl.zeros_like(acc)
-            for sp in tl.static_range(SPLIT):
+            for sp in tl.static_range(SPLIT):  # unrolled: the partials' loads issue together
                 total += tl.load(ws_ptr + sp * stride_split + offs, mask=mask, other=0.0, cache_modifier=".cg")
             tl.store(u_ptr + offs, total, mask=mask)
 
 
 def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor, programs: int | None = None,
-                reduce: str = "atomic") -> torch.Tensor:
+                reduce: str = "last", precision: str = "tf32x3") -> torch.Tensor:
     """``u`` fp32 [S, M, R] with ``u[s] = scales[s] * x @ a[s]^T``: ``x`` [M, K] (any float dtype, unit last stride),
     ``a`` 1..3 contiguous [R, K] tensors of one dtype, ``scales`` fp32 [S] on x's device. ``programs``: about how
     many programs share the work (default ``TARGET_PROGRAMS``); ``reduce``: how their K-splits meet
-    (``REDUCE_MODES``)."""
+    (``REDUCE_MODES``); ``precision``: tl.dot's on the fp32 operands (``PRECISIONS``)."""
     if x.dim() != 2 or x.stride(-1) != 1:
         raise ValueError(f"x must be 2-D with a unit last stride, got shape {tuple(x.shape)} strides {x.stride()}")
     m, k = x.shape
@@ -98,13 +103,17 @@ def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor
         raise ValueError(f"scales must be fp32 [{len(a)}] on {x.device}")
     if reduce not in REDUCE_MODES:
         raise ValueError(f"reduce {reduce!r}: use one of {tuple(REDUCE_MODES)}")
-    bm = min(16, triton.next_power_of_2(max(m, 1)))
-    br = max(8, triton.next_power_of_2(r))
-    bk = max(16, min(128, _PRODUCT_TILE // (bm * br)))
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: use one of {PRECISIONS}")
+    bm = 16 if m <= 16 else (32 if m <= 32 else 64)  # tl.dot's smallest tile is 16 rows
+    br = max(16, triton.next_power_of_2(r))
+    bk = 128 if bm * br <= 512 else 64
     tiles = len(a) * triton.cdiv(m, bm)
     steps = triton.cdiv(k, bk)
-    per_program = min(MAX_STEPS, triton.cdiv(steps * tiles, programs or TARGET_PROGRAMS))
+    per_program = max(MIN_STEPS, triton.cdiv(steps * tiles, programs or TARGET_PROGRAMS))
     split = triton.cdiv(steps, per_program)
+    split = min(split, MAX_SPLITS) if reduce == "last" else split
+    per_program = triton.cdiv(steps, split)
     counters = _split_counters(x.device, tiles) if split > 1 and reduce == "last" else None
     if split > 1 and reduce == "last" and counters is None:  # during a capture that would have to allocate them
         reduce = "atomic"
@@ -119,9 +128,9 @@ def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor
     a2 = a[2] if len(a) > 2 else a0
     _lora_shrink_kernel[(tiles, split)](
         x, a0, a1, a2, scales, ws, u, u if counters is None else counters, m, k, r, x.stride(0), k, len(a) * m * r,
-        SPLIT=split, STEPS=per_program, REDUCE=mode, BM=bm, BR=br, BK=bk,
-        num_warps=1 if _interpreting() else (4 if bm * br * bk <= _PRODUCT_TILE else 8))
+        per_program * bk, SPLIT=split, REDUCE=mode, PRECISION=precision, BM=bm, BR=br, BK=bk,
+        STAGES=1 if _interpreting() else 3, num_warps=4)
     return u
 
 
-__all__ = ["MAX_SLICES", "REDUCE_MODES", "lora_shrink"]
+__all__ = ["MAX_SLICES", "PRECISIONS", "REDUCE_MODES", "lora_shrink"]
