@@ -4228,4 +4228,13 @@ PY
     timeout 320 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 32 --group 8 --adapter-kernels-compare \
       --out "$out" 2>&1 | grep -v Warning | tail -7
     ;;
+  80e)  # the shrink kernel from 17 rows on (the multiply-sum below), atomic split sums, B kept in bf16: the kernel's
+        # and the backend's adapter GPU tests, then 80d's comparison at batches 8 and 64
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_lora_shrink.py \
+      tests/test_rollout_hf.py -k "shrink or in_place" -rf --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -8 \
+      | tee "$out/gpu_tests.txt"
+    timeout 330 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 32 --group 8 --adapter-kernels-compare \
+      --out "$out" 2>&1 | grep -v Warning | tail -7
+    ;;
 esac

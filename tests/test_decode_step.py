@@ -176,15 +176,15 @@ def test_decode_step_generates_what_generate_does(base, shrink, monkeypatch):
     """Greedy tokens and log-probabilities of the project's step against transformers' generate on a dynamic cache:
     prompts of unequal widths (left padding skipped by the attention, rows rotated at their own positions), a LoRA
     adapter on every projection; on the NVFP4 base q/k/v and gate/up run as one product each. The adapter's shrink
-    through ``qerl::lora_shrink`` (the decode batches' default) or, past ``SHRINK_KERNEL_MAX_M`` rows, in torch."""
+    in torch (up to ``SHRINK_REDUCTION_MAX_M`` rows, as this batch of 3) or through ``qerl::lora_shrink`` (above)."""
     from qerl.kernels import ops
     from qerl.rollout import decode_step
 
     calls = []
     reference = ops.lora_shrink_reference
     monkeypatch.setattr(ops, "lora_shrink_reference", lambda *args: calls.append(1) or reference(*args))
-    if shrink == "torch":
-        monkeypatch.setattr(decode_step, "SHRINK_KERNEL_MAX_M", 2)  # the batch of 3 takes the torch shrink
+    if shrink == "op":
+        monkeypatch.setattr(decode_step, "SHRINK_REDUCTION_MAX_M", 2)  # the batch of 3 takes the op
     _, got = _generates_like_generate(_tiny(base), _prompts((5, 9, 7)), 4, static_cache=True)
     assert len({tuple(c) for c in got.completion_ids}) > 1
     assert (len(calls) > 0) == (shrink == "op")

@@ -176,19 +176,26 @@ def test_compile_needs_cuda_and_the_static_cache():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused_step, decode_layout", [(True, "auto"), (False, "auto"), (True, "pairs")])
-def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_layout):
+@pytest.mark.parametrize("fused_step, decode_layout, rows",
+                         [(True, "auto", 2), (False, "auto", 2), (True, "pairs", 2), (True, "auto", 20)])
+def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_layout, rows, monkeypatch):
     """The compiled decode step's tokens and log-probabilities are the model's as it is at each call: after the
     first call has recorded the CUDA graphs, norm weights (AQN writes noise there) and the adapter (the trainer
     updates it) change in place, and the next call's log-probabilities follow them. Both steps: the project's
     (``qerl.rollout.decode_step``, fused products, left padding skipped by the attention; on its own "words" copy of
-    the codes, the default on a Hopper GPU, and on the modules' "pairs") and the model's forward."""
+    the codes, the default on a Hopper GPU, and on the modules' "pairs"; its bf16 copies of the fp32 adapter's B;
+    with 20 rows the adapter's shrink in ``qerl.kernels.lora_shrink``) and the model's forward."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
+    from qerl.kernels import lora_shrink as shrink_module
+
+    launches = []
+    kernel = shrink_module.lora_shrink
+    monkeypatch.setattr(shrink_module, "lora_shrink", lambda *args, **kw: launches.append(1) or kernel(*args, **kw))
     model = _tiny_policy("cuda", torch.bfloat16)
     # CUDA defaults: static cache, compiled
     backend = HFRolloutBackend(model, TOKENIZER, fused_step=fused_step, decode_layout=decode_layout)
-    prompts = _prompts((6, 9))
+    prompts = _prompts((6, 9)) if rows == 2 else _prompts(tuple(5 + i % 5 for i in range(rows)))
     settings = SamplingSettings(max_new_tokens=24, temperature=0.0)
 
     def mismatch(result) -> float:
@@ -204,9 +211,11 @@ def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_lay
         want = "words" if decode_layout == "auto" and nvfp4_gemm_ws.available() else "pairs"
         layouts = {g.fused.weight.layout for layer in backend.decoder._fused.layers for g in layer[1:]}
         assert backend.decoder._fused.layout == want and layouts == {want}
+        assert all(g.b_copies is not None for layer in backend.decoder._fused.layers for g in layer[1:])
+    assert (len(launches) > 0) == (fused_step and rows > 16)  # the kernel from 17 rows on
     assert all(len(c) == 24 for c in clean.completion_ids)
     assert mismatch(clean) < 0.05
-    clean_state = {n: p.detach().clone() for n, p in model.named_parameters() if "norm" in n or "lora_B" in n}
+    clean_state = {n: p.detach().clone() for n, p in model.named_parameters() if "norm" in n or "lora_" in n}
     with torch.no_grad():
         g = torch.Generator(device="cuda").manual_seed(3)
         for name, p in model.named_parameters():
@@ -214,6 +223,8 @@ def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_lay
                 p.mul_(1 + 0.3 * torch.randn(p.shape, device="cuda", generator=g).to(p.dtype))
             elif "lora_B" in name:
                 p.normal_(0.0, 0.2, generator=g)
+            elif "lora_A" in name:
+                p.mul_(1 + 0.5 * torch.randn(p.shape, device="cuda", generator=g))
     changed = backend.generate(prompts, settings)
     assert mismatch(changed) < 0.05  # the graphs read the new weights...
     with torch.no_grad():

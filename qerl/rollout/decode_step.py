@@ -28,15 +28,16 @@ copy takes at most a quarter of the free memory (the KV cache and the training s
 
 The adapters' A is read where it lives (updated in place by the optimizer), so a step captured in a CUDA graph
 keeps using the current adapter; the adapter configuration (which adapter is active) is read when the step is
-built. With ``adapter_kernels`` (the default) the shrink ``u = scale * x @ A^T`` of each group at decode batches is
-one launch of ``qerl.kernels.lora_shrink`` reading A in its own dtype (fp32 for peft's trained adapters), writing u
-where the expand reads it; and where B's dtype is not the model's (peft keeps trained adapters in fp32, the NVFP4
-epilogue and the dense path's expand take the model's bf16), the step keeps its own copies of B in the model's
-dtype, refreshed in place before every generation (``refresh_adapters``), as vLLM's engine receives an adapter in
-its own dtype. The same rounding of B as a cast each step, without the cast's kernels: written in torch, the shrink
-and the casts took about 0.9 ms of a 7B batch-8 step with a rank-32 adapter (benchmarks/RESULTS.md, runs 45-46).
-Without ``adapter_kernels`` the shrink is written in torch and B is cast each step. Adapter dropout is not
-applied: rollouts run in eval mode.
+built. With ``adapter_kernels`` (the default) two things change around the adapter:
+- where B's dtype is not the model's (peft keeps trained adapters in fp32; the NVFP4 epilogue and the dense path's
+  expand take the model's bf16), the step keeps its own copies of B in the model's dtype, refreshed in place before
+  every generation (``refresh_adapters``), as vLLM's engine receives an adapter in its own dtype: the same rounding
+  of B as a cast each step, without the cast's kernels;
+- at decode batches of 17-128 rows the shrink ``u = scale * x @ A^T`` of each group is one launch of
+  ``qerl.kernels.lora_shrink``, which reads A in its own dtype and writes u where the expand reads it (fewer rows
+  keep the multiply-sum below, which is faster there).
+Together: 7B rollouts with a rank-32 adapter 5% faster at batch 8, 22% at batch 64 (benchmarks/RESULTS.md, run
+46). Adapter dropout is not applied: rollouts run in eval mode.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ from qerl.modules import NVFP4Linear
 
 # Up to this many rows (decode batches) the adapters' shrink is written as a multiply-sum (``ProjectionGroup._shrink``).
 SHRINK_REDUCTION_MAX_M = 16
-# Up to this many rows the shrink runs ``qerl::lora_shrink`` (with ``adapter_kernels``); above, one matmul.
+# Above SHRINK_REDUCTION_MAX_M and up to this many rows the shrink runs ``qerl::lora_shrink`` (with
+# ``adapter_kernels``); above, one matmul. At M = 8 the multiply-sum (which torch.compile partly folds into the RMSNorm
+# kernel before it) took 539 us a 7B step against the kernel's 632; at M = 64, 1913 against 679 (run 46).
 SHRINK_KERNEL_MAX_M = 128
 O_PROJ = ("o_proj",)
 DOWN = ("down_proj",)
@@ -201,7 +204,7 @@ class ProjectionGroup:
             return None
         a_list, b_list, scales = self.lora
         bs = [b.to(torch.bfloat16) if cast_b else b for b in b_list]  # no kernel where B is bf16 (its copies)
-        if self.shrink_kernel and x.shape[0] <= SHRINK_KERNEL_MAX_M:
+        if self.shrink_kernel and SHRINK_REDUCTION_MAX_M < x.shape[0] <= SHRINK_KERNEL_MAX_M:
             from qerl.kernels.ops import lora_shrink_op
 
             return lora_shrink_op(x, a_list, scales), bs
