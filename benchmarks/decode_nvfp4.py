@@ -337,6 +337,8 @@ def kernel_kind(name: str) -> str:
     low = name.lower()
     if low.startswith(("triton_poi_", "triton_red_", "triton_per_")):
         return "fused_elementwise"
+    if "lora_shrink" in low:  # the adapters' shrink (qerl.kernels.lora_shrink)
+        return "lora_shrink"
     if "decode_attn" in low or "attention" in low or "softmax" in low or "fmha" in low or "flash" in low:
         return "attention"
     if "nvfp4" in low or "_fwd_" in low or "_ws_" in low or "_reduce_kernel" in low or "_bias_lora" in low:

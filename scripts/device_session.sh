@@ -4237,4 +4237,10 @@ PY
     timeout 330 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 32 --group 8 --adapter-kernels-compare \
       --out "$out" 2>&1 | grep -v Warning | tail -7
     ;;
+  80f)  # the 20-row case of the backend's in-place test alone (run at 09e5984, then at be39fe4 with the test comparing
+        # against the torch shrink's rollouts); the shipped default is reduce="last" (80d's kernel at batch 64)
+    timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py \
+      -k "in_place and 20" --tb=short 2>&1 | grep -v "Warning\|DEBUG" | grep -v "^  warnings" | tail -12 \
+      | tee "$out/gpu_test_20rows.txt"
+    ;;
 esac

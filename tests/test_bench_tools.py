@@ -888,3 +888,4 @@ def test_kernel_kinds_keep_compiled_elementwise_kernels_apart_from_the_products(
     assert kind("_ws_fwd_sk_kernel") == kind("_fwd_kernel") == "nvfp4_gemm"
     assert kind("nvjet_sm90_tst_384x8_64x4_2x1_v_bz_TNT") == "cublas_gemm"
     assert kind("_decode_attn_part_kernel") == "attention"
+    assert kind("_lora_shrink_kernel") == "lora_shrink"

@@ -5,9 +5,11 @@ Why a kernel: written in torch, the shrink at M = 8 on Qwen2.5-7B's shapes becam
 group whose programs each reduce one output element, so every row of x re-reads A (about 0.44 ms a step over the
 28 layers), plus pointwise kernels that scale u and lay it out per slice (benchmarks/RESULTS.md, run 45). Here a
 program reads a K-range of A once for up to 64 rows of x (``tl.dot`` tiles, the loads pipelined over the range's
-steps); the K-ranges are split so that about ``TARGET_PROGRAMS`` programs stream A at once, and their scaled
-partials meet in u by atomic adds (``REDUCE_MODES`` for the deterministic alternative). The decode step runs it
-from 17 rows on: at 8 rows torch.compile's multiply-sum stays faster (benchmarks/RESULTS.md, run 46).
+steps); the K-ranges are split so that about ``TARGET_PROGRAMS`` programs stream A at once, and the program that
+finishes a tile's splits last sums their scaled partials in split order (deterministic) and stores u, through the
+tile counters of ``qerl.kernels.nvfp4_gemm``, which stay zero between launches and so between CUDA-graph replays
+(``REDUCE_MODES`` for the alternatives). The decode step runs it from 17 rows on: at 8 rows torch.compile's
+multiply-sum stays faster (benchmarks/RESULTS.md, run 46).
 
 A is read in its own dtype (peft keeps trained adapters in fp32); the products run on the tensor cores as three
 tf32 products each ("tf32x3", about fp32's precision) and accumulate in fp32, so u is what the fp32 torch
@@ -30,9 +32,10 @@ MIN_STEPS = 2  # K steps per program at least: the loop's loads pipeline (``num_
 MAX_SPLITS = 32  # K-splits per tile at most with reduce="last": its last program reads every partial
 
 
-# How a tile's K-splits meet in u: the only split stores it; atomic adds into a zeroed u (the default, as vLLM's
-# own split-K shrink: the summation order varies between launches); or the program that finishes a tile last sums
-# the partials in split order (deterministic, no zeroing, but 679 -> 950 us a 7B step at M = 64; run 46).
+# How a tile's K-splits meet in u: the only split stores it; the program that finishes a tile last sums the
+# partials in split order (the default: deterministic); or atomic adds into a zeroed u (as vLLM's own split-K
+# shrink; the summation order varies between launches): 950 -> 679 us a 7B step at M = 64 alone (run 46), not yet
+# timed in rollouts.
 REDUCE_MODES = {"store": 0, "atomic": 1, "last": 2}
 # tl.dot's precision on the fp32 operands: three tf32 products per step ("tf32x3") are about as exact as fp32 FMAs
 # ("ieee") and run on the tensor cores; the products are a sliver of the kernel's time either way.
@@ -84,7 +87,7 @@ def _lora_shrink_kernel(x_ptr, a0_ptr, a1_ptr, a2_ptr, scale_ptr, ws_ptr, u_ptr,
 
 
 def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor, programs: int | None = None,
-                reduce: str = "atomic", precision: str = "tf32x3") -> torch.Tensor:
+                reduce: str = "last", precision: str = "tf32x3") -> torch.Tensor:
     """``u`` fp32 [S, M, R] with ``u[s] = scales[s] * x @ a[s]^T``: ``x`` [M, K] (any float dtype, unit last stride),
     ``a`` 1..3 contiguous [R, K] tensors of one dtype, ``scales`` fp32 [S] on x's device. ``programs``: about how
     many programs share the work (default ``TARGET_PROGRAMS``); ``reduce``: how their K-splits meet

@@ -31,13 +31,15 @@ keeps using the current adapter; the adapter configuration (which adapter is act
 built. With ``adapter_kernels`` (the default) two things change around the adapter:
 - where B's dtype is not the model's (peft keeps trained adapters in fp32; the NVFP4 epilogue and the dense path's
   expand take the model's bf16), the step keeps its own copies of B in the model's dtype, refreshed in place before
-  every generation (``refresh_adapters``), as vLLM's engine receives an adapter in its own dtype: the same rounding
-  of B as a cast each step, without the cast's kernels;
+  every generation (``refresh_adapters``), as vLLM's engine receives an adapter in its own dtype. On NVFP4 that is
+  the rounding of B the epilogue's cast each step made, without the cast's kernels; a frozen dense base's expand
+  runs in bf16 where it ran in fp32;
 - at decode batches of 17-128 rows the shrink ``u = scale * x @ A^T`` of each group is one launch of
   ``qerl.kernels.lora_shrink``, which reads A in its own dtype and writes u where the expand reads it (fewer rows
   keep the multiply-sum below, which is faster there).
-Together: 7B rollouts with a rank-32 adapter 5% faster at batch 8, 22% at batch 64 (benchmarks/RESULTS.md, run
-46). Adapter dropout is not applied: rollouts run in eval mode.
+7B-shaped rollouts with a rank-32 adapter, NVFP4: 12% more tokens a second at batch 8 (the copies), 22% at batch
+64 (both); BF16: 1% and 13% (benchmarks/RESULTS.md, run 46). Adapter dropout is not applied: rollouts run in eval
+mode.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ from qerl.modules import NVFP4Linear
 # Up to this many rows (decode batches) the adapters' shrink is written as a multiply-sum (``ProjectionGroup._shrink``).
 SHRINK_REDUCTION_MAX_M = 16
 # Above SHRINK_REDUCTION_MAX_M and up to this many rows the shrink runs ``qerl::lora_shrink`` (with
-# ``adapter_kernels``); above, one matmul. At M = 8 the multiply-sum (which torch.compile partly folds into the RMSNorm
-# kernel before it) took 539 us a 7B step against the kernel's 632; at M = 64, 1913 against 679 (run 46).
+# ``adapter_kernels``); above, one matmul. All 28 layers' shrinks of a 7B step with a rank-32 adapter, alone: at M = 8
+# the multiply-sum took 539 us against the kernel's 709; at M = 64, 1913 against 950 (benchmarks/RESULTS.md, run 46).
 SHRINK_KERNEL_MAX_M = 128
 O_PROJ = ("o_proj",)
 DOWN = ("down_proj",)
