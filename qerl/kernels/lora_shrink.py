@@ -125,7 +125,7 @@ def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor
                                                                          device=x.device)
     if m == 0:
         return u
-    ws = torch.empty((split, len(a), m, r), dtype=torch.float32, device=x.device) if mode == 2 else u
+    ws = torch.empty((split, len(a), m, r), dtype=torch.float32, device=x.device) if mode == REDUCE_MODES["last"] else u
     a0 = a[0]
     a1 = a[1] if len(a) > 1 else a0
     a2 = a[2] if len(a) > 2 else a0

@@ -1,6 +1,6 @@
-"""The NVFP4 matmul, the LoRA shrink and the decode step's attention kernels as torch custom ops, so compiled graphs (torch.compile,
-vLLM's piecewise CUDA graphs) treat each launcher as one opaque call instead of tracing its Python (launch-config
-lookup, workspace and counter buffers)."""
+"""The NVFP4 matmul, the LoRA shrink and the decode step's attention kernels as torch custom ops, so compiled graphs
+(torch.compile, vLLM's piecewise CUDA graphs) treat each launcher as one opaque call instead of tracing its Python
+(launch-config lookup, workspace and counter buffers)."""
 
 from __future__ import annotations
 

@@ -285,7 +285,6 @@ class DecodeStep:
         if layout not in DECODE_LAYOUTS:
             raise ValueError(f"decode layout {layout!r}: use one of {DECODE_LAYOUTS}")
         self.layout = auto_layout(model) if layout == "auto" else layout
-        self.adapter_kernels = adapter_kernels
         b_dtype = model.get_input_embeddings().weight.dtype if adapter_kernels else None
         self.model = model
         cfg = model.config
