@@ -18,6 +18,7 @@ turn, and the ratio of the medians.
     python benchmarks/rollout_hf.py --profile                        # where a step's wall time goes
     python benchmarks/rollout_hf.py --lora-ranks 32 --ws-lora-epilogue-compare   # + NVFP4 with the expand after
     python benchmarks/rollout_hf.py --group 8 --decode-layout-compare   # + NVFP4 decoding on the modules' "pairs"
+    python benchmarks/rollout_hf.py --batches 64 --lora-ranks 32 --group 8 --shrink-reduce-compare   # + atomic split sums
 
 Unlike ``benchmarks/decode_nvfp4.py`` (a decode step written for the kernels, with the projections' epilogues:
 RMSNorms, SiLU x up, RoPE), this runs a training model: transformers' Qwen2 modules with peft's adapters, the norms
@@ -177,6 +178,9 @@ def main() -> None:
                    help="with an adapter: also time each model with the fused step's adapter shrink in torch and B "
                         "cast each step (DecodeStep's adapter_kernels off) as '<model>_torchadapter', in the same "
                         "passes")
+    p.add_argument("--shrink-reduce-compare", action="store_true",
+                   help="with an adapter: also time each model with the shrink kernel's K-splits summed by atomic "
+                        "adds (DecodeStep's shrink_reduce='atomic') as '<model>_atomic', in the same passes")
     p.add_argument("--group", type=int, default=1,
                    help="rows per distinct prompt (GRPO's completions per prompt; the batch must divide by it)")
     p.add_argument("--prefill-compare", action="store_true",
@@ -216,7 +220,7 @@ def main() -> None:
             "ws_lora_epilogue_compare": args.ws_lora_epilogue_compare, "group": args.group,
             "prefill_compare": args.prefill_compare, "prefill_split": args.prefill_split,
             "decode_layout": args.decode_layout, "decode_layout_compare": args.decode_layout_compare,
-            "adapter_kernels_compare": args.adapter_kernels_compare,
+            "adapter_kernels_compare": args.adapter_kernels_compare, "shrink_reduce_compare": args.shrink_reduce_compare,
             "shrink_kernel_max_m": decode_step.SHRINK_KERNEL_MAX_M, "command": " ".join(["python"] + sys.argv)}
     # A token id past the vocabulary: no row stops early, every call generates batch x new_tokens tokens.
     eos = [QWEN7B["vocab_size"]]
@@ -238,15 +242,19 @@ def main() -> None:
             if args.decode_layout_compare and mode == "fused":
                 backends["nvfp4_pairs"] = HFRolloutBackend(models["nvfp4"], tok, eos, compile=True, fused_step=True,
                                                            decode_layout="pairs")
-            if args.adapter_kernels_compare and mode == "fused" and rank:
+            variants = {"torchadapter": dict(adapter_kernels=False)} if args.adapter_kernels_compare else {}
+            if args.shrink_reduce_compare:
+                variants["atomic"] = dict(shrink_reduce="atomic")
+            if mode == "fused" and rank:
                 from qerl.rollout.decode_step import DecodeStep
 
-                for name in models:
-                    backend = HFRolloutBackend(models[name], tok, eos, compile=True, fused_step=True,
-                                               decode_layout=layout)
-                    decoder = backend._static_decoder(torch.device("cuda"))
-                    decoder._fused = DecodeStep(decoder.model, layout, adapter_kernels=False)  # before any call
-                    backends[f"{name}_torchadapter"] = backend
+                for suffix, step_args in variants.items():
+                    for name in models:
+                        backend = HFRolloutBackend(models[name], tok, eos, compile=True, fused_step=True,
+                                                   decode_layout=layout)
+                        decoder = backend._static_decoder(torch.device("cuda"))
+                        decoder._fused = DecodeStep(decoder.model, layout, **step_args)  # before any call
+                        backends[f"{name}_{suffix}"] = backend
             if args.prefill_compare and compiled:
                 backends.update({f"{name}_{v}": backends[name] for v in ("fullprefill", "eager") for name in models})
             for batch in (int(b) for b in args.batches.split(",")):
@@ -276,8 +284,9 @@ def main() -> None:
                         row[f"{name}_prefill_ms"] = 1e3 * statistics.median(calls)
                         full_ms = 1e3 * batch * args.new_tokens / row[f"{name}_tok_s"]
                         row[f"{name}_step_ms"] = (full_ms - row[f"{name}_prefill_ms"]) / (args.new_tokens - 1)
-                if "nvfp4_torchadapter" in backends:
-                    row["ratio_torchadapter"] = row["nvfp4_torchadapter_tok_s"] / row["bf16_torchadapter_tok_s"]
+                for suffix in variants:
+                    if f"nvfp4_{suffix}" in backends:
+                        row[f"ratio_{suffix}"] = row[f"nvfp4_{suffix}_tok_s"] / row[f"bf16_{suffix}_tok_s"]
                 if "nvfp4_pairs" in backends:
                     row["ratio_pairs"] = row["nvfp4_pairs_tok_s"] / row["bf16_tok_s"]
                     row["layout_speedup"] = row["nvfp4_tok_s"] / row["nvfp4_pairs_tok_s"]
@@ -313,6 +322,9 @@ def main() -> None:
         if "ratio_torchadapter" in r:
             print(f"     the adapter's shrink in torch, B cast each step: BF16 {r['bf16_torchadapter_tok_s']:.0f} / "
                   f"NVFP4 {r['nvfp4_torchadapter_tok_s']:.0f} tok/s, {r['ratio_torchadapter']:.2f}x")
+        if "ratio_atomic" in r:
+            print(f"     the shrink's K-splits summed by atomic adds: BF16 {r['bf16_atomic_tok_s']:.0f} / "
+                  f"NVFP4 {r['nvfp4_atomic_tok_s']:.0f} tok/s, {r['ratio_atomic']:.2f}x")
         if "nvfp4_pairs_tok_s" in r:
             print(f"     NVFP4's step on {r['nvfp4_decode_layout']}; on the modules' pairs: {r['nvfp4_pairs_tok_s']:.0f} "
                   f"tok/s ({r['ratio_pairs']:.2f}x BF16); {r['nvfp4_decode_layout']} / pairs "

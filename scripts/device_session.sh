@@ -4243,4 +4243,12 @@ PY
       -k "in_place and 20" --tb=short 2>&1 | grep -v "Warning\|DEBUG" | grep -v "^  warnings" | tail -12 \
       | tee "$out/gpu_test_20rows.txt"
     ;;
+  81a)  # where a batch-64 step's time goes (no adapter, rank 32), and the shrink kernel's split sums by atomic adds
+        # against the last program's in the same passes (DecodeStep's shrink_reduce), after the shrink's GPU tests
+    device_name
+    timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_lora_shrink.py -rf \
+      --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -6 | tee "$out/gpu_tests.txt"
+    timeout 470 python3 benchmarks/rollout_hf.py --batches 64 --lora-ranks 0,32 --group 8 --shrink-reduce-compare \
+      --profile --out "$out" 2>&1 | grep -v Warning | tail -12
+    ;;
 esac

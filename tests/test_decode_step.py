@@ -190,6 +190,29 @@ def test_decode_step_generates_what_generate_does(base, shrink, monkeypatch):
     assert (len(calls) > 0) == (shrink == "op")
 
 
+def test_shrink_reduce_reaches_the_kernel_op_and_an_unknown_one_is_refused(monkeypatch):
+    """``shrink_reduce`` is handed to every group and from there to ``qerl::lora_shrink`` as its ``reduce``; a mode the
+    kernel does not have is refused when the step is built."""
+    from qerl.kernels import ops
+    from qerl.rollout import decode_step
+
+    model = _tiny().get_base_model()
+    with pytest.raises(ValueError, match="shrink_reduce 'store'"):
+        DecodeStep(model, layout="pairs", shrink_reduce="store")
+    seen = []
+    op = ops.lora_shrink_op
+    monkeypatch.setattr(ops, "lora_shrink_op", lambda x, a, scales, reduce: seen.append(reduce) or op(x, a, scales,
+                                                                                                       reduce))
+    monkeypatch.setattr(decode_step, "SHRINK_REDUCTION_MAX_M", 2)  # the 3 rows below take the op
+    step = DecodeStep(model, layout="pairs", shrink_reduce="atomic")
+    groups = [g for layer in step.layers for g in layer[1:]]
+    assert groups and all(g.shrink_reduce == "atomic" for g in groups)
+    x = torch.randn(3, 128)
+    want = groups[0].modules[0](x)
+    torch.testing.assert_close(groups[0](x, add_bias=True)[:, :want.shape[1]], want, atol=1e-4, rtol=1e-4)
+    assert seen == ["atomic"]
+
+
 def test_decode_step_on_its_own_words_copy_generates_what_generate_does():
     """``decode_layout="words"``: every packed product of the step reads its own copy of the codes in the words layout
     (the same scales tensor), the training modules keep theirs in "pairs", and the step still generates what generate

@@ -68,6 +68,8 @@ def test_shrink_refuses_what_it_cannot_compute():
         lora_shrink(x, [a], torch.ones(1, dtype=torch.float64))
     with pytest.raises(ValueError, match="reduce 'tree'"):
         lora_shrink(x, [a], scales, reduce="tree")
+    with pytest.raises(ValueError, match="reduce 'store'"):  # the kernel's mode for a single split, not a choice
+        lora_shrink(x, [a], scales, reduce="store")
 
 
 def test_op_on_cpu_is_the_reference_and_traces_under_compile():

@@ -8,7 +8,7 @@ program reads a K-range of A once for up to 64 rows of x (``tl.dot`` tiles, the 
 steps); the K-ranges are split so that about ``TARGET_PROGRAMS`` programs stream A at once, and the program that
 finishes a tile's splits last sums their scaled partials in split order (deterministic) and stores u, through the
 tile counters of ``qerl.kernels.nvfp4_gemm``, which stay zero between launches and so between CUDA-graph replays
-(``REDUCE_MODES`` for the alternatives). The decode step runs it from 17 rows on: at 8 rows torch.compile's
+(``SPLIT_SUMS`` for the alternative). The decode step runs it from 17 rows on: at 8 rows torch.compile's
 multiply-sum stays faster (benchmarks/RESULTS.md, run 46).
 
 A is read in its own dtype (peft keeps trained adapters in fp32); the products run on the tensor cores as three
@@ -32,11 +32,13 @@ MIN_STEPS = 2  # K steps per program at least: the loop's loads pipeline (``num_
 MAX_SPLITS = 32  # K-splits per tile at most with reduce="last": its last program reads every partial
 
 
-# How a tile's K-splits meet in u: the only split stores it; the program that finishes a tile last sums the
-# partials in split order (the default: deterministic); or atomic adds into a zeroed u (as vLLM's own split-K
-# shrink; the summation order varies between launches): 950 -> 679 us a 7B step at M = 64 alone (run 46), not yet
-# timed in rollouts.
+# How a tile's K-splits meet in u (the kernel's REDUCE): the only split stores it; the program that finishes a tile
+# last sums the partials in split order (deterministic); or atomic adds into a zeroed u (as vLLM's own split-K
+# shrink; the summation order varies between launches).
 REDUCE_MODES = {"store": 0, "atomic": 1, "last": 2}
+# The callers' choice of ``reduce`` among them ("store" follows from a single split): "last" (the default) or
+# "atomic": 950 -> 679 us a 7B step at M = 64 alone (benchmarks/RESULTS.md, run 46).
+SPLIT_SUMS = ("last", "atomic")
 # tl.dot's precision on the fp32 operands: three tf32 products per step ("tf32x3") are about as exact as fp32 FMAs
 # ("ieee") and run on the tensor cores; the products are a sliver of the kernel's time either way.
 PRECISIONS = ("tf32x3", "ieee", "tf32")
@@ -91,7 +93,7 @@ def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor
     """``u`` fp32 [S, M, R] with ``u[s] = scales[s] * x @ a[s]^T``: ``x`` [M, K] (any float dtype, unit last stride),
     ``a`` 1..3 contiguous [R, K] tensors of one dtype, ``scales`` fp32 [S] on x's device. ``programs``: about how
     many programs share the work (default ``TARGET_PROGRAMS``); ``reduce``: how their K-splits meet
-    (``REDUCE_MODES``); ``precision``: tl.dot's on the fp32 operands (``PRECISIONS``)."""
+    (``SPLIT_SUMS``); ``precision``: tl.dot's on the fp32 operands (``PRECISIONS``)."""
     if x.dim() != 2 or x.stride(-1) != 1:
         raise ValueError(f"x must be 2-D with a unit last stride, got shape {tuple(x.shape)} strides {x.stride()}")
     m, k = x.shape
@@ -104,8 +106,8 @@ def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor
                              f"got {tuple(t.shape)} {t.dtype} on {t.device}")
     if scales.shape != (len(a),) or scales.dtype != torch.float32 or scales.device != x.device:
         raise ValueError(f"scales must be fp32 [{len(a)}] on {x.device}")
-    if reduce not in REDUCE_MODES:
-        raise ValueError(f"reduce {reduce!r}: use one of {tuple(REDUCE_MODES)}")
+    if reduce not in SPLIT_SUMS:
+        raise ValueError(f"reduce {reduce!r}: use one of {SPLIT_SUMS}")
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: use one of {PRECISIONS}")
     bm = 16 if m <= 16 else (32 if m <= 32 else 64)  # tl.dot's smallest tile is 16 rows
@@ -136,4 +138,4 @@ def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor
     return u
 
 
-__all__ = ["MAX_SLICES", "PRECISIONS", "REDUCE_MODES", "lora_shrink"]
+__all__ = ["MAX_SLICES", "PRECISIONS", "REDUCE_MODES", "SPLIT_SUMS", "lora_shrink"]

@@ -52,18 +52,19 @@ def lora_shrink_reference(x: torch.Tensor, a: list[torch.Tensor], scales: torch.
 
 
 @torch.library.custom_op("qerl::lora_shrink", mutates_args=())
-def lora_shrink_op(x: torch.Tensor, a: list[torch.Tensor], scales: torch.Tensor) -> torch.Tensor:
+def lora_shrink_op(x: torch.Tensor, a: list[torch.Tensor], scales: torch.Tensor, reduce: str = "last") -> torch.Tensor:
     """A LoRA adapter's scaled shrink for 1-3 output slices, fp32 [S, M, R] (``nvfp4_lora_linear``'s ``lora_u``): the
-    kernel of ``qerl.kernels.lora_shrink`` on CUDA, its torch reference elsewhere."""
+    kernel of ``qerl.kernels.lora_shrink`` on CUDA (``reduce``: how its K-splits meet, ``SPLIT_SUMS``), its torch
+    reference elsewhere."""
     if x.is_cuda:
         from qerl.kernels.lora_shrink import lora_shrink
 
-        return lora_shrink(x, a, scales)
+        return lora_shrink(x, a, scales, reduce=reduce)
     return lora_shrink_reference(x, a, scales)
 
 
 @lora_shrink_op.register_fake
-def _(x: torch.Tensor, a: list[torch.Tensor], scales: torch.Tensor) -> torch.Tensor:
+def _(x: torch.Tensor, a: list[torch.Tensor], scales: torch.Tensor, reduce: str = "last") -> torch.Tensor:
     return x.new_empty((len(a), x.shape[0], a[0].shape[0]), dtype=torch.float32)
 
 

@@ -58,6 +58,8 @@ SHRINK_REDUCTION_MAX_M = 16
 # ``adapter_kernels``); above, one matmul. All 28 layers' shrinks of a 7B step with a rank-32 adapter, alone: at M = 8
 # the multiply-sum took 539 us against the kernel's 709; at M = 64, 1913 against 950 (benchmarks/RESULTS.md, run 46).
 SHRINK_KERNEL_MAX_M = 128
+# How the shrink kernel's K-splits meet (``qerl.kernels.lora_shrink.SPLIT_SUMS``, which needs triton to import).
+SHRINK_REDUCES = ("last", "atomic")
 O_PROJ = ("o_proj",)
 DOWN = ("down_proj",)
 
@@ -121,7 +123,7 @@ class ProjectionGroup:
     expand_in_epilogue = True
 
     def __init__(self, parent: nn.Module, leaves: tuple[str, ...], layout: str | None = None,
-                 b_dtype: torch.dtype | None = None, shrink_kernel: bool = False) -> None:
+                 b_dtype: torch.dtype | None = None, shrink_kernel: bool = False, shrink_reduce: str = "last") -> None:
         self.modules = [getattr(parent, leaf) for leaf in leaves]
         self.fused: FusedWeight | None = fuse_siblings(parent, leaves)
         self.bias: torch.Tensor | None = None
@@ -129,6 +131,7 @@ class ProjectionGroup:
         # (the adapter's B's, the step's copies of them in ``b_dtype``) where they differ in dtype
         self.b_copies: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
         self.shrink_kernel = shrink_kernel
+        self.shrink_reduce = shrink_reduce  # how the shrink kernel's K-splits meet (``lora_shrink``'s ``reduce``)
         if self.fused is None:
             return
         adapters = [_adapter(m) for m in self.modules]
@@ -209,7 +212,7 @@ class ProjectionGroup:
         if self.shrink_kernel and SHRINK_REDUCTION_MAX_M < x.shape[0] <= SHRINK_KERNEL_MAX_M:
             from qerl.kernels.ops import lora_shrink_op
 
-            return lora_shrink_op(x, a_list, scales), bs
+            return lora_shrink_op(x, a_list, scales, self.shrink_reduce), bs
         a = torch.cat(a_list) if len(a_list) > 1 else a_list[0]  # [S * r, K], in place of S small products
         if x.shape[0] <= SHRINK_REDUCTION_MAX_M:
             # A product this skinny ([M, K] x [K, S r], K in the thousands) gets a handful of CTAs from cuBLAS: ~9 us
@@ -276,14 +279,18 @@ class DecodeStep:
     """One new token per sequence through ``model`` (see the module docstring); ``unsupported_reason`` must be None.
     Building it fuses the packed groups' storage (``qerl.fusion``, once per model); with ``layout`` "words" (or
     "auto" picking it) it also copies their codes into that layout. ``adapter_kernels``: the adapters' shrink in
-    ``qerl.kernels.lora_shrink`` and B in the model's dtype (module docstring)."""
+    ``qerl.kernels.lora_shrink`` and B in the model's dtype (module docstring); ``shrink_reduce``: how that kernel's
+    K-splits meet, "last" (deterministic) or "atomic" (``lora_shrink``'s ``reduce``)."""
 
-    def __init__(self, model: nn.Module, layout: str = "auto", adapter_kernels: bool = True) -> None:
+    def __init__(self, model: nn.Module, layout: str = "auto", adapter_kernels: bool = True,
+                 shrink_reduce: str = "last") -> None:
         reason = unsupported_reason(model)
         if reason is not None:
             raise ValueError(f"the fused decode step does not support this model: {reason}")
         if layout not in DECODE_LAYOUTS:
             raise ValueError(f"decode layout {layout!r}: use one of {DECODE_LAYOUTS}")
+        if shrink_reduce not in SHRINK_REDUCES:
+            raise ValueError(f"shrink_reduce {shrink_reduce!r}: use one of {SHRINK_REDUCES}")
         self.layout = auto_layout(model) if layout == "auto" else layout
         b_dtype = model.get_input_embeddings().weight.dtype if adapter_kernels else None
         self.model = model
@@ -292,7 +299,8 @@ class DecodeStep:
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         # o_proj and down_proj as groups of one: on a packed or frozen base their adapter's expand joins the
         # product's epilogue (two kernels fewer than peft's layer, which adds a scaled second product).
-        self.layers = [_Layer(layer, *(ProjectionGroup(parent, leaves, self.layout, b_dtype, adapter_kernels)
+        self.layers = [_Layer(layer, *(ProjectionGroup(parent, leaves, self.layout, b_dtype, adapter_kernels,
+                                                       shrink_reduce)
                                        for parent, leaves in ((layer.self_attn, QKV), (layer.self_attn, O_PROJ),
                                                               (layer.mlp, GATE_UP), (layer.mlp, DOWN))))
                        for layer in model.model.layers]
