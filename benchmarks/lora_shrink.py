@@ -62,6 +62,20 @@ def step_time_us(fn, layers, xs, replays: int) -> float:
     return statistics.median(times)
 
 
+def variant(spec: str):
+    """``lora_shrink`` with the arguments of ``spec``: reduce_programs[_precision][_bmN][_sN]."""
+    reduce, programs, *rest = spec.split("_")
+    kw = {"reduce": reduce, "programs": int(programs)}
+    for part in rest:
+        if part.startswith("bm"):
+            kw["block_m"] = int(part[2:])
+        elif part.startswith("s") and part[1:].isdigit():
+            kw["max_splits"] = int(part[1:])
+        else:
+            kw["precision"] = part
+    return lambda x, a, s: lora_shrink(x, a, s, **kw)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ms", default="8,64")
@@ -69,7 +83,8 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=28)
     p.add_argument("--replays", type=int, default=50)
     p.add_argument("--variants", default="last_64,last_128,last_256,atomic_128,atomic_512,last_128_ieee",
-                   help="kernel variants, each reduce_programs[_precision] (lora_shrink's arguments)")
+                   help="kernel variants, each reduce_programs[_precision][_bmN][_sN] (lora_shrink's arguments: "
+                        "precision, block_m, max_splits)")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
     torch.manual_seed(0)
@@ -80,10 +95,8 @@ def main() -> None:
     a_bytes = sum(t.numel() * t.element_size() for layer in layers for a, _ in layer for t in a)
     compiled = torch.compile(torch_shrink, dynamic=False)
     variants = {"torch_compiled": compiled}
-    for spec in args.variants.split(","):  # reduce_programs[_precision]
-        reduce, programs, *precision = spec.split("_")
-        variants[spec] = (lambda x, a, s, r=reduce, n=int(programs), p=(precision or ["tf32x3"])[0]:
-                          lora_shrink(x, a, s, programs=n, reduce=r, precision=p))
+    for spec in args.variants.split(","):
+        variants[spec] = variant(spec)
     rows = []
     for m in (int(v) for v in args.ms.split(",")):
         xs = [torch.randn(m, k, device=device).to(torch.bfloat16) for _, k in GROUPS]

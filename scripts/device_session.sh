@@ -4251,4 +4251,13 @@ PY
     timeout 470 python3 benchmarks/rollout_hf.py --batches 64 --lora-ranks 0,32 --group 8 --shrink-reduce-compare \
       --profile --out "$out" 2>&1 | grep -v Warning | tail -12
     ;;
+  81b)  # the shrink kernel's tail: blocks of fewer rows and fewer K-splits per tile for the last program's sum, against
+        # the atomic adds, alone at the rows where the decode step runs it (17-128), after its GPU tests
+    device_name
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_lora_shrink.py -rf \
+      --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -6 | tee "$out/gpu_tests.txt"
+    timeout 300 python3 benchmarks/lora_shrink.py --ms 24,64,128 --variants last_128,atomic_128,last_128_s16,\
+last_128_s8,last_128_bm32,last_128_bm16,last_256_bm16,last_512_bm16,last_256_bm16_s16,last_256_bm32_s16,\
+atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
+    ;;
 esac

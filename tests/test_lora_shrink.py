@@ -22,18 +22,21 @@ from qerl.kernels.ops import lora_shrink_reference
 seed = int.from_bytes(os.urandom(4), "little")
 gen = torch.Generator().manual_seed(seed)
 results = []
-# (M, K, R, slices, A's dtype, programs, reduce): rows past one 16-row block, K not a multiple of the K step, ranks
-# not a power of two, one to three slices, each way the splits meet (one split only: "store").
-for m, k, r, s, dtype, programs, reduce in [
-        (5, 80, 4, 3, torch.float32, None, "atomic"), (1, 144, 16, 1, torch.float32, 3, "last"),
-        (20, 200, 12, 2, torch.bfloat16, 4, "atomic"), (8, 384, 32, 3, torch.float32, None, "last"),
-        (17, 96, 8, 1, torch.float32, 1, "atomic"), (33, 48, 64, 2, torch.float32, 5, "last")]:
+# (M, K, R, slices, A's dtype, programs, reduce, other arguments): rows past one 16-row block, K not a multiple of
+# the K step, ranks not a power of two, one to three slices, each way the splits meet (one split only: "store"),
+# blocks of fewer rows than M, fewer splits than the programs ask for.
+for m, k, r, s, dtype, programs, reduce, kw in [
+        (5, 80, 4, 3, torch.float32, None, "atomic", {}), (1, 144, 16, 1, torch.float32, 3, "last", {}),
+        (20, 200, 12, 2, torch.bfloat16, 4, "atomic", {}), (8, 384, 32, 3, torch.float32, None, "last", {}),
+        (17, 96, 8, 1, torch.float32, 1, "atomic", {}), (33, 48, 64, 2, torch.float32, 5, "last", {}),
+        (40, 520, 8, 2, torch.float32, 64, "last", {"block_m": 16, "max_splits": 2}),
+        (70, 260, 4, 1, torch.float32, 16, "atomic", {"block_m": 32})]:
     x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
     a = [(torch.randn(r, k, generator=gen) * 0.1).to(dtype) for _ in range(s)]
     scales = torch.rand(s, generator=gen) + 0.5
-    u = lora_shrink(x, a, scales, programs=programs, reduce=reduce)
+    u = lora_shrink(x, a, scales, programs=programs, reduce=reduce, **kw)
     ref = lora_shrink_reference(x, a, scales)
-    results.append({"case": [m, k, r, s, str(dtype), programs, reduce], "shape": list(u.shape),
+    results.append({"case": [m, k, r, s, str(dtype), programs, reduce, kw], "shape": list(u.shape),
                     "want": list(ref.shape), "err": float((u - ref).abs().max() / ref.abs().max()),
                     "finite": bool(torch.isfinite(u).all())})
 counters = nvfp4_gemm._COUNTERS.get(("cpu", None))
@@ -44,7 +47,7 @@ print(json.dumps({"seed": seed, "results": results,
 
 def test_shrink_kernel_matches_reference_under_interpreter():
     report = run_interpreted(_SCRIPT)
-    assert len(report["results"]) == 6
+    assert len(report["results"]) == 8
     assert report["counters"] == 0, "the split sums must use the tile counters and leave them zero"
     for r in report["results"]:
         where = f"{r['case']} (seed {report['seed']})"
@@ -68,6 +71,8 @@ def test_shrink_refuses_what_it_cannot_compute():
         lora_shrink(x, [a], torch.ones(1, dtype=torch.float64))
     with pytest.raises(ValueError, match="reduce 'tree'"):
         lora_shrink(x, [a], scales, reduce="tree")
+    with pytest.raises(ValueError, match="block_m 8"):
+        lora_shrink(x, [a], scales, block_m=8)
     with pytest.raises(ValueError, match="reduce 'store'"):  # the kernel's mode for a single split, not a choice
         lora_shrink(x, [a], scales, reduce="store")
 
@@ -152,11 +157,12 @@ def test_shrink_in_a_cuda_graph_reads_x_and_a_in_place_and_leaves_the_counters_z
 @needs_gpu
 @pytest.mark.parametrize("reduce", ["atomic", "last"])
 @pytest.mark.parametrize("programs", [64, 512])
-def test_every_reduce_mode_and_program_count_matches_reference_on_gpu(reduce, programs):
+@pytest.mark.parametrize("block_m, max_splits", [(None, None), (16, 8)])
+def test_every_reduce_mode_and_program_count_matches_reference_on_gpu(reduce, programs, block_m, max_splits):
     from qerl.kernels.lora_shrink import lora_shrink
 
-    for m, k, slices in ((8, 3584, 3), (64, 18944, 1), (1, 3584, 2)):
+    for m, k, slices in ((8, 3584, 3), (64, 18944, 1), (1, 3584, 2), (100, 3584, 2)):
         x, a, scales = _case(m, k, 32, slices, torch.float32)
-        u = lora_shrink(x, a, scales, programs=programs, reduce=reduce)
+        u = lora_shrink(x, a, scales, programs=programs, reduce=reduce, block_m=block_m, max_splits=max_splits)
         err = float((u - _reference(x, a, scales)).abs().max() / u.abs().max())
         assert err < 1e-5, (m, k, slices, err)

@@ -32,6 +32,14 @@ MIN_STEPS = 2  # K steps per program at least: the loop's loads pipeline (``num_
 MAX_SPLITS = 32  # K-splits per tile at most with reduce="last": its last program reads every partial
 
 
+BLOCK_MS = (16, 32, 64)  # rows of x per program: tl.dot's smallest tile is 16 rows
+
+
+def default_block_m(m: int) -> int:
+    """Rows of x per program for ``m`` rows: all of them in one block up to 64."""
+    return 16 if m <= 16 else (32 if m <= 32 else 64)
+
+
 # How a tile's K-splits meet in u (the kernel's REDUCE): the only split stores it; the program that finishes a tile
 # last sums the partials in split order (deterministic); or atomic adds into a zeroed u (as vLLM's own split-K
 # shrink; the summation order varies between launches).
@@ -89,11 +97,14 @@ def _lora_shrink_kernel(x_ptr, a0_ptr, a1_ptr, a2_ptr, scale_ptr, ws_ptr, u_ptr,
 
 
 def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor, programs: int | None = None,
-                reduce: str = "last", precision: str = "tf32x3") -> torch.Tensor:
+                reduce: str = "last", precision: str = "tf32x3", block_m: int | None = None,
+                max_splits: int | None = None) -> torch.Tensor:
     """``u`` fp32 [S, M, R] with ``u[s] = scales[s] * x @ a[s]^T``: ``x`` [M, K] (any float dtype, unit last stride),
     ``a`` 1..3 contiguous [R, K] tensors of one dtype, ``scales`` fp32 [S] on x's device. ``programs``: about how
     many programs share the work (default ``TARGET_PROGRAMS``); ``reduce``: how their K-splits meet
-    (``SPLIT_SUMS``); ``precision``: tl.dot's on the fp32 operands (``PRECISIONS``)."""
+    (``SPLIT_SUMS``); ``precision``: tl.dot's on the fp32 operands (``PRECISIONS``); ``block_m``: rows of x per
+    program (16, 32 or 64; default ``default_block_m``); ``max_splits``: K-splits per tile at most with "last"
+    (default ``MAX_SPLITS``)."""
     if x.dim() != 2 or x.stride(-1) != 1:
         raise ValueError(f"x must be 2-D with a unit last stride, got shape {tuple(x.shape)} strides {x.stride()}")
     m, k = x.shape
@@ -110,14 +121,16 @@ def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor
         raise ValueError(f"reduce {reduce!r}: use one of {SPLIT_SUMS}")
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: use one of {PRECISIONS}")
-    bm = 16 if m <= 16 else (32 if m <= 32 else 64)  # tl.dot's smallest tile is 16 rows
+    if block_m not in (None, *BLOCK_MS):
+        raise ValueError(f"block_m {block_m}: use one of {BLOCK_MS}")
+    bm = block_m or default_block_m(m)
     br = max(16, triton.next_power_of_2(r))
     bk = 128 if bm * br <= 512 else 64
     tiles = len(a) * triton.cdiv(m, bm)
     steps = triton.cdiv(k, bk)
     per_program = max(MIN_STEPS, triton.cdiv(steps * tiles, programs or TARGET_PROGRAMS))
     split = triton.cdiv(steps, per_program)
-    split = min(split, MAX_SPLITS) if reduce == "last" else split
+    split = min(split, max_splits or MAX_SPLITS) if reduce == "last" else split
     per_program = triton.cdiv(steps, split)
     counters = _split_counters(x.device, tiles) if split > 1 and reduce == "last" else None
     if split > 1 and reduce == "last" and counters is None:  # during a capture that would have to allocate them
@@ -138,4 +151,4 @@ def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor
     return u
 
 
-__all__ = ["MAX_SLICES", "PRECISIONS", "REDUCE_MODES", "SPLIT_SUMS", "lora_shrink"]
+__all__ = ["BLOCK_MS", "MAX_SLICES", "PRECISIONS", "REDUCE_MODES", "SPLIT_SUMS", "default_block_m", "lora_shrink"]
