@@ -4260,4 +4260,13 @@ PY
 last_128_s8,last_128_bm32,last_128_bm16,last_256_bm16,last_512_bm16,last_256_bm16_s16,last_256_bm32_s16,\
 atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
     ;;
+  81c)  # the shrink kernel's new defaults (the last program's sum on blocks of 16 rows, 256 programs): its GPU tests and
+        # the backend's in-place test at 20 rows, then rank-32 rollouts at batches 64 and 32 against atomic adds
+    device_name
+    timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_lora_shrink.py \
+      tests/test_rollout_hf.py -k "shrink or in_place" -rf --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -6 \
+      | tee "$out/gpu_tests.txt"
+    timeout 470 python3 benchmarks/rollout_hf.py --batches 64,32 --lora-ranks 32 --group 8 --shrink-reduce-compare \
+      --out "$out" 2>&1 | grep -v Warning | tail -8
+    ;;
 esac

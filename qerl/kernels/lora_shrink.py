@@ -4,8 +4,9 @@ three) slices of a fused projection group, fp32 [S, M, R], the layout the NVFP4 
 Why a kernel: written in torch, the shrink at M = 8 on Qwen2.5-7B's shapes became one torch.compile reduction per
 group whose programs each reduce one output element, so every row of x re-reads A (about 0.44 ms a step over the
 28 layers), plus pointwise kernels that scale u and lay it out per slice (benchmarks/RESULTS.md, run 45). Here a
-program reads a K-range of A once for up to 64 rows of x (``tl.dot`` tiles, the loads pipelined over the range's
-steps); the K-ranges are split so that about ``TARGET_PROGRAMS`` programs stream A at once, and the program that
+program reads a K-range of A once for a block of rows of x (``tl.dot`` tiles, the loads pipelined over the range's
+steps); the K-ranges are split so that about ``TARGET_PROGRAMS`` programs stream A at once (L2 serves the blocks
+after the first), and the program that
 finishes a tile's splits last sums their scaled partials in split order (deterministic) and stores u, through the
 tile counters of ``qerl.kernels.nvfp4_gemm``, which stay zero between launches and so between CUDA-graph replays
 (``SPLIT_SUMS`` for the alternative). The decode step runs it from 17 rows on: at 8 rows torch.compile's
@@ -27,7 +28,9 @@ import triton.language as tl
 from qerl.kernels.nvfp4_gemm import _interpreting, _last_split, _split_counters
 
 MAX_SLICES = 3  # q / k / v: the largest group the decode step fuses
-TARGET_PROGRAMS = 128  # programs per launch (an H100 / H200 has 132 SMs)
+# Programs per launch by how the splits meet (an H100 / H200 has 132 SMs). The last program's sum has shorter tails
+# with small blocks of rows, which take more programs to cover K as finely (benchmarks/RESULTS.md, run 47).
+TARGET_PROGRAMS = {"last": 256, "atomic": 128}
 MIN_STEPS = 2  # K steps per program at least: the loop's loads pipeline (``num_stages``) over them
 MAX_SPLITS = 32  # K-splits per tile at most with reduce="last": its last program reads every partial
 
@@ -35,8 +38,14 @@ MAX_SPLITS = 32  # K-splits per tile at most with reduce="last": its last progra
 BLOCK_MS = (16, 32, 64)  # rows of x per program: tl.dot's smallest tile is 16 rows
 
 
-def default_block_m(m: int) -> int:
-    """Rows of x per program for ``m`` rows: all of them in one block up to 64."""
+def default_block_m(m: int, reduce: str = "last") -> int:
+    """Rows of x per program for ``m`` rows: 16 where the last program sums a tile's splits (it reads every split's
+    partial of the tile: a [16, R] block each keeps that tail short), else all of them in one block up to 64 (each
+    block re-reads A). All 28 layers' shrinks of a 7B step, rank 32, at M = 24 / 64 / 128: the last program's sum
+    1001 / 953 / 982 us on blocks of up to 64 rows, 724 / 776 / 914 on blocks of 16 (256 programs); atomic adds 754 /
+    692 / 770 on blocks of up to 64 rows, 666 / 776 / 1059 on blocks of 16 (benchmarks/RESULTS.md, run 47)."""
+    if reduce == "last":
+        return 16
     return 16 if m <= 16 else (32 if m <= 32 else 64)
 
 
@@ -101,7 +110,7 @@ def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor
                 max_splits: int | None = None) -> torch.Tensor:
     """``u`` fp32 [S, M, R] with ``u[s] = scales[s] * x @ a[s]^T``: ``x`` [M, K] (any float dtype, unit last stride),
     ``a`` 1..3 contiguous [R, K] tensors of one dtype, ``scales`` fp32 [S] on x's device. ``programs``: about how
-    many programs share the work (default ``TARGET_PROGRAMS``); ``reduce``: how their K-splits meet
+    many programs share the work (default ``TARGET_PROGRAMS[reduce]``); ``reduce``: how their K-splits meet
     (``SPLIT_SUMS``); ``precision``: tl.dot's on the fp32 operands (``PRECISIONS``); ``block_m``: rows of x per
     program (16, 32 or 64; default ``default_block_m``); ``max_splits``: K-splits per tile at most with "last"
     (default ``MAX_SPLITS``)."""
@@ -123,12 +132,12 @@ def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor
         raise ValueError(f"precision {precision!r}: use one of {PRECISIONS}")
     if block_m not in (None, *BLOCK_MS):
         raise ValueError(f"block_m {block_m}: use one of {BLOCK_MS}")
-    bm = block_m or default_block_m(m)
+    bm = block_m or default_block_m(m, reduce)
     br = max(16, triton.next_power_of_2(r))
     bk = 128 if bm * br <= 512 else 64
     tiles = len(a) * triton.cdiv(m, bm)
     steps = triton.cdiv(k, bk)
-    per_program = max(MIN_STEPS, triton.cdiv(steps * tiles, programs or TARGET_PROGRAMS))
+    per_program = max(MIN_STEPS, triton.cdiv(steps * tiles, programs or TARGET_PROGRAMS[reduce]))
     split = triton.cdiv(steps, per_program)
     split = min(split, max_splits or MAX_SPLITS) if reduce == "last" else split
     per_program = triton.cdiv(steps, split)
