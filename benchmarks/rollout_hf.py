@@ -133,8 +133,10 @@ def timed(name: str, backend, prompts, settings) -> dict:
     """``timed_generate``; for "nvfp4_after" with the expand after the warp-specialized product while its step runs
     and is captured (the dispatch reads the switch as the graph is recorded); for "*_fullprefill" (the same backend
     as its model's own name) with the prefill's savings off: every row prefilled eagerly, the LM head on every
-    position; for "*_eager" only the prefill's capture off."""
+    position; for "*_eager" only the prefill's capture off; for "*_pdl" with programmatic dependent launch on
+    (``qerl.kernels.pdl``)."""
     from qerl.kernels import nvfp4_gemm_ws
+    from qerl.kernels.pdl import pdl
 
     before = nvfp4_gemm_ws.BIAS_LORA_EPILOGUE
     nvfp4_gemm_ws.BIAS_LORA_EPILOGUE = name != "nvfp4_after"
@@ -144,7 +146,8 @@ def timed(name: str, backend, prompts, settings) -> dict:
         decoder.last_logits_only = decoder.share_prompt_prefill = not full
         decoder.capture_prefill = not (full or name.endswith("_eager"))
     try:
-        return timed_generate(backend, prompts, settings)
+        with pdl(name.endswith("_pdl")):  # read as the step's graph is captured and at every launch outside it
+            return timed_generate(backend, prompts, settings)
     finally:
         nvfp4_gemm_ws.BIAS_LORA_EPILOGUE = before
         if decoder is not None:
@@ -181,6 +184,9 @@ def main() -> None:
     p.add_argument("--shrink-reduce-compare", action="store_true",
                    help="with an adapter: also time each model with the shrink kernel's K-splits summed by atomic "
                         "adds (DecodeStep's shrink_reduce='atomic') as '<model>_atomic', in the same passes")
+    p.add_argument("--pdl-compare", action="store_true",
+                   help="also time the NVFP4 model with programmatic dependent launch on (QERL_PDL=1 while its step "
+                        "is captured and run; off by default) as 'nvfp4_pdl', in the same passes")
     p.add_argument("--group", type=int, default=1,
                    help="rows per distinct prompt (GRPO's completions per prompt; the batch must divide by it)")
     p.add_argument("--prefill-compare", action="store_true",
@@ -221,6 +227,7 @@ def main() -> None:
             "prefill_compare": args.prefill_compare, "prefill_split": args.prefill_split,
             "decode_layout": args.decode_layout, "decode_layout_compare": args.decode_layout_compare,
             "adapter_kernels_compare": args.adapter_kernels_compare, "shrink_reduce_compare": args.shrink_reduce_compare,
+            "pdl_compare": args.pdl_compare,
             "shrink_kernel_max_m": decode_step.SHRINK_KERNEL_MAX_M, "command": " ".join(["python"] + sys.argv)}
     # A token id past the vocabulary: no row stops early, every call generates batch x new_tokens tokens.
     eos = [QWEN7B["vocab_size"]]
@@ -239,6 +246,9 @@ def main() -> None:
             backends = {name: HFRolloutBackend(m, tok, eos, static_cache=compiled, compile=compiled, fused_step=fused,
                                                decode_layout=layout)
                         for name, m in runs.items()}
+            if args.pdl_compare and mode == "fused":
+                backends["nvfp4_pdl"] = HFRolloutBackend(models["nvfp4"], tok, eos, compile=True, fused_step=True,
+                                                         decode_layout=layout)
             if args.decode_layout_compare and mode == "fused":
                 backends["nvfp4_pairs"] = HFRolloutBackend(models["nvfp4"], tok, eos, compile=True, fused_step=True,
                                                            decode_layout="pairs")
@@ -287,6 +297,8 @@ def main() -> None:
                 for suffix in variants:
                     if f"nvfp4_{suffix}" in backends:
                         row[f"ratio_{suffix}"] = row[f"nvfp4_{suffix}_tok_s"] / row[f"bf16_{suffix}_tok_s"]
+                if "nvfp4_pdl" in backends:
+                    row["ratio_pdl"] = row["nvfp4_pdl_tok_s"] / row["bf16_tok_s"]
                 if "nvfp4_pairs" in backends:
                     row["ratio_pairs"] = row["nvfp4_pairs_tok_s"] / row["bf16_tok_s"]
                     row["layout_speedup"] = row["nvfp4_tok_s"] / row["nvfp4_pairs_tok_s"]
@@ -325,6 +337,9 @@ def main() -> None:
         if "ratio_atomic" in r:
             print(f"     the shrink's K-splits summed by atomic adds: BF16 {r['bf16_atomic_tok_s']:.0f} / "
                   f"NVFP4 {r['nvfp4_atomic_tok_s']:.0f} tok/s, {r['ratio_atomic']:.2f}x")
+        if "ratio_pdl" in r:
+            print(f"     NVFP4 with programmatic dependent launch: {r['nvfp4_pdl_tok_s']:.0f} tok/s "
+                  f"({r['ratio_pdl']:.2f}x BF16)")
         if "nvfp4_pairs_tok_s" in r:
             print(f"     NVFP4's step on {r['nvfp4_decode_layout']}; on the modules' pairs: {r['nvfp4_pairs_tok_s']:.0f} "
                   f"tok/s ({r['ratio_pairs']:.2f}x BF16); {r['nvfp4_decode_layout']} / pairs "

@@ -4269,4 +4269,10 @@ atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
     timeout 470 python3 benchmarks/rollout_hf.py --batches 64,32 --lora-ranks 32 --group 8 --shrink-reduce-compare \
       --out "$out" 2>&1 | grep -v Warning | tail -8
     ;;
+  81d)  # the backend's NVFP4 step with programmatic dependent launch on (its projections and attention take part, the
+        # norms, SiLU x up and RoPE kernels between them do not), without an adapter, against PDL off, same passes
+    device_name
+    timeout 450 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --group 8 --pdl-compare \
+      --out "$out" 2>&1 | grep -v Warning | tail -8
+    ;;
 esac
