@@ -889,3 +889,15 @@ def test_kernel_kinds_keep_compiled_elementwise_kernels_apart_from_the_products(
     assert kind("nvjet_sm90_tst_384x8_64x4_2x1_v_bz_TNT") == "cublas_gemm"
     assert kind("_decode_attn_part_kernel") == "attention"
     assert kind("_lora_shrink_kernel") == "lora_shrink"
+
+
+def test_shrink_variant_specs_become_the_kernels_arguments(monkeypatch):
+    """benchmarks/lora_shrink.py's variants name ``lora_shrink``'s arguments: reduce_programs, then a precision,
+    ``bm`` rows per block and ``s`` splits per tile in any order."""
+    bench = _load("lora_shrink")
+    calls = []
+    monkeypatch.setattr(bench, "lora_shrink", lambda x, a, s, **kw: calls.append(kw))
+    for spec in ("last_128", "atomic_512_bm16", "last_256_ieee_bm32_s16"):
+        bench.variant(spec)(None, None, None)
+    assert calls == [{"reduce": "last", "programs": 128}, {"reduce": "atomic", "programs": 512, "block_m": 16},
+                     {"reduce": "last", "programs": 256, "precision": "ieee", "block_m": 32, "max_splits": 16}]

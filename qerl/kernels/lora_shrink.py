@@ -54,7 +54,8 @@ def default_block_m(m: int, reduce: str = "last") -> int:
 # shrink; the summation order varies between launches).
 REDUCE_MODES = {"store": 0, "atomic": 1, "last": 2}
 # The callers' choice of ``reduce`` among them ("store" follows from a single split): "last" (the default) or
-# "atomic": 950 -> 679 us a 7B step at M = 64 alone (benchmarks/RESULTS.md, run 46).
+# "atomic". A 7B step's shrinks at M = 64 alone: 776 against 692 us; 7B rollouts at batch 64 with a rank-32 adapter:
+# 0.98x the tokens a second of atomic adds (benchmarks/RESULTS.md, run 47).
 SPLIT_SUMS = ("last", "atomic")
 # tl.dot's precision on the fp32 operands: three tf32 products per step ("tf32x3") are about as exact as fp32 FMAs
 # ("ieee") and run on the tensor cores; the products are a sliver of the kernel's time either way.

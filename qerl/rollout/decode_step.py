@@ -56,7 +56,8 @@ from qerl.modules import NVFP4Linear
 SHRINK_REDUCTION_MAX_M = 16
 # Above SHRINK_REDUCTION_MAX_M and up to this many rows the shrink runs ``qerl::lora_shrink`` (with
 # ``adapter_kernels``); above, one matmul. All 28 layers' shrinks of a 7B step with a rank-32 adapter, alone: at M = 8
-# the multiply-sum took 539 us against the kernel's 709; at M = 64, 1913 against 950 (benchmarks/RESULTS.md, run 46).
+# the multiply-sum took 539 us against the kernel's 709; at M = 64, 1913 against 950 (benchmarks/RESULTS.md, run 46;
+# 776 with the kernel's blocks of 16 rows, run 47).
 SHRINK_KERNEL_MAX_M = 128
 # How the shrink kernel's K-splits meet (``qerl.kernels.lora_shrink.SPLIT_SUMS``, which needs triton to import).
 SHRINK_REDUCES = ("last", "atomic")
