@@ -134,12 +134,14 @@ def timed(name: str, backend, prompts, settings) -> dict:
     and is captured (the dispatch reads the switch as the graph is recorded); for "*_fullprefill" (the same backend
     as its model's own name) with the prefill's savings off: every row prefilled eagerly, the LM head on every
     position; for "*_eager" only the prefill's capture off; for "*_pdl" with programmatic dependent launch on
-    (``qerl.kernels.pdl``)."""
-    from qerl.kernels import nvfp4_gemm_ws
+    (``qerl.kernels.pdl``); for "nvfp4_twolaunch" with split partials summed before a bias and an expand are added
+    (``nvfp4_gemm.REDUCE_WITH_EPILOGUE`` off)."""
+    from qerl.kernels import nvfp4_gemm, nvfp4_gemm_ws
     from qerl.kernels.pdl import pdl
 
     before = nvfp4_gemm_ws.BIAS_LORA_EPILOGUE
     nvfp4_gemm_ws.BIAS_LORA_EPILOGUE = name != "nvfp4_after"
+    nvfp4_gemm.REDUCE_WITH_EPILOGUE = name != "nvfp4_twolaunch"
     decoder = backend.decoder
     full = name.endswith("_fullprefill")
     if decoder is not None:
@@ -150,6 +152,7 @@ def timed(name: str, backend, prompts, settings) -> dict:
             return timed_generate(backend, prompts, settings)
     finally:
         nvfp4_gemm_ws.BIAS_LORA_EPILOGUE = before
+        nvfp4_gemm.REDUCE_WITH_EPILOGUE = True
         if decoder is not None:
             decoder.last_logits_only = decoder.share_prompt_prefill = decoder.capture_prefill = True
 
@@ -184,6 +187,10 @@ def main() -> None:
     p.add_argument("--shrink-reduce-compare", action="store_true",
                    help="with an adapter: also time each model with the shrink kernel's K-splits summed by atomic "
                         "adds (DecodeStep's shrink_reduce='atomic') as '<model>_atomic', in the same passes")
+    p.add_argument("--split-epilogue-compare", action="store_true",
+                   help="also time the NVFP4 model with split partials summed by one kernel and the bias and expand "
+                        "after them added by another (nvfp4_gemm.REDUCE_WITH_EPILOGUE off) as 'nvfp4_twolaunch', "
+                        "in the same passes")
     p.add_argument("--pdl-compare", action="store_true",
                    help="also time the NVFP4 model with programmatic dependent launch on (QERL_PDL=1 while its step "
                         "is captured and run; off by default) as 'nvfp4_pdl', in the same passes")
@@ -227,7 +234,7 @@ def main() -> None:
             "prefill_compare": args.prefill_compare, "prefill_split": args.prefill_split,
             "decode_layout": args.decode_layout, "decode_layout_compare": args.decode_layout_compare,
             "adapter_kernels_compare": args.adapter_kernels_compare, "shrink_reduce_compare": args.shrink_reduce_compare,
-            "pdl_compare": args.pdl_compare,
+            "pdl_compare": args.pdl_compare, "split_epilogue_compare": args.split_epilogue_compare,
             "shrink_kernel_max_m": decode_step.SHRINK_KERNEL_MAX_M, "command": " ".join(["python"] + sys.argv)}
     # A token id past the vocabulary: no row stops early, every call generates batch x new_tokens tokens.
     eos = [QWEN7B["vocab_size"]]
@@ -246,6 +253,9 @@ def main() -> None:
             backends = {name: HFRolloutBackend(m, tok, eos, static_cache=compiled, compile=compiled, fused_step=fused,
                                                decode_layout=layout)
                         for name, m in runs.items()}
+            if args.split_epilogue_compare and mode == "fused":
+                backends["nvfp4_twolaunch"] = HFRolloutBackend(models["nvfp4"], tok, eos, compile=True,
+                                                               fused_step=True, decode_layout=layout)
             if args.pdl_compare and mode == "fused":
                 backends["nvfp4_pdl"] = HFRolloutBackend(models["nvfp4"], tok, eos, compile=True, fused_step=True,
                                                          decode_layout=layout)
@@ -297,6 +307,8 @@ def main() -> None:
                 for suffix in variants:
                     if f"nvfp4_{suffix}" in backends:
                         row[f"ratio_{suffix}"] = row[f"nvfp4_{suffix}_tok_s"] / row[f"bf16_{suffix}_tok_s"]
+                if "nvfp4_twolaunch" in backends:
+                    row["ratio_twolaunch"] = row["nvfp4_twolaunch_tok_s"] / row["bf16_tok_s"]
                 if "nvfp4_pdl" in backends:
                     row["ratio_pdl"] = row["nvfp4_pdl_tok_s"] / row["bf16_tok_s"]
                 if "nvfp4_pairs" in backends:
@@ -337,6 +349,9 @@ def main() -> None:
         if "ratio_atomic" in r:
             print(f"     the shrink's K-splits summed by atomic adds: BF16 {r['bf16_atomic_tok_s']:.0f} / "
                   f"NVFP4 {r['nvfp4_atomic_tok_s']:.0f} tok/s, {r['ratio_atomic']:.2f}x")
+        if "ratio_twolaunch" in r:
+            print(f"     NVFP4 with the split sum and the epilogue in two launches: {r['nvfp4_twolaunch_tok_s']:.0f} "
+                  f"tok/s ({r['ratio_twolaunch']:.2f}x BF16)")
         if "ratio_pdl" in r:
             print(f"     NVFP4 with programmatic dependent launch: {r['nvfp4_pdl_tok_s']:.0f} tok/s "
                   f"({r['ratio_pdl']:.2f}x BF16)")

@@ -4275,4 +4275,13 @@ atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
     timeout 450 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 0 --group 8 --pdl-compare \
       --out "$out" 2>&1 | grep -v Warning | tail -8
     ;;
+  81e)  # split partials summed by the kernel that adds the bias and the adapter's expand after them (one launch for
+        # two): the kernels' GPU tests for it, then rank-32 rollouts at batches 64 and 32 against two launches
+    device_name
+    timeout 130 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_kernels_gpu.py \
+      tests/test_kernels_ws_gpu.py tests/test_rollout_hf.py -k "lora or split_sum or in_place or 7b_decode" -rf --tb=short 2>&1 \
+      | grep -v "Warning\|DEBUG" | tail -6 | tee "$out/gpu_tests.txt"
+    timeout 330 python3 benchmarks/rollout_hf.py --batches 64,32 --lora-ranks 32 --group 8 --split-epilogue-compare \
+      --out "$out" 2>&1 | grep -v Warning | tail -8
+    ;;
 esac

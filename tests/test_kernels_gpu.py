@@ -407,6 +407,28 @@ def test_bias_and_lora_after_the_gemm_in_one_kernel(m, slices, r):
     assert m > EPILOGUE_KERNEL_MAX_M or not torch.equal(y, y0)
 
 
+@pytest.mark.parametrize("m, split", [(1, 2), (33, 7), (64, 4), (200, 3)])
+def test_split_sum_with_the_bias_and_lora_after_it_in_one_kernel(m, split):
+    """``nvfp4_gemm._reduce`` with an epilogue (split partials summed by a second kernel, then a bias and an expand
+    the product did not take: the warp-specialized kernel at M = 64 on 7B's o / down): one launch sums the partials,
+    adds both and rounds once; against the fp32 reference and the two-launch path (sum rounded, then the epilogue)."""
+    from qerl.kernels.nvfp4_gemm import LoRAEpilogue, _reduce, add_bias_and_lora_
+
+    slices, r = (3584,), 32
+    n = sum(slices)
+    ws = torch.randn(split, m, n, device="cuda")
+    u = torch.randn(len(slices), m, r, device="cuda")
+    bs = tuple((torch.randn(s, r, device="cuda") * 0.05).to(torch.bfloat16) for s in slices)
+    bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+    lora = LoRAEpilogue(u, bs)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    _reduce(ws, out, split, bias, lora)
+    ref = ws.sum(0) + bias.float() + _matmul_fp32(u[0].to(torch.bfloat16).float(), bs[0].float().T)
+    assert _rel(out, ref) < 6e-3
+    two = add_bias_and_lora_(ws.sum(0).to(torch.bfloat16), bias, lora)
+    assert (out.float() - two.float()).abs().max() <= 2 * ref.abs().max() * 2**-8  # one bf16 rounding apart
+
+
 def test_lora_epilogue_op_in_a_cuda_graph_reads_the_adapter_in_place():
     """What vLLM does: the graph is captured once, then adapter loads refill B in place and each step's shrink
     writes u; replays must use the current values (the op reads the tensors, not copies)."""

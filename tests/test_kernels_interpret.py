@@ -157,7 +157,8 @@ from qerl.kernels.nvfp4_gemm import LoRAEpilogue, _lora_fits, fwd_config
 lora_in_kernel = []
 for m, slices, r, cfgs in [
         (3, (32, 16, 16), 16, [FwdConfig(1, 16, 16, 1, 3), FwdConfig(2, 8, 16, 1, 2), FwdConfig(2, 16, 16, 1, 1),
-                               FwdConfig(0, 4, 16, 1, 2), FwdConfig(1, 16, 32, 1, 1)]),
+                               FwdConfig(0, 4, 16, 1, 2), FwdConfig(1, 16, 32, 1, 1),
+                               FwdConfig(1, 16, 32, 1, 2, fused=False)]),
         (9, (48, 40), 8, [None, FwdConfig(1, 16, 16, 1, 1), FwdConfig(2, 16, 16, 1, 3)]),
         (2, (40,), 16, [FwdConfig(2, 8, 16, 1, 1)])]:
     n, k = sum(slices), 144
@@ -177,6 +178,39 @@ for m, slices, r, cfgs in [
         lora_in_kernel.append(_lora_fits(lora, m, n, (cfg or fwd_config(m, n, kw.k_pad, x.device)).bn))
     check(f"fwd+bias {m}x{n}", nvfp4_matmul(x, kw, FwdConfig(1, 16, 16, 1, 3), bias=bias),
           x.float() @ ref_w.T + bias.float())
+
+# Split partials summed by a second kernel, then a bias and an expand the product did not take: one launch of the
+# epilogue's kernel sums them too (nvfp4_gemm._reduce), against the sum's kernel followed by the epilogue's.
+from qerl.kernels import nvfp4_gemm as ng
+launched = []
+for name in ("_reduce_kernel", "_launch_bias_lora"):
+    fn = getattr(ng, name)
+    if name == "_reduce_kernel":
+        class _Recorded:
+            def __getitem__(self, grid, fn=fn):
+                launched.append("reduce")
+                return fn[grid]
+        setattr(ng, name, _Recorded())
+    else:
+        setattr(ng, name, lambda *a, fn=fn, **kw: launched.append("epilogue") or fn(*a, **kw))
+m, slices, r = 5, (64, 32), 16
+n = sum(slices)
+ws = torch.randn(3, m, n, generator=gen)
+u = torch.randn(len(slices), m, r, generator=gen)
+bs = tuple((torch.randn(s, r, generator=gen) * 0.1).to(torch.bfloat16) for s in slices)
+bias = torch.randn(n, generator=gen).to(torch.bfloat16)
+expand = torch.cat([u[i].to(torch.bfloat16).float() @ bs[i].float().T for i in range(len(slices))], dim=1)
+reduce_launches = []
+for with_bias, with_lora in ((True, True), (False, True), (True, False), (False, False)):
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
+    launched.clear()
+    ng._reduce(ws, out, 3, bias if with_bias else None, LoRAEpilogue(u, bs) if with_lora else None)
+    reduce_launches.append(list(launched))
+    check(f"split sum + bias {with_bias} + lora {with_lora}", out,
+          ws.sum(0) + (bias.float() if with_bias else 0) + (expand if with_lora else 0))
+    two = ws.sum(0).to(torch.bfloat16)  # what the sum's kernel and then the epilogue's give, rounded twice
+    ng.add_bias_and_lora_(two, bias if with_bias else None, LoRAEpilogue(u, bs) if with_lora else None)
+    check(f"split sum + epilogue in one launch against two, bias {with_bias} lora {with_lora}", out, two.float())
 
 # The op as vLLM's fused layers call it: with vLLM's "no adapter in this batch" flag set, u was never written (NaN
 # here) and must be ignored; without it, the adapter's term is added.
@@ -258,6 +292,7 @@ check("fused group fwd", nvfp4_matmul(x, group.weight), x.float() @ torch.cat(re
 # The fused split reductions leave every tile counter at zero for the next launch.
 counters = nvfp4_gemm._COUNTERS.get(("cpu", None))
 print(json.dumps({"seed": seed, "results": results, "fused_equals_two_kernel": same, "lora_in_kernel": lora_in_kernel,
+                  "reduce_launches": reduce_launches,
                   "counters": None if counters is None else int(counters.abs().sum()),
                   "member_strides": member_strides}))
 """
@@ -272,6 +307,8 @@ def test_kernels_match_reference_under_interpreter():
     # Both epilogue paths ran: slices on tile ends (in the kernel) and not (torch after the kernel).
     assert True in report["lora_in_kernel"] and False in report["lora_in_kernel"], report["lora_in_kernel"]
     assert report["member_strides"] == [128 * 8] * 3  # the fused members' scale rows: the group's stride
+    # A bias or an expand after split partials: the epilogue's kernel sums them (one launch); neither: the sum's own.
+    assert report["reduce_launches"] == [["epilogue"]] * 3 + [["reduce"]], report["reduce_launches"]
     for r in results:
         where = f"{r['name']} (seed {report['seed']})"
         assert r["shape"] == r["want"], where

@@ -832,6 +832,35 @@ def test_adapter_expand_after_the_kernel_from_lora_ws_min_m(m, monkeypatch):
     assert float((y.float() - ref).norm() / ref.norm()) < 4e-3
 
 
+@hopper
+def test_split_sum_takes_the_expand_after_the_kernel_on_the_7b_decode_shapes(monkeypatch):
+    """7B's o and down at M = 64 on the words layout (the transformers backend's decode step at batch 64 with an
+    adapter): where their table config's split partials are summed by a second kernel, that kernel also adds the bias
+    and the expand (one launch: ``nvfp4_gemm._reduce`` through ``_launch_bias_lora`` with the partials), and the
+    result is the fp32 reference's."""
+    from qerl.kernels import nvfp4_gemm as kern
+
+    launches = []
+    real = kern._launch_bias_lora
+    monkeypatch.setattr(kern, "_launch_bias_lora", lambda *a, **kw: launches.append(len(a) > 3) or real(*a, **kw))
+    split_shapes = 0
+    for n, k in ((3584, 3584), (3584, 18944)):
+        x, w, ref = _case(64, n, k, layout="words")
+        cfg = ws.pick(x, w.n, w.k, w.k_pad, w.words)
+        second_kernel = cfg is not None and not cfg.stream_k and min(cfg.split_k, w.k_pad // 128) > 1 and not cfg.fused
+        split_shapes += second_kernel
+        bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+        u = torch.randn(1, 64, 32, device="cuda") * 0.1
+        b = (torch.randn(n, 32, device="cuda").to(torch.bfloat16) * 0.1,)
+        launches.clear()
+        y = kern.nvfp4_matmul(x, w, bias=bias, lora=kern.LoRAEpilogue(u, b))
+        # the partials handed to the epilogue's kernel; else the epilogue in the product or after it alone
+        assert launches == [True] if second_kernel else True not in launches, (n, k, cfg, launches)
+        ref = ref + bias.float() + u[0].to(torch.bfloat16).float() @ b[0].float().T
+        assert torch.isfinite(y).all() and float((y.float() - ref).norm() / ref.norm()) < 4e-3, (n, k, cfg)
+    assert split_shapes, "neither shape sums its splits in a second kernel: the test no longer covers the path"
+
+
 def _lora_case(m: int, sizes: tuple[int, ...], rank: int, dtype=torch.bfloat16):
     """An adapter's expand operands for output slices of ``sizes`` columns: u fp32 [S, M, R] (the shrink's output,
     scaled), B's bf16 [N_s, R] (every other one a column slice of a wider tensor: rows not contiguous), the bias, and

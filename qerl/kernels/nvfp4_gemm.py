@@ -953,11 +953,14 @@ if triton is not None:
 
     @triton.jit(do_not_specialize=["M"])
     def _bias_lora_kernel(y_ptr, bias_ptr, u_ptr, b0_ptr, b1_ptr, b2_ptr, e1, e2, M, N, stride_ym, stride_us,
-                          stride_b0, stride_b1, stride_b2, BM: tl.constexpr, BN: tl.constexpr,
-                          HAS_BIAS: tl.constexpr, SLICES: tl.constexpr, R: tl.constexpr, RC: tl.constexpr):
+                          stride_b0, stride_b1, stride_b2, ws_ptr, stride_split, BM: tl.constexpr, BN: tl.constexpr,
+                          HAS_BIAS: tl.constexpr, SLICES: tl.constexpr, R: tl.constexpr, RC: tl.constexpr,
+                          SPLIT: tl.constexpr = 0):
         """``y[M, N] += bias + u_s @ B_s^T`` in place for the output slice s each [BM, BN] tile lies in (slices end
         at e1 < e2 < N, on tile boundaries): ``_fwd_kernel``'s epilogue as a kernel of its own, one launch for the
-        bias and every slice (``add_bias_and_lora_``)."""
+        bias and every slice (``add_bias_and_lora_``). With ``SPLIT`` > 0 the product comes as SPLIT fp32 partials
+        ``ws`` [SPLIT, M, N] (``stride_split`` apart) instead of in y: summed in split order with the bias and the
+        expand, and rounded once into y (``_reduce`` with an epilogue)."""
         offs_m = tl.program_id(1) * BM + tl.arange(0, BM)
         offs_n = tl.program_id(0) * BN + tl.arange(0, BN)
         rows_m = tl.minimum(offs_m, M - 1)
@@ -970,7 +973,13 @@ if triton is not None:
             acc += tl.load(bias_ptr + rows_n).to(tl.float32)[None, :]
         ptrs = y_ptr + offs_m[:, None].to(tl.int64) * stride_ym + offs_n[None, :]
         mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-        y = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
+        if SPLIT > 0:
+            parts = ws_ptr + offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
+            y = tl.zeros([BM, BN], dtype=tl.float32)
+            for s in tl.static_range(SPLIT):
+                y += tl.load(parts + s * stride_split, mask=mask, other=0.0)
+        else:
+            y = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
         tl.store(ptrs, (y + acc).to(tl.bfloat16), mask=mask)
 
     @triton.jit
@@ -1645,31 +1654,45 @@ def add_bias_and_lora_(y: torch.Tensor, bias: torch.Tensor | None, lora: LoRAEpi
     under Triton's interpreter) where the slices end on its tiles, else torch (``addmm_`` per slice)."""
     if bias is None and lora is None:
         return y
-    m, n = y.shape
-    if (0 < m <= EPILOGUE_KERNEL_MAX_M and y.is_contiguous() and (_interpreting() or triton_available(y.device))
-            and (bias is None or (bias.shape == (n,) and bias.is_contiguous()))
-            and (lora is None or _lora_fits(lora, m, n, _EPILOGUE_BN))):
-        slices = 0 if lora is None else len(lora.b)
-        bs = [] if lora is None else list(lora.b)
-        bs += [y] * (MAX_LORA_SLICES - len(bs))
-        ends = ([] if lora is None else list(itertools.accumulate(b.shape[0] for b in lora.b))) + [0, 0]
-        rank = 1 if lora is None else lora.u.shape[2]
-        bm = 16 if m <= 16 else 32 if m <= 32 else 64
-        grid = (-(-n // _EPILOGUE_BN), -(-m // bm))
-        _bias_lora_kernel[grid](y, y if bias is None else bias, y if lora is None else lora.u, *bs[:3], ends[0],
-                                ends[1], m, n, y.stride(0), 0 if lora is None else lora.u.stride(0),
-                                *(b.stride(0) for b in bs[:3]), BM=bm, BN=_EPILOGUE_BN, HAS_BIAS=bias is not None,
-                                SLICES=slices, R=rank, RC=_rank_chunk(rank, True), num_warps=4)
+    if not _epilogue_kernel_fits(y, bias, lora):
+        if bias is not None:
+            y += bias
+        if lora is not None:
+            u = lora.u.to(lora.b[0].dtype)  # one cast for all slices (one launch, not one per slice)
+            start = 0
+            for s, b in enumerate(lora.b):
+                y[:, start : start + b.shape[0]].addmm_(u[s], b.T)
+                start += b.shape[0]
         return y
-    if bias is not None:
-        y += bias
-    if lora is not None:
-        u = lora.u.to(lora.b[0].dtype)  # one cast for all slices (one launch, not one per slice)
-        start = 0
-        for s, b in enumerate(lora.b):
-            y[:, start : start + b.shape[0]].addmm_(u[s], b.T)
-            start += b.shape[0]
+    _launch_bias_lora(y, bias, lora)
     return y
+
+
+def _epilogue_kernel_fits(y: torch.Tensor, bias: torch.Tensor | None, lora: LoRAEpilogue | None) -> bool:
+    """Whether ``_bias_lora_kernel`` adds ``bias`` and ``lora`` to ``y`` (``add_bias_and_lora_``'s rules)."""
+    m, n = y.shape
+    return (0 < m <= EPILOGUE_KERNEL_MAX_M and y.is_contiguous() and (_interpreting() or triton_available(y.device))
+            and (bias is None or (bias.shape == (n,) and bias.is_contiguous()))
+            and (lora is None or _lora_fits(lora, m, n, _EPILOGUE_BN)))
+
+
+def _launch_bias_lora(y: torch.Tensor, bias: torch.Tensor | None, lora: LoRAEpilogue | None,
+                      ws: torch.Tensor | None = None, split: int = 0) -> None:
+    """One launch of ``_bias_lora_kernel`` on ``y`` (where ``_epilogue_kernel_fits``); with ``ws`` [split, M, N]
+    its partials summed into y first."""
+    m, n = y.shape
+    slices = 0 if lora is None else len(lora.b)
+    bs = [] if lora is None else list(lora.b)
+    bs += [y] * (MAX_LORA_SLICES - len(bs))
+    ends = ([] if lora is None else list(itertools.accumulate(b.shape[0] for b in lora.b))) + [0, 0]
+    rank = 1 if lora is None else lora.u.shape[2]
+    bm = 16 if m <= 16 else 32 if m <= 32 else 64
+    grid = (-(-n // _EPILOGUE_BN), -(-m // bm))
+    _bias_lora_kernel[grid](y, y if bias is None else bias, y if lora is None else lora.u, *bs[:3], ends[0],
+                            ends[1], m, n, y.stride(0), 0 if lora is None else lora.u.stride(0),
+                            *(b.stride(0) for b in bs[:3]), y if ws is None else ws, m * n, BM=bm,
+                            BN=_EPILOGUE_BN, HAS_BIAS=bias is not None, SLICES=slices, R=rank,
+                            RC=_rank_chunk(rank, True), SPLIT=0 if ws is None else split, num_warps=4)
 
 
 def _lora_dot(cfg: FwdConfig) -> bool:
@@ -1733,7 +1756,7 @@ def nvfp4_matmul(
 
         ws_cfg = nvfp4_gemm_ws.pick(x2, w.n, w.k, w.k_pad, w.words)
         if ws_cfg is not None:
-            y = add_bias_and_lora_(nvfp4_gemm_ws.ws_matmul(x2, w, ws_cfg, out=y), bias, lora)
+            y = nvfp4_gemm_ws.ws_matmul(x2, w, ws_cfg, out=y, after=(bias, lora))
             return y.reshape(*x.shape[:-1], w.n)
     # Large M: the slab path where the default dispatch takes it; on the words layout from LARGE_M_FWD on wherever
     # the warp-specialized kernel declined (its table's slab entries, or a device it cannot run on).
@@ -1766,8 +1789,8 @@ def nvfp4_matmul(
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **_reg_cap(cfg.maxnreg),
     )
     if split > 1 and counters is None:
-        _reduce(target, y, split)
-    if late_lora is not None:
+        _reduce(target, y, split, None, late_lora)
+    elif late_lora is not None:
         add_bias_and_lora_(y, None, late_lora)
     return y.reshape(*x.shape[:-1], w.n)
 
@@ -2012,10 +2035,24 @@ def reserve_split_counters(device: torch.device, tiles: int = COUNTERS_RESERVE) 
     _split_counters(device, tiles)
 
 
-def _reduce(ws: torch.Tensor, out: torch.Tensor, split: int) -> None:
+# False: ``_reduce`` sums the partials and then adds a bias and an expand in two launches, as before run 47 (a switch
+# for benchmarks/rollout_hf.py --split-epilogue-compare).
+REDUCE_WITH_EPILOGUE = True
+
+
+def _reduce(ws: torch.Tensor, out: torch.Tensor, split: int, bias: torch.Tensor | None = None,
+            lora: LoRAEpilogue | None = None) -> None:
+    """``out`` [M, N] bf16 = the sum of the fp32 partials ``ws`` [split, M, N] (+ ``bias``, + ``lora``'s expand, as
+    ``add_bias_and_lora_`` adds them): with an epilogue its kernel sums the partials itself where it takes them (one
+    launch, one rounding: 7B rollouts at batch 64 ran two such pairs of launches a layer, benchmarks/RESULTS.md, run
+    47), else the sum's kernel and then the epilogue."""
+    if REDUCE_WITH_EPILOGUE and (bias is not None or lora is not None) and _epilogue_kernel_fits(out, bias, lora):
+        _launch_bias_lora(out, bias, lora, ws, split)
+        return
     numel = out.numel()
     block = 1024
     _reduce_kernel[(-(-numel // block),)](ws, out, numel, SPLIT=split, BLOCK=block, num_warps=4)
+    add_bias_and_lora_(out, bias, lora)
 
 
 class NVFP4MatmulFn(torch.autograd.Function):

@@ -2079,13 +2079,16 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
               glu: bool = False, row_norm: tuple[torch.Tensor, float] | None = None,
               add_norm: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
               rope: RopeEpilogue | None = None, bias: torch.Tensor | None = None,
-              lora: kern.LoRAEpilogue | None = None) -> torch.Tensor:
+              lora: kern.LoRAEpilogue | None = None,
+              after: tuple[torch.Tensor | None, kern.LoRAEpilogue | None] | None = None) -> torch.Tensor:
     """``x2 @ W^T`` for a contiguous bf16 ``x2`` [M, K] on the warp-specialized kernel: bf16 [M, N] (``out`` if
     given). Epilogues, as the kernel writes each tile (all but ``row_norm`` with ``tile_epilogue`` configs only):
 
     - ``bias`` [N] and / or ``lora`` (``nvfp4_gemm.LoRAEpilogue``, where ``lora_epilogue_fits``): the bias and the
       adapter's expand added in fp32 before the tile is rounded (``nvfp4_gemm.add_bias_and_lora_`` adds them after
       the product otherwise); with the plain epilogue only.
+    - ``after`` = (bias, lora): the same added after the product, by the kernel that sums the split partials where
+      one does (``nvfp4_gemm._reduce``: one launch less), else by ``nvfp4_gemm.add_bias_and_lora_``.
 
     - ``glu``: W's rows interleave a gate and an up projection (``nvfp4_gemm.interleave_gate_up``) and the kernel
       stores SiLU(gate) * up, bf16 [M, N / 2].
@@ -2129,8 +2132,11 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
         y = kern._out(out, m, w.n // 2 if glu else rope.heads * rope.cos.shape[1] if rope is not None else w.n, x2)
     norm = _norm_args(row_norm, add_norm, cfg, m, w.n, x2)
     kc = w.k_pad // kern.CHUNK
+    after_bias, after_lora = after or (None, None)
+    if (after_bias is not None or after_lora is not None) and (glu or rope is not None):
+        raise ValueError("a bias or an expand after the product needs the plain output, not glu or rope")
     if cfg.stream_k and add_norm is None and _stream_k(x2, w, cfg, y, kc, norm):
-        return y
+        return kern.add_bias_and_lora_(y, after_bias, after_lora)
     split = max(1, min(cfg.split_k, kc))  # runs of the chunks as even as the count allows (_ws_fwd_kernel)
     x_l, _, _ = shared_layouts(cfg.bm, cfg.bn)
     # Not shifted under the residual epilogue, which may write Y in place of the residual it reads, nor RoPE's.
@@ -2161,7 +2167,9 @@ def ws_matmul(x2: torch.Tensor, w: kern.KernelWeight, cfg: WsConfig, out: torch.
                          **_pdl_args(cfg, split > 1 and counters is None), **bias_lora,
                          num_warps=4, **({} if cfg.maxnreg is None else {"maxnreg": cfg.maxnreg}))
     if split > 1 and counters is None:
-        kern._reduce(target, y, split)
+        kern._reduce(target, y, split, after_bias, after_lora)
+    else:
+        kern.add_bias_and_lora_(y, after_bias, after_lora)
     return y
 
 
