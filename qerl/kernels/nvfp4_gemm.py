@@ -2044,8 +2044,9 @@ def _reduce(ws: torch.Tensor, out: torch.Tensor, split: int, bias: torch.Tensor 
             lora: LoRAEpilogue | None = None) -> None:
     """``out`` [M, N] bf16 = the sum of the fp32 partials ``ws`` [split, M, N] (+ ``bias``, + ``lora``'s expand, as
     ``add_bias_and_lora_`` adds them): with an epilogue its kernel sums the partials itself where it takes them (one
-    launch, one rounding: 7B rollouts at batch 64 ran two such pairs of launches a layer, benchmarks/RESULTS.md, run
-    47), else the sum's kernel and then the epilogue."""
+    launch and one rounding; 7B rollouts with a rank-32 adapter run two such products a layer at batch 32-64, where
+    this gave 0.5-0.8% more tokens a second, benchmarks/RESULTS.md, run 47), else the sum's kernel, then the
+    epilogue."""
     if REDUCE_WITH_EPILOGUE and (bias is not None or lora is not None) and _epilogue_kernel_fits(out, bias, lora):
         _launch_bias_lora(out, bias, lora, ws, split)
         return
