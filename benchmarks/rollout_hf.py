@@ -246,19 +246,16 @@ def main() -> None:
         for mode in args.modes.split(","):
             compiled = mode != "eager"
             runs = dict(models)
-            if args.ws_lora_epilogue_compare:
-                runs["nvfp4_after"] = models["nvfp4"]
+            # The NVFP4 model again under a switch that ``timed`` sets by the backend's name.
+            for flag, name in ((args.ws_lora_epilogue_compare, "nvfp4_after"),
+                               (args.split_epilogue_compare, "nvfp4_twolaunch"), (args.pdl_compare, "nvfp4_pdl")):
+                if flag:
+                    runs[name] = models["nvfp4"]
             fused = {"fused": True, "compiled": False, "eager": None}[mode]
             layout = args.decode_layout if mode == "fused" else "auto"
             backends = {name: HFRolloutBackend(m, tok, eos, static_cache=compiled, compile=compiled, fused_step=fused,
                                                decode_layout=layout)
                         for name, m in runs.items()}
-            if args.split_epilogue_compare and mode == "fused":
-                backends["nvfp4_twolaunch"] = HFRolloutBackend(models["nvfp4"], tok, eos, compile=True,
-                                                               fused_step=True, decode_layout=layout)
-            if args.pdl_compare and mode == "fused":
-                backends["nvfp4_pdl"] = HFRolloutBackend(models["nvfp4"], tok, eos, compile=True, fused_step=True,
-                                                         decode_layout=layout)
             if args.decode_layout_compare and mode == "fused":
                 backends["nvfp4_pairs"] = HFRolloutBackend(models["nvfp4"], tok, eos, compile=True, fused_step=True,
                                                            decode_layout="pairs")
