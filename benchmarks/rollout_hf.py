@@ -1,4 +1,5 @@
-"""Rollout throughput of the project's transformers backend (``qerl.rollout.hf``) at Qwen2.5-7B shape, NVFP4 vs BF16.
+"""Rollout throughput of the project's transformers backend (``qerl.rollout.hf``) at a Qwen2.5 shape (``--shape``, 7B by
+default), NVFP4 vs BF16.
 
 Two ``Qwen2ForCausalLM`` models with random weights (no checkpoint needed): one whose linear layers are NVFP4
 (``qerl.modules.quantize_``, the fused kernels' layout), one whose BF16 weights are the first one's dequantized
@@ -19,6 +20,7 @@ turn, and the ratio of the medians.
     python benchmarks/rollout_hf.py --lora-ranks 32 --ws-lora-epilogue-compare   # + NVFP4 with the expand after
     python benchmarks/rollout_hf.py --group 8 --decode-layout-compare   # + NVFP4 decoding on the modules' "pairs"
     python benchmarks/rollout_hf.py --batches 64 --lora-ranks 32 --group 8 --shrink-reduce-compare   # + atomic split sums
+    python benchmarks/rollout_hf.py --shape 32b --batches 8,64 --lora-ranks 32 --group 8 --decode-layout words
 
 Unlike ``benchmarks/decode_nvfp4.py`` (a decode step written for the kernels, with the projections' epilogues:
 RMSNorms, SiLU x up, RoPE), this runs a training model: transformers' Qwen2 modules with peft's adapters, the norms
@@ -43,13 +45,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # decode_nvfp4's kernel classes for --profile
 
+from rollout_vllm import SHAPES  # noqa: E402  (the Qwen2.5 architectures, 3B to 32B)
+
 from qerl.modules import NVFP4Linear, quantize_, use_kernel_layout  # noqa: E402
 from qerl.rollout.base import SamplingSettings  # noqa: E402
 from qerl.rollout.hf import HFRolloutBackend  # noqa: E402
 
-QWEN7B = dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_attention_heads=28,
-              num_key_value_heads=4, max_position_embeddings=4096, rope_theta=1e6, rms_norm_eps=1e-6,
-              tie_word_embeddings=False)
+# What the released Qwen2.5 configs share besides ``SHAPES``'s entries.
+QWEN_COMMON = dict(max_position_embeddings=4096, rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=False)
+QWEN7B = QWEN_COMMON | SHAPES["7b"]
 
 
 # Both models again on a decode step built with other arguments ('<model>_<suffix>', with an adapter), and the NVFP4
@@ -60,14 +64,27 @@ NVFP4_VARIANTS = {"twolaunch": "the split sum and the epilogue in two launches",
                   "pdl": "programmatic dependent launch"}
 
 
-def build_models(layers: int):
-    """(bf16 model, nvfp4 model) on CUDA computing the same function up to rounding."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+def qwen_config(shape: str = "7b", layers: int | None = None):
+    """A ``Qwen2Config`` of ``SHAPES[shape]`` (``layers``: that many decoder layers instead of the shape's)."""
+    from transformers import Qwen2Config
 
-    config = Qwen2Config(num_hidden_layers=layers, pad_token_id=0, eos_token_id=1, **QWEN7B)
+    fields = QWEN_COMMON | SHAPES[shape]
+    if layers is not None:
+        fields["num_hidden_layers"] = layers
+    return Qwen2Config(pad_token_id=0, eos_token_id=1, **fields)
+
+
+def build_models(layers: int | None = None, shape: str = "7b", device: str = "cuda"):
+    """(bf16 model, nvfp4 model) on ``device`` computing the same function up to rounding. The NVFP4 model is built
+    one decoder layer at a time (a copy of the BF16 layer, quantized, before the next is copied), so the two fit
+    where two BF16 copies would not (32B: 65 GB of BF16 weights on a 141 GB GPU)."""
+    from torch import nn
+    from transformers import Qwen2ForCausalLM
+
+    config = qwen_config(shape, layers)
     torch.set_default_dtype(torch.bfloat16)
     try:
-        with torch.device("cuda"):
+        with torch.device(device):
             bf16 = Qwen2ForCausalLM(config)
     finally:
         torch.set_default_dtype(torch.float32)
@@ -77,14 +94,23 @@ def build_models(layers: int):
                 p.normal_(0.0, p.shape[1] ** -0.5)
             elif "bias" in name:
                 p.normal_(0.0, 0.02)
-    nvfp4 = copy.deepcopy(bf16)
-    quantize_(nvfp4)
+    body = bf16.model
+    decoder_layers, body.layers = body.layers, nn.ModuleList()
+    try:
+        nvfp4 = copy.deepcopy(bf16)  # embeddings, final norm, LM head (tied or not)
+    finally:
+        body.layers = decoder_layers
+    for layer in decoder_layers:
+        packed = copy.deepcopy(layer)
+        quantize_(packed)
+        nvfp4.model.layers.append(packed)
     with torch.no_grad():
         for name, m in nvfp4.named_modules():
             if isinstance(m, NVFP4Linear):
                 bf16.get_submodule(name).weight.copy_(m.dequantized_weight(torch.bfloat16))
     use_kernel_layout(nvfp4)
-    torch.cuda.empty_cache()
+    if device == "cuda":
+        torch.cuda.empty_cache()
     # Frozen, as a LoRA run's base is (peft freezes it too): the fused step then runs the BF16 model's q/k/v and
     # gate/up as one product each as well (``qerl.fusion`` leaves weights that train alone).
     bf16.requires_grad_(False)
@@ -170,7 +196,9 @@ def main() -> None:
     p.add_argument("--batches", default="8")
     p.add_argument("--lora-ranks", default="0")
     p.add_argument("--modes", default="fused", help="comma list of fused, compiled, eager")
-    p.add_argument("--layers", type=int, default=28)
+    p.add_argument("--shape", default="7b", choices=[k for k in SHAPES if k != "tiny"],
+                   help="the Qwen2.5 architecture the two random models take")
+    p.add_argument("--layers", type=int, default=None, help="decoder layers (default: the shape's)")
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--new-tokens", type=int, default=256)
     p.add_argument("--repeats", type=int, default=3)
@@ -227,15 +255,18 @@ def main() -> None:
     torch._dynamo.config.accumulated_cache_size_limit = 512
     torch.manual_seed(0)
     t0 = time.perf_counter()
-    bf16, nvfp4 = build_models(args.layers)
-    print(f"built two {args.layers}-layer models in {time.perf_counter() - t0:.1f}s; "
+    bf16, nvfp4 = build_models(args.layers, args.shape)
+    args.layers = bf16.config.num_hidden_layers
+    vocab = bf16.config.vocab_size
+    print(f"built two {args.layers}-layer {args.shape} models in {time.perf_counter() - t0:.1f}s; "
           f"{torch.cuda.memory_allocated() / 2**30:.1f} GiB allocated", flush=True)
     import transformers
     import triton
 
     props = torch.cuda.get_device_properties(0)
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
-            "triton": triton.__version__, "transformers": transformers.__version__, "layers": args.layers,
+            "triton": triton.__version__, "transformers": transformers.__version__, "shape": args.shape,
+            "layers": args.layers,
             "prompt": args.prompt, "new_tokens": args.new_tokens, "repeats": args.repeats,
             "expand_after": args.expand_after, "shrink_reduction_max_m": decode_step.SHRINK_REDUCTION_MAX_M,
             "ws_lora_epilogue_compare": args.ws_lora_epilogue_compare, "group": args.group,
@@ -245,7 +276,7 @@ def main() -> None:
             "pdl_compare": args.pdl_compare, "split_epilogue_compare": args.split_epilogue_compare,
             "shrink_kernel_max_m": decode_step.SHRINK_KERNEL_MAX_M, "command": " ".join(["python"] + sys.argv)}
     # A token id past the vocabulary: no row stops early, every call generates batch x new_tokens tokens.
-    eos = [QWEN7B["vocab_size"]]
+    eos = [vocab]
     tok = argparse.Namespace(pad_token_id=0, eos_token_id=eos[0])
     settings = SamplingSettings(max_new_tokens=args.new_tokens, temperature=1.0, seed=0)
     rows = []
@@ -286,7 +317,7 @@ def main() -> None:
                 if batch % args.group:
                     raise SystemExit(f"--group {args.group} does not divide batch {batch}")
                 g = torch.Generator().manual_seed(batch)
-                distinct = [torch.randint(2, QWEN7B["vocab_size"], (args.prompt,), generator=g).tolist()
+                distinct = [torch.randint(2, vocab, (args.prompt,), generator=g).tolist()
                             for _ in range(batch // args.group)]
                 prompts = [p for p in distinct for _ in range(args.group)]
                 row = {"lora_rank": rank, "mode": mode, "batch": batch}
@@ -334,7 +365,7 @@ def main() -> None:
         if rank:  # take the adapters off again for the next rank
             for m in models.values():
                 m.unload()
-    print(f"\n{props.name}, {args.layers} layers, {args.new_tokens} new tokens (prompt {args.prompt})")
+    print(f"\n{props.name}, {args.shape} shape, {args.layers} layers, {args.new_tokens} new tokens (prompt {args.prompt})")
     print(f"{'rank':>4s} {'mode':>8s} {'batch':>5s} {'BF16 tok/s':>11s} {'NVFP4 tok/s':>12s} {'ratio':>6s} "
           f"{'first call s (BF16/NVFP4)':>26s}")
     for r in rows:

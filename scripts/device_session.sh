@@ -4284,4 +4284,22 @@ atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
     timeout 330 python3 benchmarks/rollout_hf.py --batches 64,32 --lora-ranks 32 --group 8 --split-epilogue-compare \
       --out "$out" 2>&1 | grep -v Warning | tail -8
     ;;
+  82a)  # the transformers backend on the 32B shape (64 layers, random weights built a layer at a time): rank-32
+        # rollouts at batches 64 and 8 on the words copy, with the profile
+    device_name
+    timeout 560 python3 benchmarks/rollout_hf.py --shape 32b --batches 64,8 --lora-ranks 32 --group 8 \
+      --decode-layout words --profile --out "$out" 2>&1 | grep -v Warning | tail -14
+    ;;
+  82b)  # the 32B shape without an adapter at batches 64 and 8, and rank 32 at batch 32
+    device_name
+    timeout 270 python3 benchmarks/rollout_hf.py --shape 32b --batches 64,8 --lora-ranks 0 --group 8 \
+      --decode-layout words --out "$out/rank0" 2>&1 | grep -v Warning | tail -6
+    timeout 270 python3 benchmarks/rollout_hf.py --shape 32b --batches 32 --lora-ranks 32 --group 8 \
+      --decode-layout words --out "$out/rank32" 2>&1 | grep -v Warning | tail -6
+    ;;
+  82c)  # the 14B shape (48 layers): rank-32 rollouts at batches 64 and 8, and no adapter at 64
+    device_name
+    timeout 560 python3 benchmarks/rollout_hf.py --shape 14b --batches 64,8 --lora-ranks 32,0 --group 8 \
+      --decode-layout words --out "$out" 2>&1 | grep -v Warning | tail -10
+    ;;
 esac

@@ -901,3 +901,36 @@ def test_shrink_variant_specs_become_the_kernels_arguments(monkeypatch):
         bench.variant(spec)(None, None, None)
     assert calls == [{"reduce": "last", "programs": 128}, {"reduce": "atomic", "programs": 512, "block_m": 16},
                      {"reduce": "last", "programs": 256, "precision": "ieee", "block_m": 32, "max_splits": 16}]
+
+
+def test_rollout_models_built_a_layer_at_a_time_match_quantizing_a_whole_copy():
+    """benchmarks/rollout_hf.py builds its NVFP4 model one decoder layer at a time (so a 32B pair fits one GPU): the
+    same codes, scales and global scales as quantizing a copy of the whole model, the BF16 model on those weights
+    dequantized, no storage shared between the two, and both computing the same function up to rounding."""
+    import copy
+
+    from torch import nn
+
+    from qerl.modules import NVFP4Linear, quantize_
+
+    bench = _load("rollout_hf")
+    torch.manual_seed(0)
+    bf16, nvfp4 = bench.build_models(shape="tiny", device="cpu")
+    assert bf16.config.num_hidden_layers == len(nvfp4.model.layers) == 2
+    whole = copy.deepcopy(bf16)
+    quantize_(whole)  # the BF16 weights are already on the NVFP4 grid: they quantize to the same codes
+    packed = {n: m for n, m in nvfp4.named_modules() if isinstance(m, NVFP4Linear)}
+    assert len(packed) == 2 * 7 and "lm_head" not in packed
+    for name, m in packed.items():
+        ref = whole.get_submodule(name)
+        for buf in ("weight_packed", "weight_scale", "weight_global_scale"):
+            assert torch.equal(getattr(m, buf), getattr(ref, buf)), (name, buf)
+        dense = bf16.get_submodule(name)
+        assert type(dense) is nn.Linear
+        assert torch.equal(dense.weight, m.dequantized_weight(torch.bfloat16))
+    bf16_storage = {p.untyped_storage().data_ptr() for p in bf16.parameters()}
+    assert not bf16_storage & {t.untyped_storage().data_ptr() for t in [*nvfp4.parameters(), *nvfp4.buffers()]}
+    ids = torch.randint(2, bf16.config.vocab_size, (2, 12))
+    with torch.no_grad():
+        a, b = bf16(ids).logits.float(), nvfp4(ids).logits.float()
+    assert (a - b).abs().max() <= 0.05 * a.abs().max()
