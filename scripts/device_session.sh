@@ -4290,12 +4290,12 @@ atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
     timeout 560 python3 benchmarks/rollout_hf.py --shape 32b --batches 64,8 --lora-ranks 32 --group 8 \
       --decode-layout words --profile --out "$out" 2>&1 | grep -v Warning | tail -14
     ;;
-  82b)  # the 32B shape without an adapter at batches 64 and 8, and rank 32 at batch 32
+  82b)  # rank-32 rollouts at batch 32 on the 32B and 14B shapes
     device_name
-    timeout 270 python3 benchmarks/rollout_hf.py --shape 32b --batches 64,8 --lora-ranks 0 --group 8 \
-      --decode-layout words --out "$out/rank0" 2>&1 | grep -v Warning | tail -6
-    timeout 270 python3 benchmarks/rollout_hf.py --shape 32b --batches 32 --lora-ranks 32 --group 8 \
-      --decode-layout words --out "$out/rank32" 2>&1 | grep -v Warning | tail -6
+    timeout 280 python3 benchmarks/rollout_hf.py --shape 32b --batches 32 --lora-ranks 32 --group 8 \
+      --decode-layout words --out "$out/32b" 2>&1 | grep -v Warning | tail -4
+    timeout 230 python3 benchmarks/rollout_hf.py --shape 14b --batches 32 --lora-ranks 32 --group 8 \
+      --decode-layout words --out "$out/14b" 2>&1 | grep -v Warning | tail -4
     ;;
   82c)  # the 14B shape (48 layers): rank-32 rollouts at batches 64 and 8
     device_name
