@@ -4302,4 +4302,9 @@ atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
     timeout 500 python3 benchmarks/rollout_hf.py --shape 14b --batches 64,8 --lora-ranks 32 --group 8 \
       --decode-layout words --out "$out" 2>&1 | grep -v Warning | tail -6
     ;;
+  82d)  # the 3B shape (36 layers, the LM head tied to the embedding): rank-32 rollouts at batches 64 and 8
+    device_name
+    timeout 330 python3 benchmarks/rollout_hf.py --shape 3b --batches 64,8 --lora-ranks 32 --group 8 \
+      --decode-layout words --out "$out" 2>&1 | grep -v Warning | tail -5
+    ;;
 esac
