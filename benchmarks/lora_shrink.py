@@ -4,6 +4,7 @@ torch.compile, then scaled and laid out per slice), all four groups of all 28 la
 adapter, so A streams from memory as in a real step) in one CUDA graph; time per step, median of the replays.
 
     python benchmarks/lora_shrink.py --out $OUT        (a CUDA GPU; writes lora_shrink.json)
+    python benchmarks/lora_shrink.py --a-dtypes float32,bfloat16   # + every variant on bf16 A ('<variant>_abf16')
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ def main() -> None:
     p.add_argument("--variants", default="last_64,last_128,last_256,atomic_128,atomic_512,last_128_ieee",
                    help="kernel variants, each reduce_programs[_precision][_bmN][_sN] (lora_shrink's arguments: "
                         "precision, block_m, max_splits)")
+    p.add_argument("--a-dtypes", default="float32",
+                   help="A's dtypes, each with every variant (bfloat16: A as the decode step's copies of it, "
+                        "DecodeStep(a_copies=True); named '<variant>_abf16')")
     p.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
     args = p.parse_args()
     torch.manual_seed(0)
@@ -93,6 +97,11 @@ def main() -> None:
     layers = [[([torch.randn(args.rank, k, device=device) * 0.02 for _ in range(s)],
                 torch.full((s,), 2.0, device=device)) for s, k in GROUPS] for _ in range(args.layers)]
     a_bytes = sum(t.numel() * t.element_size() for layer in layers for a, _ in layer for t in a)
+    by_dtype = {}  # A's dtype -> (suffix of the variants' names, every layer's adapters in it)
+    for name in args.a_dtypes.split(","):
+        dtype = getattr(torch, name)
+        by_dtype[dtype] = ("" if dtype == torch.float32 else "_a" + {"bfloat16": "bf16"}.get(name, name),
+                           [[([t.to(dtype) for t in a], s) for a, s in layer] for layer in layers])
     compiled = torch.compile(torch_shrink, dynamic=False)
     variants = {"torch_compiled": compiled}
     for spec in args.variants.split(","):
@@ -101,28 +110,31 @@ def main() -> None:
     for m in (int(v) for v in args.ms.split(",")):
         xs = [torch.randn(m, k, device=device).to(torch.bfloat16) for _, k in GROUPS]
         row = {"m": m}
-        for name, fn in variants.items():
-            worst = 0.0
-            for g, (a, s) in enumerate(layers[0]):
-                ref = lora_shrink_reference(xs[g], a, s)
-                got = fn(xs[g], a, s)
-                worst = max(worst, float((got - ref).abs().max() / ref.abs().max()))
-            row[f"{name}_us"] = step_time_us(fn, layers, xs, args.replays)
-            row[f"{name}_err"] = worst
-        row["best_kernel"] = min((n for n in variants if n != "torch_compiled"), key=lambda n: row[f"{n}_us"])
+        for suffix, held in by_dtype.values():
+            for name, fn in variants.items():
+                worst = 0.0
+                for g, (a, s) in enumerate(held[0]):
+                    ref = lora_shrink_reference(xs[g], a, s)  # fp32 products of the A this variant reads
+                    got = fn(xs[g], a, s)
+                    worst = max(worst, float((got - ref).abs().max() / ref.abs().max()))
+                row[f"{name}{suffix}_us"] = step_time_us(fn, held, xs, args.replays)
+                row[f"{name}{suffix}_err"] = worst
+        names = [f"{n}{suffix}" for suffix, _ in by_dtype.values() for n in variants]
+        row["best_kernel"] = min((n for n in names if not n.startswith("torch_compiled")), key=lambda n: row[f"{n}_us"])
         rows.append(row)
         print(json.dumps(row), flush=True)
     props = torch.cuda.get_device_properties(0)
     meta = {"device": props.name, "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
             "rank": args.rank, "layers": args.layers, "a_bytes_per_step": a_bytes, "groups": GROUPS,
+            "a_dtypes": args.a_dtypes,
             "command": " ".join(["python"] + sys.argv)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "lora_shrink.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(f"\n{props.name}: shrink of {args.layers} layers x 4 groups, rank {args.rank}, fp32 A "
-          f"({a_bytes / 1e6:.0f} MB a step); us a step (max rel err)")
+          f"({a_bytes / 1e6:.0f} MB a step; '_abf16': bf16 A, half that); us a step (max rel err)")
     for r in rows:
-        print(f"M = {r['m']}: " + ", ".join(f"{n} {r[n + '_us']:.0f} ({r[n + '_err']:.1e})" for n in variants))
+        print(f"M = {r['m']}: " + ", ".join(f"{n} {r[n + '_us']:.0f} ({r[n + '_err']:.1e})" for n in names))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ turn, and the ratio of the medians.
     python benchmarks/rollout_hf.py --lora-ranks 32 --ws-lora-epilogue-compare   # + NVFP4 with the expand after
     python benchmarks/rollout_hf.py --group 8 --decode-layout-compare   # + NVFP4 decoding on the modules' "pairs"
     python benchmarks/rollout_hf.py --batches 64 --lora-ranks 32 --group 8 --shrink-reduce-compare   # + atomic split sums
+    python benchmarks/rollout_hf.py --batches 64 --lora-ranks 32 --group 8 --a-copies-compare   # + bf16 copies of A
     python benchmarks/rollout_hf.py --shape 32b --batches 8,64 --lora-ranks 32 --group 8 --decode-layout words
 
 Unlike ``benchmarks/decode_nvfp4.py`` (a decode step written for the kernels, with the projections' epilogues:
@@ -59,7 +60,8 @@ QWEN7B = QWEN_COMMON | SHAPES["7b"]
 # Both models again on a decode step built with other arguments ('<model>_<suffix>', with an adapter), and the NVFP4
 # model again under a switch ``timed`` sets by the name ('nvfp4_<suffix>'): what the table calls them.
 STEP_VARIANTS = {"torchadapter": "the adapter's shrink in torch, B cast each step",
-                 "atomic": "the shrink's K-splits summed by atomic adds"}
+                 "atomic": "the shrink's K-splits summed by atomic adds",
+                 "acopies": "the shrink kernel on bf16 copies of A"}
 NVFP4_VARIANTS = {"twolaunch": "the split sum and the epilogue in two launches",
                   "pdl": "programmatic dependent launch"}
 
@@ -223,6 +225,9 @@ def main() -> None:
     p.add_argument("--shrink-reduce-compare", action="store_true",
                    help="with an adapter: also time each model with the shrink kernel's K-splits summed by atomic "
                         "adds (DecodeStep's shrink_reduce='atomic') as '<model>_atomic', in the same passes")
+    p.add_argument("--a-copies-compare", action="store_true",
+                   help="with an adapter: both models again with the shrink kernel on bf16 copies of A "
+                        "(DecodeStep(a_copies=True))")
     p.add_argument("--split-epilogue-compare", action="store_true",
                    help="also time the NVFP4 model with split partials summed by one kernel and the bias and expand "
                         "after them added by another (nvfp4_gemm.REDUCE_WITH_EPILOGUE off) as 'nvfp4_twolaunch', "
@@ -273,6 +278,7 @@ def main() -> None:
             "prefill_compare": args.prefill_compare, "prefill_split": args.prefill_split,
             "decode_layout": args.decode_layout, "decode_layout_compare": args.decode_layout_compare,
             "adapter_kernels_compare": args.adapter_kernels_compare, "shrink_reduce_compare": args.shrink_reduce_compare,
+            "a_copies_compare": args.a_copies_compare,
             "pdl_compare": args.pdl_compare, "split_epilogue_compare": args.split_epilogue_compare,
             "shrink_kernel_max_m": decode_step.SHRINK_KERNEL_MAX_M, "command": " ".join(["python"] + sys.argv)}
     # A token id past the vocabulary: no row stops early, every call generates batch x new_tokens tokens.
@@ -301,6 +307,8 @@ def main() -> None:
             variants = {"torchadapter": dict(adapter_kernels=False)} if args.adapter_kernels_compare else {}
             if args.shrink_reduce_compare:
                 variants["atomic"] = dict(shrink_reduce="atomic")
+            if args.a_copies_compare:
+                variants["acopies"] = dict(a_copies=True)
             if mode == "fused" and rank:
                 from qerl.rollout.decode_step import DecodeStep
 

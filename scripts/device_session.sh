@@ -4307,4 +4307,15 @@ atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
     timeout 330 python3 benchmarks/rollout_hf.py --shape 3b --batches 64,8 --lora-ranks 32 --group 8 \
       --decode-layout words --out "$out" 2>&1 | grep -v Warning | tail -5
     ;;
+  82e)  # the shrink kernel on bf16 copies of A (one 16-bit product, half the bytes): its GPU tests on bf16 A, the 7B
+        # step's shrinks alone at M = 64 on fp32 and bf16 A, then rank-32 rollouts at batch 64 with and without copies
+    device_name
+    timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_lora_shrink.py \
+      -k "matches_reference_on_gpu and bfloat16" -rf --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -4 \
+      | tee "$out/gpu_tests.txt"
+    timeout 60 python3 benchmarks/lora_shrink.py --ms 64 --variants last_256_bm16 --a-dtypes float32,bfloat16 \
+      --replays 30 --out "$out/alone" 2>&1 | grep -v Warning | tail -2
+    timeout 170 python3 benchmarks/rollout_hf.py --batches 64 --lora-ranks 32 --group 8 --a-copies-compare \
+      --out "$out" 2>&1 | grep -v Warning | tail -4
+    ;;
 esac

@@ -384,3 +384,43 @@ def test_bf16_copies_of_an_fp32_adapters_b_follow_it_at_every_generation():
 
     plain = DecodeStep(model.get_base_model(), adapter_kernels=False)  # the torch shrink, B cast each step
     assert all(g.b_copies is None and not g.shrink_kernel for layer in plain.layers for g in layer[1:])
+
+
+def test_bf16_copies_of_an_fp32_adapters_a_feed_the_shrink_kernel_and_follow_it(monkeypatch):
+    """``a_copies``: the shrink kernel's op reads bf16 copies of A (not A itself) and the copies follow an in-place
+    update of the adapter at the next generation; without the adapter kernels the option is refused."""
+    from qerl.kernels import ops
+    from qerl.rollout import decode_step
+
+    seen = []
+    op = ops.lora_shrink_op
+    monkeypatch.setattr(ops, "lora_shrink_op", lambda x, a, scales, reduce: seen.append([t.dtype for t in a])
+                        or op(x, a, scales, reduce))
+    monkeypatch.setattr(decode_step, "SHRINK_REDUCTION_MAX_M", 1)  # the 2 rows below take the kernel's op
+    model = attach_test_adapter(_tiny(lora=False).to(torch.bfloat16), r=4, alpha=8)
+    lora = {n: p for n, p in model.named_parameters() if "lora_" in n}
+    assert lora and all(p.dtype == torch.float32 for p in lora.values())
+    with pytest.raises(ValueError, match="adapter_kernels=True"):
+        DecodeStep(model.get_base_model(), a_copies=True, adapter_kernels=False)
+    prompts = _prompts((5, 8))
+    backend = HFRolloutBackend(model, TOKENIZER, fused_step=True)
+    decoder = backend._static_decoder(torch.device("cpu"))
+    decoder._fused = DecodeStep(decoder.model, decoder.decode_layout, a_copies=True)
+    first = backend.generate(prompts, GREEDY)
+    groups = [g for layer in decoder._fused.layers for g in layer[1:]]
+    assert len(groups) == 8 and all(g.a_copies is not None for g in groups)
+    copies = [t for g in groups for t in g.a_copies[1]]
+    assert all(t.dtype == torch.bfloat16 for t in copies)
+    a_ptrs = {p.untyped_storage().data_ptr() for n, p in lora.items() if "lora_A" in n}
+    assert not {t.untyped_storage().data_ptr() for t in copies} & a_ptrs
+    assert seen and all(dtypes == [torch.bfloat16] * len(dtypes) for dtypes in seen)
+
+    assert rollout_mismatch(model, prompts, first) < 0.1
+    with torch.no_grad():
+        for p in lora.values():
+            p.add_(torch.randn_like(p) * 0.1)
+    assert rollout_mismatch(model, prompts, first) > 0.5
+    assert rollout_mismatch(model, prompts, backend.generate(prompts, GREEDY)) < 0.1  # the refreshed copies
+    for g in groups:
+        for held, copy in zip(*g.a_copies):
+            assert torch.equal(copy, held.detach().to(torch.bfloat16))

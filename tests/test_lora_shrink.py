@@ -24,13 +24,15 @@ gen = torch.Generator().manual_seed(seed)
 results = []
 # (M, K, R, slices, A's dtype, programs, reduce, other arguments): rows past one 16-row block, K not a multiple of
 # the K step, ranks not a power of two, one to three slices, each way the splits meet (one split only: "store"),
-# blocks of fewer rows than M, fewer splits than the programs ask for.
+# blocks of fewer rows than M, fewer splits than the programs ask for; A in x's bf16 (multiplied as it is) or in
+# fp16 (cast to fp32 with x).
 for m, k, r, s, dtype, programs, reduce, kw in [
         (5, 80, 4, 3, torch.float32, None, "atomic", {}), (1, 144, 16, 1, torch.float32, 3, "last", {}),
         (20, 200, 12, 2, torch.bfloat16, 4, "atomic", {}), (8, 384, 32, 3, torch.float32, None, "last", {}),
         (17, 96, 8, 1, torch.float32, 1, "atomic", {}), (33, 48, 64, 2, torch.float32, 5, "last", {}),
         (40, 520, 8, 2, torch.float32, 64, "last", {"block_m": 16, "max_splits": 2}),
-        (70, 260, 4, 1, torch.float32, 16, "atomic", {"block_m": 32})]:
+        (70, 260, 4, 1, torch.float32, 16, "atomic", {"block_m": 32}),
+        (24, 300, 16, 3, torch.bfloat16, 8, "last", {}), (9, 112, 8, 1, torch.float16, None, "atomic", {})]:
     x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
     a = [(torch.randn(r, k, generator=gen) * 0.1).to(dtype) for _ in range(s)]
     scales = torch.rand(s, generator=gen) + 0.5
@@ -47,12 +49,34 @@ print(json.dumps({"seed": seed, "results": results,
 
 def test_shrink_kernel_matches_reference_under_interpreter():
     report = run_interpreted(_SCRIPT)
-    assert len(report["results"]) == 8
+    assert len(report["results"]) == 10
     assert report["counters"] == 0, "the split sums must use the tile counters and leave them zero"
     for r in report["results"]:
         where = f"{r['case']} (seed {report['seed']})"
         assert r["shape"] == r["want"] and r["finite"], where
         assert r["err"] < 1e-5, f"max error {r['err']:.3g}: {where}"  # fp32 sums in another order
+
+
+def test_shrink_multiplies_16_bit_operands_of_one_dtype_as_they_are(monkeypatch):
+    """x and A both bf16 (or both fp16): the kernel's dot on them as loaded (``CAST`` off); any other pair, or fp32
+    A, is cast to fp32 and multiplied at ``precision``."""
+    from qerl.kernels import lora_shrink as mod
+
+    launches = []
+
+    class Recorder:  # stands in for the jitted kernel: records the launch's constexprs
+        def __getitem__(self, grid):
+            return lambda *args, **kw: launches.append(kw)
+
+    monkeypatch.setattr(mod, "_lora_shrink_kernel", Recorder())
+    x = torch.randn(20, 64)
+    pairs = [(torch.bfloat16, torch.bfloat16, False), (torch.float16, torch.float16, False),
+             (torch.bfloat16, torch.float32, True), (torch.bfloat16, torch.float16, True),
+             (torch.float32, torch.float32, True)]
+    for x_dtype, a_dtype, cast in pairs:
+        mod.lora_shrink(x.to(x_dtype), [torch.randn(8, 64).to(a_dtype)], torch.ones(1), reduce="atomic")
+        assert launches[-1]["CAST"] is cast, (x_dtype, a_dtype)
+        assert mod.multiplies_natively(x_dtype, a_dtype) is not cast
 
 
 def test_shrink_refuses_what_it_cannot_compute():
@@ -113,7 +137,7 @@ def _reference(x, a, scales) -> torch.Tensor:
 @pytest.mark.parametrize("m", [1, 8, 16, 64, 128])
 @pytest.mark.parametrize("k,r,slices,dtype", [(3584, 32, 3, torch.float32), (3584, 32, 2, torch.float32),
                                               (18944, 32, 1, torch.float32), (3584, 64, 3, torch.bfloat16),
-                                              (1000, 12, 2, torch.float32)])
+                                              (18944, 32, 1, torch.bfloat16), (1000, 12, 2, torch.float32)])
 def test_shrink_kernel_matches_reference_on_gpu(m, k, r, slices, dtype):
     from qerl.kernels.lora_shrink import lora_shrink
 

@@ -12,9 +12,11 @@ tile counters of ``qerl.kernels.nvfp4_gemm``, which stay zero between launches a
 (``SPLIT_SUMS`` for the alternative). The decode step runs it from 17 rows on: at 8 rows torch.compile's
 multiply-sum stays faster (benchmarks/RESULTS.md, run 46).
 
-A is read in its own dtype (peft keeps trained adapters in fp32); the products run on the tensor cores as three
-tf32 products each ("tf32x3", about fp32's precision) and accumulate in fp32, so u is what the fp32 torch
-formulation gives up to rounding of order 1e-6.
+A is read in its own dtype. Where it is fp32 (peft keeps trained adapters in fp32) the products run on the tensor
+cores as three tf32 products each ("tf32x3", about fp32's precision); where A has x's 16-bit dtype (a copy of it in
+the model's dtype, as vLLM's engine holds an adapter) as one product of the 16-bit operands, whose products are exact
+in fp32. Either way they accumulate in fp32, so u is what the fp32 torch formulation gives on the same A up to
+rounding of order 1e-6.
 """
 
 from __future__ import annotations
@@ -58,15 +60,22 @@ REDUCE_MODES = {"store": 0, "atomic": 1, "last": 2}
 # 0.98x the tokens a second of atomic adds (benchmarks/RESULTS.md, run 47).
 SPLIT_SUMS = ("last", "atomic")
 # tl.dot's precision on the fp32 operands: three tf32 products per step ("tf32x3") are about as exact as fp32 FMAs
-# ("ieee") and run on the tensor cores; the products are a sliver of the kernel's time either way.
+# ("ieee") and run on the tensor cores; the products are a sliver of the kernel's time either way. Operands of one
+# 16-bit dtype (x and A both bf16 or both fp16) skip the cast to fp32 and multiply as they are.
 PRECISIONS = ("tf32x3", "ieee", "tf32")
+NATIVE_DTYPES = (torch.bfloat16, torch.float16)
+
+
+def multiplies_natively(x_dtype: torch.dtype, a_dtype: torch.dtype) -> bool:
+    """Whether ``lora_shrink`` multiplies x and A in their own dtype (one 16-bit dtype) rather than as fp32."""
+    return x_dtype == a_dtype and x_dtype in NATIVE_DTYPES
 
 
 @triton.jit
 def _lora_shrink_kernel(x_ptr, a0_ptr, a1_ptr, a2_ptr, scale_ptr, ws_ptr, u_ptr, cnt_ptr, M, K, R, stride_xm,
                         stride_a, stride_split, k_per_split, SPLIT: tl.constexpr, REDUCE: tl.constexpr,
-                        PRECISION: tl.constexpr, BM: tl.constexpr, BR: tl.constexpr, BK: tl.constexpr,
-                        STAGES: tl.constexpr):
+                        PRECISION: tl.constexpr, CAST: tl.constexpr, BM: tl.constexpr, BR: tl.constexpr,
+                        BK: tl.constexpr, STAGES: tl.constexpr):
     tile = tl.program_id(0)  # (slice, block of rows)
     split = tl.program_id(1)
     m_blocks = tl.cdiv(M, BM)
@@ -86,10 +95,13 @@ def _lora_shrink_kernel(x_ptr, a0_ptr, a1_ptr, a2_ptr, scale_ptr, ws_ptr, u_ptr,
         ks = k0 + kk + tl.arange(0, BK)
         k_ok = ks < K
         x = tl.load(x_ptr + rows[:, None].to(tl.int64) * stride_xm + ks[None, :],
-                    mask=row_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
+                    mask=row_ok[:, None] & k_ok[None, :], other=0.0)
         a = tl.load(a_ptr + ranks[:, None].to(tl.int64) * stride_a + ks[None, :],
-                    mask=rank_ok[:, None] & k_ok[None, :], other=0.0).to(tl.float32)
-        acc = tl.dot(x, tl.trans(a), acc, input_precision=PRECISION)
+                    mask=rank_ok[:, None] & k_ok[None, :], other=0.0)
+        if CAST:
+            acc = tl.dot(x.to(tl.float32), tl.trans(a.to(tl.float32)), acc, input_precision=PRECISION)
+        else:  # one 16-bit dtype: its products are exact in the fp32 accumulator
+            acc = tl.dot(x, tl.trans(a), acc)
     acc = acc * tl.load(scale_ptr + s)
     offs = s * M * R + rows[:, None] * R + ranks[None, :]
     mask = row_ok[:, None] & rank_ok[None, :]
@@ -112,7 +124,8 @@ def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor
     """``u`` fp32 [S, M, R] with ``u[s] = scales[s] * x @ a[s]^T``: ``x`` [M, K] (any float dtype, unit last stride),
     ``a`` 1..3 contiguous [R, K] tensors of one dtype, ``scales`` fp32 [S] on x's device. ``programs``: about how
     many programs share the work (default ``TARGET_PROGRAMS[reduce]``); ``reduce``: how their K-splits meet
-    (``SPLIT_SUMS``); ``precision``: tl.dot's on the fp32 operands (``PRECISIONS``); ``block_m``: rows of x per
+    (``SPLIT_SUMS``); ``precision``: tl.dot's on fp32 operands (``PRECISIONS``; x and A of one 16-bit dtype multiply
+    as they are, ``multiplies_natively``); ``block_m``: rows of x per
     program (16, 32 or 64; default ``default_block_m``); ``max_splits``: K-splits per tile at most with "last"
     (default ``MAX_SPLITS``)."""
     if x.dim() != 2 or x.stride(-1) != 1:
@@ -156,9 +169,11 @@ def lora_shrink(x: torch.Tensor, a: Sequence[torch.Tensor], scales: torch.Tensor
     a2 = a[2] if len(a) > 2 else a0
     _lora_shrink_kernel[(tiles, split)](
         x, a0, a1, a2, scales, ws, u, u if counters is None else counters, m, k, r, x.stride(0), k, len(a) * m * r,
-        per_program * bk, SPLIT=split, REDUCE=mode, PRECISION=precision, BM=bm, BR=br, BK=bk,
+        per_program * bk, SPLIT=split, REDUCE=mode, PRECISION=precision,
+        CAST=not multiplies_natively(x.dtype, a[0].dtype), BM=bm, BR=br, BK=bk,
         STAGES=1 if _interpreting() else 3, num_warps=4)
     return u
 
 
-__all__ = ["BLOCK_MS", "MAX_SLICES", "PRECISIONS", "REDUCE_MODES", "SPLIT_SUMS", "default_block_m", "lora_shrink"]
+__all__ = ["BLOCK_MS", "MAX_SLICES", "NATIVE_DTYPES", "PRECISIONS", "REDUCE_MODES", "SPLIT_SUMS", "default_block_m",
+           "lora_shrink", "multiplies_natively"]

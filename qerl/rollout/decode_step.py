@@ -36,7 +36,9 @@ built. With ``adapter_kernels`` (the default) two things change around the adapt
   runs in bf16 where it ran in fp32;
 - at decode batches of 17-128 rows the shrink ``u = scale * x @ A^T`` of each group is one launch of
   ``qerl.kernels.lora_shrink``, which reads A in its own dtype and writes u where the expand reads it (fewer rows
-  keep the multiply-sum below, which is faster there).
+  keep the multiply-sum below, which is faster there). With ``a_copies`` that kernel reads copies of A in the model's
+  dtype, refreshed as B's are (half the bytes, one 16-bit product per step instead of three tf32 ones; the rounding
+  vLLM's engine makes of a pushed adapter); the torch shrinks keep reading A itself.
 7B-shaped rollouts with a rank-32 adapter, NVFP4: 12% more tokens a second at batch 8 (the copies), 22% at batch
 64 (both); BF16: 1% and 13% (benchmarks/RESULTS.md, run 46). Adapter dropout is not applied: rollouts run in eval
 mode.
@@ -124,13 +126,16 @@ class ProjectionGroup:
     expand_in_epilogue = True
 
     def __init__(self, parent: nn.Module, leaves: tuple[str, ...], layout: str | None = None,
-                 b_dtype: torch.dtype | None = None, shrink_kernel: bool = False, shrink_reduce: str = "last") -> None:
+                 b_dtype: torch.dtype | None = None, shrink_kernel: bool = False, shrink_reduce: str = "last",
+                 a_dtype: torch.dtype | None = None) -> None:
         self.modules = [getattr(parent, leaf) for leaf in leaves]
         self.fused: FusedWeight | None = fuse_siblings(parent, leaves)
         self.bias: torch.Tensor | None = None
         self.lora: tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor] | None = None  # A's, B's, scalings
         # (the adapter's B's, the step's copies of them in ``b_dtype``) where they differ in dtype
         self.b_copies: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        # (the adapter's A's, the copies in ``a_dtype`` the shrink kernel reads) where they differ in dtype
+        self.a_copies: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
         self.shrink_kernel = shrink_kernel
         self.shrink_reduce = shrink_reduce  # how the shrink kernel's K-splits meet (``lora_shrink``'s ``reduce``)
         if self.fused is None:
@@ -162,6 +167,8 @@ class ProjectionGroup:
                 # The step's own copies (module docstring), which ``DecodeStep.refresh_adapters`` updates.
                 self.b_copies = (b_list, [b.detach().to(b_dtype) for b in b_list])
                 b_list = self.b_copies[1]
+            if a_dtype is not None and like_a.dtype != a_dtype:
+                self.a_copies = (a_list, [a.detach().to(a_dtype) for a in a_list])
             self.lora = (a_list, b_list, torch.tensor(scales, dtype=torch.float32, device=like_a.device))
         if layout is not None and self.fused.packed:
             from qerl.kernels import with_layout
@@ -213,7 +220,8 @@ class ProjectionGroup:
         if self.shrink_kernel and SHRINK_REDUCTION_MAX_M < x.shape[0] <= SHRINK_KERNEL_MAX_M:
             from qerl.kernels.ops import lora_shrink_op
 
-            return lora_shrink_op(x, a_list, scales, self.shrink_reduce), bs
+            kernel_a = a_list if self.a_copies is None else self.a_copies[1]
+            return lora_shrink_op(x, kernel_a, scales, self.shrink_reduce), bs
         a = torch.cat(a_list) if len(a_list) > 1 else a_list[0]  # [S * r, K], in place of S small products
         if x.shape[0] <= SHRINK_REDUCTION_MAX_M:
             # A product this skinny ([M, K] x [K, S r], K in the thousands) gets a handful of CTAs from cuBLAS: ~9 us
@@ -281,10 +289,11 @@ class DecodeStep:
     Building it fuses the packed groups' storage (``qerl.fusion``, once per model); with ``layout`` "words" (or
     "auto" picking it) it also copies their codes into that layout. ``adapter_kernels``: the adapters' shrink in
     ``qerl.kernels.lora_shrink`` and B in the model's dtype (module docstring); ``shrink_reduce``: how that kernel's
-    K-splits meet, "last" (deterministic) or "atomic" (``lora_shrink``'s ``reduce``)."""
+    K-splits meet, "last" (deterministic) or "atomic" (``lora_shrink``'s ``reduce``); ``a_copies`` (with
+    ``adapter_kernels``): that kernel reads copies of A in the model's dtype."""
 
     def __init__(self, model: nn.Module, layout: str = "auto", adapter_kernels: bool = True,
-                 shrink_reduce: str = "last") -> None:
+                 shrink_reduce: str = "last", a_copies: bool = False) -> None:
         reason = unsupported_reason(model)
         if reason is not None:
             raise ValueError(f"the fused decode step does not support this model: {reason}")
@@ -292,8 +301,11 @@ class DecodeStep:
             raise ValueError(f"decode layout {layout!r}: use one of {DECODE_LAYOUTS}")
         if shrink_reduce not in SHRINK_REDUCES:
             raise ValueError(f"shrink_reduce {shrink_reduce!r}: use one of {SHRINK_REDUCES}")
+        if a_copies and not adapter_kernels:
+            raise ValueError("a_copies are read by the shrink kernel: pass adapter_kernels=True with it")
         self.layout = auto_layout(model) if layout == "auto" else layout
         b_dtype = model.get_input_embeddings().weight.dtype if adapter_kernels else None
+        a_dtype = b_dtype if a_copies else None
         self.model = model
         cfg = model.config
         self.heads = cfg.num_attention_heads
@@ -301,20 +313,22 @@ class DecodeStep:
         # o_proj and down_proj as groups of one: on a packed or frozen base their adapter's expand joins the
         # product's epilogue (two kernels fewer than peft's layer, which adds a scaled second product).
         self.layers = [_Layer(layer, *(ProjectionGroup(parent, leaves, self.layout, b_dtype, adapter_kernels,
-                                                       shrink_reduce)
+                                                       shrink_reduce, a_dtype)
                                        for parent, leaves in ((layer.self_attn, QKV), (layer.self_attn, O_PROJ),
                                                               (layer.mlp, GATE_UP), (layer.mlp, DOWN))))
                        for layer in model.model.layers]
 
     @torch.no_grad()
     def refresh_adapters(self) -> None:
-        """Copy the adapters' current B into the step's copies of it (where it keeps copies: see the module
-        docstring), in place, so a captured step reads them. Call before each generation (``StaticDecoder`` does)."""
+        """Copy the adapters' current B (and A, with ``a_copies``) into the step's copies of them (where it keeps
+        copies: see the module docstring), in place, so a captured step reads them. Call before each generation
+        (``StaticDecoder`` does)."""
         for p in self.layers:
             for group in p[1:]:
-                if group.b_copies is not None:
-                    for held, copy in zip(*group.b_copies):
-                        copy.copy_(held)
+                for copies in (group.b_copies, group.a_copies):
+                    if copies is not None:
+                        for held, copy in zip(*copies):
+                            copy.copy_(held)
 
     def fused_groups(self) -> int:
         """How many of the layers' q/k/v and gate/up groups run as one product."""
