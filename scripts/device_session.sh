@@ -4318,4 +4318,15 @@ atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
     timeout 170 python3 benchmarks/rollout_hf.py --batches 64 --lora-ranks 32 --group 8 --a-copies-compare \
       --out "$out" 2>&1 | grep -v Warning | tail -4
     ;;
+  82f)  # 82e's test selection matched none: the shrink kernel's GPU tests against the fp32 reference, bf16 A among them
+    timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_lora_shrink.py \
+      -k "matches_reference_on_gpu" -rf --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -4 | tee "$out/gpu_tests_82f.txt"
+    ;;
+  82g)  # next: the in-place adapter test with the shrink kernel on bf16 copies of A (DecodeStep(a_copies=True)), the
+        # condition for making the copies the default
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py \
+      -k "reads_norms_and_adapter_in_place" -rf --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -6 \
+      | tee "$out/gpu_tests.txt"
+    ;;
 esac

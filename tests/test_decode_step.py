@@ -388,7 +388,8 @@ def test_bf16_copies_of_an_fp32_adapters_b_follow_it_at_every_generation():
 
 def test_bf16_copies_of_an_fp32_adapters_a_feed_the_shrink_kernel_and_follow_it(monkeypatch):
     """``a_copies``: the shrink kernel's op reads bf16 copies of A (not A itself) and the copies follow an in-place
-    update of the adapter at the next generation; without the adapter kernels the option is refused."""
+    update of the adapter at the next generation; by default, and without the adapter kernels, no copies (asking for
+    them there is refused)."""
     from qerl.kernels import ops
     from qerl.rollout import decode_step
 
@@ -402,6 +403,8 @@ def test_bf16_copies_of_an_fp32_adapters_a_feed_the_shrink_kernel_and_follow_it(
     assert lora and all(p.dtype == torch.float32 for p in lora.values())
     with pytest.raises(ValueError, match="adapter_kernels=True"):
         DecodeStep(model.get_base_model(), a_copies=True, adapter_kernels=False)
+    for step in (DecodeStep(model.get_base_model()), DecodeStep(model.get_base_model(), adapter_kernels=False)):
+        assert all(g.a_copies is None for layer in step.layers for g in layer[1:])
     prompts = _prompts((5, 8))
     backend = HFRolloutBackend(model, TOKENIZER, fused_step=True)
     decoder = backend._static_decoder(torch.device("cpu"))

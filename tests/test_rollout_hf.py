@@ -176,15 +176,17 @@ def test_compile_needs_cuda_and_the_static_cache():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused_step, decode_layout, rows",
-                         [(True, "auto", 2), (False, "auto", 2), (True, "pairs", 2), (True, "auto", 20)])
-def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_layout, rows, monkeypatch):
+@pytest.mark.parametrize("fused_step, decode_layout, rows, a_copies",
+                         [(True, "auto", 2, False), (False, "auto", 2, False), (True, "pairs", 2, False),
+                          (True, "auto", 20, False), (True, "auto", 20, True)])
+def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_layout, rows, a_copies, monkeypatch):
     """The compiled decode step's tokens and log-probabilities are the model's as it is at each call: after the
     first call has recorded the CUDA graphs, norm weights (AQN writes noise there) and the adapter (the trainer
     updates it) change in place, and the next call's log-probabilities follow them. Both steps: the project's
     (``qerl.rollout.decode_step``, fused products, left padding skipped by the attention; on its own "words" copy of
     the codes, the default on a Hopper GPU, and on the modules' "pairs"; its bf16 copies of the fp32 adapter's B;
-    with 20 rows the adapter's shrink in ``qerl.kernels.lora_shrink``) and the model's forward."""
+    with 20 rows the adapter's shrink in ``qerl.kernels.lora_shrink``, also on the step's bf16 copies of A,
+    ``DecodeStep(a_copies=True)``) and the model's forward."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     from qerl.kernels import lora_shrink as shrink_module
@@ -195,6 +197,11 @@ def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_lay
     model = _tiny_policy("cuda", torch.bfloat16)
     # CUDA defaults: static cache, compiled
     backend = HFRolloutBackend(model, TOKENIZER, fused_step=fused_step, decode_layout=decode_layout)
+    if a_copies:
+        from qerl.rollout.decode_step import DecodeStep
+
+        decoder = backend._static_decoder(torch.device("cuda"))
+        decoder._fused = DecodeStep(decoder.model, decode_layout, a_copies=True)  # before any call
     prompts = _prompts((6, 9)) if rows == 2 else _prompts(tuple(5 + i % 5 for i in range(rows)))
     settings = SamplingSettings(max_new_tokens=24, temperature=0.0)
 
@@ -211,7 +218,8 @@ def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_lay
         want = "words" if decode_layout == "auto" and nvfp4_gemm_ws.available() else "pairs"
         layouts = {g.fused.weight.layout for layer in backend.decoder._fused.layers for g in layer[1:]}
         assert backend.decoder._fused.layout == want and layouts == {want}
-        assert all(g.b_copies is not None for layer in backend.decoder._fused.layers for g in layer[1:])
+        assert all(g.b_copies is not None and (g.a_copies is not None) == a_copies
+                   for layer in backend.decoder._fused.layers for g in layer[1:])
     assert (len(launches) > 0) == (fused_step and rows > 16)  # the kernel from 17 rows on
     assert all(len(c) == 24 for c in clean.completion_ids)
     assert mismatch(clean) < 0.05

@@ -36,12 +36,14 @@ built. With ``adapter_kernels`` (the default) two things change around the adapt
   runs in bf16 where it ran in fp32;
 - at decode batches of 17-128 rows the shrink ``u = scale * x @ A^T`` of each group is one launch of
   ``qerl.kernels.lora_shrink``, which reads A in its own dtype and writes u where the expand reads it (fewer rows
-  keep the multiply-sum below, which is faster there). With ``a_copies`` that kernel reads copies of A in the model's
-  dtype, refreshed as B's are (half the bytes, one 16-bit product per step instead of three tf32 ones; the rounding
-  vLLM's engine makes of a pushed adapter); the torch shrinks keep reading A itself.
-7B-shaped rollouts with a rank-32 adapter, NVFP4: 12% more tokens a second at batch 8 (the copies), 22% at batch
-64 (both); BF16: 1% and 13% (benchmarks/RESULTS.md, run 46). Adapter dropout is not applied: rollouts run in eval
-mode.
+  keep the multiply-sum below, which is faster there). With ``a_copies`` (off by default) that kernel reads copies of
+  A in the model's dtype, refreshed as B's are: half the bytes, one 16-bit product per step instead of three tf32
+  ones, the rounding vLLM's engine makes of a pushed adapter; the torch shrinks keep reading A itself. All 28 layers'
+  shrinks of a 7B step at M = 64 alone: 777 us on fp32 A, 549 on the copies; rollouts at batch 64 with a rank-32
+  adapter: NVFP4 +4.9%, BF16 +2.9% (benchmarks/RESULTS.md, run 48). Off until the GPU test of an adapter updated in
+  place (tests/test_rollout_hf.py, 20 rows: within 0.02 of the torch shrink's log-probabilities) has run with it.
+7B-shaped rollouts with a rank-32 adapter, NVFP4: 12% more tokens a second at batch 8 (the copies of B), 22% at
+batch 64 (both; benchmarks/RESULTS.md, run 46). Adapter dropout is not applied: rollouts run in eval mode.
 """
 
 from __future__ import annotations
@@ -290,7 +292,7 @@ class DecodeStep:
     "auto" picking it) it also copies their codes into that layout. ``adapter_kernels``: the adapters' shrink in
     ``qerl.kernels.lora_shrink`` and B in the model's dtype (module docstring); ``shrink_reduce``: how that kernel's
     K-splits meet, "last" (deterministic) or "atomic" (``lora_shrink``'s ``reduce``); ``a_copies`` (with
-    ``adapter_kernels``): that kernel reads copies of A in the model's dtype."""
+    ``adapter_kernels``): that kernel reads copies of A in the model's dtype (module docstring)."""
 
     def __init__(self, model: nn.Module, layout: str = "auto", adapter_kernels: bool = True,
                  shrink_reduce: str = "last", a_copies: bool = False) -> None:
