@@ -81,7 +81,8 @@ def build_trainer(args: QeRLConfig, reward_funcs: list | None = None):
         eos = sorted({tokenizer.eos_token_id, *_as_list(model.generation_config.eos_token_id)} - {None})
         backend = make_backend("hf", model=peft_model, tokenizer=tokenizer, eos_token_ids=eos,
                                static_cache=args.hf_static_cache, compile=args.hf_compile,
-                               fused_step=args.hf_fused_step, decode_layout=args.hf_decode_layout)
+                               fused_step=args.hf_fused_step, decode_layout=args.hf_decode_layout,
+                               adapter_a_copies=args.hf_adapter_a_copies)
 
     aqn = None
     callbacks = []

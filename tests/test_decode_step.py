@@ -405,11 +405,12 @@ def test_bf16_copies_of_an_fp32_adapters_a_feed_the_shrink_kernel_and_follow_it(
         DecodeStep(model.get_base_model(), a_copies=True, adapter_kernels=False)
     for step in (DecodeStep(model.get_base_model()), DecodeStep(model.get_base_model(), adapter_kernels=False)):
         assert all(g.a_copies is None for layer in step.layers for g in layer[1:])
+    with pytest.raises(ValueError, match="adapter_a_copies=True is read by the fused decode step"):
+        HFRolloutBackend(model, TOKENIZER, fused_step=False, adapter_a_copies=True)
     prompts = _prompts((5, 8))
-    backend = HFRolloutBackend(model, TOKENIZER, fused_step=True)
-    decoder = backend._static_decoder(torch.device("cpu"))
-    decoder._fused = DecodeStep(decoder.model, decoder.decode_layout, a_copies=True)
+    backend = HFRolloutBackend(model, TOKENIZER, fused_step=True, adapter_a_copies=True)
     first = backend.generate(prompts, GREEDY)
+    decoder = backend.decoder
     groups = [g for layer in decoder._fused.layers for g in layer[1:]]
     assert len(groups) == 8 and all(g.a_copies is not None for g in groups)
     copies = [t for g in groups for t in g.a_copies[1]]

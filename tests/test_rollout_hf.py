@@ -186,7 +186,7 @@ def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_lay
     (``qerl.rollout.decode_step``, fused products, left padding skipped by the attention; on its own "words" copy of
     the codes, the default on a Hopper GPU, and on the modules' "pairs"; its bf16 copies of the fp32 adapter's B;
     with 20 rows the adapter's shrink in ``qerl.kernels.lora_shrink``, also on the step's bf16 copies of A,
-    ``DecodeStep(a_copies=True)``) and the model's forward."""
+    ``adapter_a_copies``) and the model's forward."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     from qerl.kernels import lora_shrink as shrink_module
@@ -196,12 +196,8 @@ def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_lay
     monkeypatch.setattr(shrink_module, "lora_shrink", lambda *args, **kw: launches.append(1) or kernel(*args, **kw))
     model = _tiny_policy("cuda", torch.bfloat16)
     # CUDA defaults: static cache, compiled
-    backend = HFRolloutBackend(model, TOKENIZER, fused_step=fused_step, decode_layout=decode_layout)
-    if a_copies:
-        from qerl.rollout.decode_step import DecodeStep
-
-        decoder = backend._static_decoder(torch.device("cuda"))
-        decoder._fused = DecodeStep(decoder.model, decode_layout, a_copies=True)  # before any call
+    backend = HFRolloutBackend(model, TOKENIZER, fused_step=fused_step, decode_layout=decode_layout,
+                               adapter_a_copies=a_copies)
     prompts = _prompts((6, 9)) if rows == 2 else _prompts(tuple(5 + i % 5 for i in range(rows)))
     settings = SamplingSettings(max_new_tokens=24, temperature=0.0)
 

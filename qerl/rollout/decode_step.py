@@ -41,7 +41,8 @@ built. With ``adapter_kernels`` (the default) two things change around the adapt
   ones, the rounding vLLM's engine makes of a pushed adapter; the torch shrinks keep reading A itself. All 28 layers'
   shrinks of a 7B step at M = 64 alone: 777 us on fp32 A, 549 on the copies; rollouts at batch 64 with a rank-32
   adapter: NVFP4 +4.9%, BF16 +2.9% (benchmarks/RESULTS.md, run 48). Off until the GPU test of an adapter updated in
-  place (tests/test_rollout_hf.py, 20 rows: within 0.02 of the torch shrink's log-probabilities) has run with it.
+  place (tests/test_rollout_hf.py, 20 rows: within 0.02 of the torch shrink's log-probabilities) has run with it;
+  the trainer's ``--hf_adapter_a_copies`` turns it on.
 7B-shaped rollouts with a rank-32 adapter, NVFP4: 12% more tokens a second at batch 8 (the copies of B), 22% at
 batch 64 (both; benchmarks/RESULTS.md, run 46). Adapter dropout is not applied: rollouts run in eval mode.
 """
