@@ -127,6 +127,9 @@ class QeRLConfig(GRPOConfig):
             raise ValueError(f"vllm_fp4_kernel {self.vllm_fp4_kernel!r} is not one of {FP4_KERNELS}")
         if self.hf_decode_layout not in DECODE_LAYOUTS:
             raise ValueError(f"hf_decode_layout {self.hf_decode_layout!r} is not one of {DECODE_LAYOUTS}")
+        if self.hf_adapter_a_copies and self.hf_fused_step is False:
+            raise ValueError("hf_adapter_a_copies are read by the hf backend's fused decode step: drop --hf_fused_step "
+                             "false or --hf_adapter_a_copies")
         if self.kernel_input_grad_rows and self.load != "nvfp4":
             raise ValueError("kernel_input_grad_rows keeps a copy of an NVFP4 base's codes: use it with --load nvfp4 "
                              "or drop it")

@@ -72,6 +72,8 @@ def test_rollout_kernel_choice_is_checked_when_the_config_is_parsed(tmp_path):
     with pytest.raises(ValueError, match="hf_decode_layout 'rows' is not one of"):
         parse("--hf_decode_layout", "rows")
     assert not parse().hf_adapter_a_copies and parse("--hf_adapter_a_copies", "true").hf_adapter_a_copies
+    with pytest.raises(ValueError, match="drop --hf_fused_step false or --hf_adapter_a_copies"):
+        parse("--hf_adapter_a_copies", "true", "--hf_fused_step", "false")
     # Default None: the backend fuses wherever it applies (NVFP4 on qerl); an explicit value is kept as given.
     assert parse().vllm_fuse_lora_expand is None
     assert parse("--vllm_fp4_kernel", "qerl").vllm_fuse_lora_expand is None
