@@ -4329,4 +4329,20 @@ atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
       -k "reads_norms_and_adapter_in_place" -rf --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -6 \
       | tee "$out/gpu_tests.txt"
     ;;
+  83a)  # an H100: 82g's in-place adapter test (the copies of A), then 7B rank-32 rollouts at batches 64 and 8 with and
+        # without the copies (the rollout claim on the H100, not timed there since run 32)
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py \
+      -k "reads_norms_and_adapter_in_place" -rf --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -6 \
+      | tee "$out/gpu_tests.txt"
+    timeout 330 python3 benchmarks/rollout_hf.py --batches 64,8 --lora-ranks 32 --group 8 --a-copies-compare \
+      --decode-layout words --out "$out" 2>&1 | grep -v Warning | tail -6
+    ;;
+  83b)  # an H100: the benchmark (NVFP4 forward and input gradient against cuBLAS BF16) on the 7B / 14B / 32B
+        # layers at decode M and at M = 1024, on the tables searched on H200s
+    device_name
+    timeout 480 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,14b,32b --ms 1,16,64,128,1024 \
+      --dirs fwd,bwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -40 > "$out/log_gemm.txt"
+    tail -12 "$out/log_gemm.txt"
+    ;;
 esac
