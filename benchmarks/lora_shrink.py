@@ -31,9 +31,10 @@ GROUPS = ((3, HIDDEN), (1, HIDDEN), (2, HIDDEN), (1, INTERMEDIATE))
 
 
 def torch_shrink(x: torch.Tensor, a_list: list[torch.Tensor], scales: torch.Tensor) -> torch.Tensor:
-    """The decode step's shrink before the kernel (``adapter_kernels=False`` at M <= 16)."""
+    """The decode step's torch shrink (at M <= 16, and everywhere with ``adapter_kernels=False``): fp32 products of
+    x and A (on bf16 A, the step's copies of it, as ``DecodeStep(a_copies=True)`` reads them at M <= 16)."""
     a = torch.cat(a_list) if len(a_list) > 1 else a_list[0]
-    u = (x.to(a.dtype)[:, None, :] * a[None]).sum(-1)
+    u = (x.float()[:, None, :] * a.float()[None]).sum(-1)
     u = u.float().unflatten(-1, (len(a_list), -1)) * scales[:, None]
     return u.transpose(0, 1).contiguous()
 

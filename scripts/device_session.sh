@@ -4345,4 +4345,16 @@ atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
       --dirs fwd,bwd --out "$out/gemm" 2>&1 | grep -v Warning | tail -40 > "$out/log_gemm.txt"
     tail -12 "$out/log_gemm.txt"
     ;;
+  83c)  # the multiply-sum shrink (decode batches <= 16) on the copies of A too: the in-place adapter test (copies at 2
+        # and 20 rows among its cases), the torch shrink on fp32 and bf16 A at M = 8 / 16 / 64, then 7B rank-32
+        # rollouts at batches 8 and 64 with and without the copies
+    device_name
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py \
+      -k "reads_norms_and_adapter_in_place" -rf --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -6 \
+      | tee "$out/gpu_tests.txt"
+    timeout 90 python3 benchmarks/lora_shrink.py --ms 8,16,64 --variants last_256_bm16 --a-dtypes float32,bfloat16 \
+      --replays 30 --out "$out/alone" 2>&1 | grep -v Warning | tail -4
+    timeout 300 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 32 --group 8 --a-copies-compare \
+      --decode-layout words --out "$out" 2>&1 | grep -v Warning | tail -6
+    ;;
 esac

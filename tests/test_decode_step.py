@@ -428,3 +428,32 @@ def test_bf16_copies_of_an_fp32_adapters_a_feed_the_shrink_kernel_and_follow_it(
     for g in groups:
         for held, copy in zip(*g.a_copies):
             assert torch.equal(copy, held.detach().to(torch.bfloat16))
+
+
+def test_the_multiply_sum_shrink_reads_the_copies_of_a_with_fp32_products():
+    """At M <= SHRINK_REDUCTION_MAX_M the torch shrink reads the step's bf16 copies of A where it keeps them (their
+    exact fp32 products with x, as the kernel's), A itself without copies; a copy changed alone changes u."""
+    from qerl.kernels.ops import lora_shrink_reference
+    from qerl.rollout.decode_step import SHRINK_REDUCTION_MAX_M
+
+    model = attach_test_adapter(_tiny(lora=False).to(torch.bfloat16), r=4, alpha=8)
+    base = model.get_base_model()
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_A" in name:
+                p.normal_(0.0, 0.1)  # values bf16 cannot hold
+    x = torch.randn(SHRINK_REDUCTION_MAX_M, 128).to(torch.bfloat16)
+    with_copies, plain = (DecodeStep(base, a_copies=True).layers[0].qkv, DecodeStep(base).layers[0].qkv)
+    a_list, _, scales = plain.lora
+    copies = with_copies.a_copies[1]
+    assert all(c.dtype == torch.bfloat16 for c in copies) and all(a.dtype == torch.float32 for a in a_list)
+    u_copies, u_plain = with_copies._shrink(x, cast_b=False)[0], plain._shrink(x, cast_b=False)[0]
+    on_copies, on_a = lora_shrink_reference(x, copies, scales), lora_shrink_reference(x, a_list, scales)
+    assert (on_copies - on_a).abs().max() > 1e-3  # bf16 rounding of A shows at this tolerance
+    torch.testing.assert_close(u_copies, on_copies, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(u_plain, on_a, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        copies[0].zero_()  # the copy alone: the adapter's A is untouched
+    assert with_copies._shrink(x, cast_b=False)[0][0].abs().max() == 0
+    torch.testing.assert_close(plain._shrink(x, cast_b=False)[0], on_a, rtol=1e-5, atol=1e-5)

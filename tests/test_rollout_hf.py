@@ -178,15 +178,15 @@ def test_compile_needs_cuda_and_the_static_cache():
 @pytest.mark.gpu
 @pytest.mark.parametrize("fused_step, decode_layout, rows, a_copies",
                          [(True, "auto", 2, False), (False, "auto", 2, False), (True, "pairs", 2, False),
-                          (True, "auto", 20, False), (True, "auto", 20, True)])
+                          (True, "auto", 20, False), (True, "auto", 20, True), (True, "auto", 2, True)])
 def test_compiled_decode_reads_norms_and_adapter_in_place(fused_step, decode_layout, rows, a_copies, monkeypatch):
     """The compiled decode step's tokens and log-probabilities are the model's as it is at each call: after the
     first call has recorded the CUDA graphs, norm weights (AQN writes noise there) and the adapter (the trainer
     updates it) change in place, and the next call's log-probabilities follow them. Both steps: the project's
     (``qerl.rollout.decode_step``, fused products, left padding skipped by the attention; on its own "words" copy of
     the codes, the default on a Hopper GPU, and on the modules' "pairs"; its bf16 copies of the fp32 adapter's B;
-    with 20 rows the adapter's shrink in ``qerl.kernels.lora_shrink``, also on the step's bf16 copies of A,
-    ``adapter_a_copies``) and the model's forward."""
+    with 20 rows the adapter's shrink in ``qerl.kernels.lora_shrink``; with ``adapter_a_copies`` the kernel (20 rows)
+    or the multiply-sum (2 rows) on the step's bf16 copies of A) and the model's forward."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     from qerl.kernels import lora_shrink as shrink_module

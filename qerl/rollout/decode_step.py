@@ -225,13 +225,17 @@ class ProjectionGroup:
 
             kernel_a = a_list if self.a_copies is None else self.a_copies[1]
             return lora_shrink_op(x, kernel_a, scales, self.shrink_reduce), bs
-        a = torch.cat(a_list) if len(a_list) > 1 else a_list[0]  # [S * r, K], in place of S small products
         if x.shape[0] <= SHRINK_REDUCTION_MAX_M:
             # A product this skinny ([M, K] x [K, S r], K in the thousands) gets a handful of CTAs from cuBLAS: ~9 us
             # each at M = 8 on an H200, ~1 ms a 7B step with a rank-32 adapter (benchmarks/RESULTS.md, run 19). As a
-            # multiply-sum, torch.compile makes it one reduction kernel with a program per output block.
-            u = (x.to(a.dtype)[:, None, :] * a[None]).sum(-1)
+            # multiply-sum, torch.compile makes it one reduction kernel with a program per output block. It reads
+            # the copies of A where the step keeps them (half the bytes of fp32 A); the products are fp32 either
+            # way (a bf16 x bf16 product is exact in fp32), as the kernel's.
+            held = a_list if self.a_copies is None else self.a_copies[1]
+            a = torch.cat(held) if len(held) > 1 else held[0]  # [S * r, K], in place of S small products
+            u = (x.float()[:, None, :] * a.float()[None]).sum(-1)
         else:
+            a = torch.cat(a_list) if len(a_list) > 1 else a_list[0]
             u = x.to(a.dtype) @ a.T
         u = u.float().unflatten(-1, (len(a_list), -1)) * scales[:, None]
         return u.transpose(0, 1).contiguous(), bs
