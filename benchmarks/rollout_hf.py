@@ -61,7 +61,8 @@ QWEN7B = QWEN_COMMON | SHAPES["7b"]
 # model again under a switch ``timed`` sets by the name ('nvfp4_<suffix>'): what the table calls them.
 STEP_VARIANTS = {"torchadapter": "the adapter's shrink in torch, B cast each step",
                  "atomic": "the shrink's K-splits summed by atomic adds",
-                 "acopies": "the shrink kernel on bf16 copies of A"}
+                 "acopies": "the shrink kernel on bf16 copies of A",  # runs 48's name, when off by default
+                 "fp32a": "the shrinks on the adapter's fp32 A (no copies)"}
 NVFP4_VARIANTS = {"twolaunch": "the split sum and the epilogue in two launches",
                   "pdl": "programmatic dependent launch"}
 
@@ -226,8 +227,8 @@ def main() -> None:
                    help="with an adapter: also time each model with the shrink kernel's K-splits summed by atomic "
                         "adds (DecodeStep's shrink_reduce='atomic') as '<model>_atomic', in the same passes")
     p.add_argument("--a-copies-compare", action="store_true",
-                   help="with an adapter: both models again with the shrink kernel on bf16 copies of A "
-                        "(DecodeStep(a_copies=True))")
+                   help="with an adapter: both models again with the shrinks on the adapter's fp32 A instead of "
+                        "the step's bf16 copies (DecodeStep(a_copies=False)), as '<model>_fp32a'")
     p.add_argument("--split-epilogue-compare", action="store_true",
                    help="also time the NVFP4 model with split partials summed by one kernel and the bias and expand "
                         "after them added by another (nvfp4_gemm.REDUCE_WITH_EPILOGUE off) as 'nvfp4_twolaunch', "
@@ -308,7 +309,7 @@ def main() -> None:
             if args.shrink_reduce_compare:
                 variants["atomic"] = dict(shrink_reduce="atomic")
             if args.a_copies_compare:
-                variants["acopies"] = dict(a_copies=True)
+                variants["fp32a"] = dict(a_copies=False)
             if mode == "fused" and rank:
                 from qerl.rollout.decode_step import DecodeStep
 

@@ -80,10 +80,11 @@ class QeRLConfig(GRPOConfig):
                                                                     "weight, faster on Hopper GPUs: RESULTS run 45) | "
                                                                     "auto (words on a Hopper GPU where the copy takes "
                                                                     "at most a quarter of the free memory)"})
-    hf_adapter_a_copies: bool = field(default=False, metadata={"help": "hf backend, fused step with a LoRA adapter: "
-                                                                       "the shrink kernel reads bf16 copies of A, "
-                                                                       "refreshed each rollout (7B batch 64: +4.9% "
-                                                                       "tokens/s, RESULTS run 48)"})
+    hf_adapter_a_copies: bool | None = field(default=None, metadata={"help": "hf backend, fused step with a LoRA "
+                                                                              "adapter: its shrinks read bf16 copies "
+                                                                              "of A, refreshed each rollout (default: "
+                                                                              "on; false: peft's fp32 A itself; "
+                                                                              "RESULTS runs 48-49)"})
     vllm_max_lora_rank: int | None = None  # default: lora_r
     vllm_enforce_eager: bool = field(default=False, metadata={"help": "no CUDA graphs in the rollout engine"})
     vllm_fp4_kernel: str = field(default="marlin", metadata={"help": "NVFP4 GEMM in the rollout engine: marlin (vLLM's) "

@@ -71,7 +71,9 @@ def test_rollout_kernel_choice_is_checked_when_the_config_is_parsed(tmp_path):
     assert parse().hf_decode_layout == "auto" and parse("--hf_decode_layout", "words").hf_decode_layout == "words"
     with pytest.raises(ValueError, match="hf_decode_layout 'rows' is not one of"):
         parse("--hf_decode_layout", "rows")
-    assert not parse().hf_adapter_a_copies and parse("--hf_adapter_a_copies", "true").hf_adapter_a_copies
+    assert parse().hf_adapter_a_copies is None and parse("--hf_adapter_a_copies", "true").hf_adapter_a_copies
+    assert parse("--hf_adapter_a_copies", "false").hf_adapter_a_copies is False
+    assert parse("--hf_fused_step", "false").hf_adapter_a_copies is None  # the default is not refused there
     with pytest.raises(ValueError, match="drop --hf_fused_step false or --hf_adapter_a_copies"):
         parse("--hf_adapter_a_copies", "true", "--hf_fused_step", "false")
     # Default None: the backend fuses wherever it applies (NVFP4 on qerl); an explicit value is kept as given.

@@ -387,9 +387,9 @@ def test_bf16_copies_of_an_fp32_adapters_b_follow_it_at_every_generation():
 
 
 def test_bf16_copies_of_an_fp32_adapters_a_feed_the_shrink_kernel_and_follow_it(monkeypatch):
-    """``a_copies``: the shrink kernel's op reads bf16 copies of A (not A itself) and the copies follow an in-place
-    update of the adapter at the next generation; by default, and without the adapter kernels, no copies (asking for
-    them there is refused)."""
+    """``a_copies`` (the default): the shrink kernel's op reads bf16 copies of A (not A itself) and the copies follow
+    an in-place update of the adapter at the next generation; with ``a_copies=False``, and without the adapter
+    kernels, no copies (asking for them there is refused)."""
     from qerl.kernels import ops
     from qerl.rollout import decode_step
 
@@ -403,12 +403,14 @@ def test_bf16_copies_of_an_fp32_adapters_a_feed_the_shrink_kernel_and_follow_it(
     assert lora and all(p.dtype == torch.float32 for p in lora.values())
     with pytest.raises(ValueError, match="adapter_kernels=True"):
         DecodeStep(model.get_base_model(), a_copies=True, adapter_kernels=False)
-    for step in (DecodeStep(model.get_base_model()), DecodeStep(model.get_base_model(), adapter_kernels=False)):
+    for step in (DecodeStep(model.get_base_model(), a_copies=False),
+                 DecodeStep(model.get_base_model(), adapter_kernels=False)):
         assert all(g.a_copies is None for layer in step.layers for g in layer[1:])
     with pytest.raises(ValueError, match="adapter_a_copies=True is read by the fused decode step"):
         HFRolloutBackend(model, TOKENIZER, fused_step=False, adapter_a_copies=True)
+    HFRolloutBackend(model, TOKENIZER, fused_step=False)  # the default is no reason to refuse
     prompts = _prompts((5, 8))
-    backend = HFRolloutBackend(model, TOKENIZER, fused_step=True, adapter_a_copies=True)
+    backend = HFRolloutBackend(model, TOKENIZER, fused_step=True)
     first = backend.generate(prompts, GREEDY)
     decoder = backend.decoder
     groups = [g for layer in decoder._fused.layers for g in layer[1:]]
@@ -444,7 +446,7 @@ def test_the_multiply_sum_shrink_reads_the_copies_of_a_with_fp32_products():
             if "lora_A" in name:
                 p.normal_(0.0, 0.1)  # values bf16 cannot hold
     x = torch.randn(SHRINK_REDUCTION_MAX_M, 128).to(torch.bfloat16)
-    with_copies, plain = (DecodeStep(base, a_copies=True).layers[0].qkv, DecodeStep(base).layers[0].qkv)
+    with_copies, plain = (DecodeStep(base).layers[0].qkv, DecodeStep(base, a_copies=False).layers[0].qkv)
     a_list, _, scales = plain.lora
     copies = with_copies.a_copies[1]
     assert all(c.dtype == torch.bfloat16 for c in copies) and all(a.dtype == torch.float32 for a in a_list)

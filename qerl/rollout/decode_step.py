@@ -296,11 +296,12 @@ class DecodeStep:
     Building it fuses the packed groups' storage (``qerl.fusion``, once per model); with ``layout`` "words" (or
     "auto" picking it) it also copies their codes into that layout. ``adapter_kernels``: the adapters' shrink in
     ``qerl.kernels.lora_shrink`` and B in the model's dtype (module docstring); ``shrink_reduce``: how that kernel's
-    K-splits meet, "last" (deterministic) or "atomic" (``lora_shrink``'s ``reduce``); ``a_copies`` (with
-    ``adapter_kernels``): that kernel reads copies of A in the model's dtype (module docstring)."""
+    K-splits meet, "last" (deterministic) or "atomic" (``lora_shrink``'s ``reduce``); ``a_copies`` (default: with
+    ``adapter_kernels``; False: none): the shrinks up to 128 rows read copies of A in the model's dtype (module
+    docstring)."""
 
     def __init__(self, model: nn.Module, layout: str = "auto", adapter_kernels: bool = True,
-                 shrink_reduce: str = "last", a_copies: bool = False) -> None:
+                 shrink_reduce: str = "last", a_copies: bool | None = None) -> None:
         reason = unsupported_reason(model)
         if reason is not None:
             raise ValueError(f"the fused decode step does not support this model: {reason}")
@@ -312,7 +313,7 @@ class DecodeStep:
             raise ValueError("a_copies are read by the shrink kernel: pass adapter_kernels=True with it")
         self.layout = auto_layout(model) if layout == "auto" else layout
         b_dtype = model.get_input_embeddings().weight.dtype if adapter_kernels else None
-        a_dtype = b_dtype if a_copies else None
+        a_dtype = b_dtype if a_copies is not False else None  # default: copies wherever B has them
         self.model = model
         cfg = model.config
         self.heads = cfg.num_attention_heads

@@ -30,14 +30,14 @@ class HFRolloutBackend(RolloutBackend):
 
     def __init__(self, model: nn.Module, tokenizer, eos_token_ids: list[int] | None = None, batch_size: int = 0,
                  static_cache: bool | None = None, compile: bool | None = None, fused_step: bool | None = None,
-                 decode_layout: str = "auto", adapter_a_copies: bool = False):
+                 decode_layout: str = "auto", adapter_a_copies: bool | None = None):
         """``static_cache``: decode on a static KV cache in ``StaticDecoder``'s loop (default: on CUDA).
         ``compile``: compile its decode step into CUDA graphs (default: with the static cache on CUDA; needs both).
         ``fused_step``: that step is the project's ``DecodeStep`` instead of the model's forward (default: where it
         compiles and the model is of a family it supports; needs the static cache). ``decode_layout``: the code
         layout that step's NVFP4 products read (``DecodeStep``'s ``layout``: "pairs" the modules' own, "words" a
-        copy, "auto" words on a Hopper GPU where the copy fits). ``adapter_a_copies``: that step's shrink kernel reads
-        bf16 copies of the adapter's A (``DecodeStep``'s ``a_copies``)."""
+        copy, "auto" words on a Hopper GPU where the copy fits). ``adapter_a_copies``: that step's shrinks read bf16
+        copies of the adapter's A (``DecodeStep``'s ``a_copies``; default on, False: A itself)."""
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
@@ -53,7 +53,7 @@ class HFRolloutBackend(RolloutBackend):
                              "unset or pass True, or leave decode_layout at 'auto'")
         if adapter_a_copies and fused_step is False:
             raise ValueError("adapter_a_copies=True is read by the fused decode step: leave fused_step unset or pass "
-                             "True, or leave adapter_a_copies off")
+                             "True, or leave adapter_a_copies unset")
         if fused_step:
             reason = unsupported_reason(model)
             if reason is not None:

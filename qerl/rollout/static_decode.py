@@ -75,7 +75,7 @@ class StaticDecoder:
     """Generates from left-padded prompts on a static KV cache kept between calls. ``compile``: the one-token decode
     step compiled and replayed as a CUDA graph (CUDA only); ``fused_step``: that step is ``DecodeStep`` (Qwen2 /
     Llama families; see the module docstring), reading NVFP4 codes in ``decode_layout`` (its ``layout``), its shrink
-    kernel on bf16 copies of the adapter's A with ``a_copies``."""
+    shrinks on bf16 copies of the adapter's A unless ``a_copies`` is False."""
 
     # The prefill: only the last position's logits, and each distinct prompt once (see the module docstring). Off
     # only to measure what they save (benchmarks/rollout_hf.py --prefill-compare).
@@ -84,14 +84,14 @@ class StaticDecoder:
     capture_prefill = True  # with ``compile``: the prefill as a CUDA graph per (distinct prompts, padded width)
 
     def __init__(self, model: nn.Module, compile: bool = False, fused_step: bool = False,
-                 decode_layout: str = "auto", a_copies: bool = False) -> None:
+                 decode_layout: str = "auto", a_copies: bool | None = None) -> None:
         # peft injects its LoRA layers into the transformers model's modules: calling that model directly runs them,
         # without peft's wrapper forward in the compiled step.
         self.model = model.get_base_model() if hasattr(model, "get_base_model") else model
         self.compile = compile
         self.fused_step = fused_step
         self.decode_layout = decode_layout  # the fused step's code layout (``DecodeStep``'s ``layout``)
-        self.a_copies = a_copies  # the fused step's shrink kernel on bf16 copies of A (``DecodeStep``'s ``a_copies``)
+        self.a_copies = a_copies  # the fused step's shrinks on bf16 copies of A (``DecodeStep``'s ``a_copies``)
         step = self._fused_decode_step if fused_step else self._decode_step
         self._step = torch.compile(step, dynamic=False) if compile else step
         self._fused: DecodeStep | None = None  # made at the first fused step (it reads the adapter configuration)
