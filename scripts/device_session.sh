@@ -4366,4 +4366,13 @@ atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
     timeout 300 python3 benchmarks/rollout_hf.py --batches 8,64 --lora-ranks 32 --group 8 --a-copies-compare \
       --decode-layout words --out "$out" 2>&1 | grep -v Warning | tee "$out/log_rollouts.txt" | tail -6
     ;;
+  83e)  # 83d at batch 8 only (device time; batch 64's copies were timed in 82e): the in-place adapter test, then 7B
+        # rank-32 rollouts at batch 8 on the copies of A (the default, now also in the multiply-sum) and on fp32 A
+    device_name
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:logging tests/test_rollout_hf.py \
+      -k "reads_norms_and_adapter_in_place" -rf --tb=short 2>&1 | grep -v "Warning\|DEBUG" | tail -6 \
+      | tee "$out/gpu_tests.txt"
+    timeout 200 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --group 8 --a-copies-compare \
+      --decode-layout words --out "$out" 2>&1 | grep -v Warning | tee "$out/log_rollouts.txt" | tail -6
+    ;;
 esac
