@@ -4375,4 +4375,9 @@ atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
     timeout 200 python3 benchmarks/rollout_hf.py --batches 8 --lora-ranks 32 --group 8 --a-copies-compare \
       --decode-layout words --out "$out" 2>&1 | grep -v Warning | tee "$out/log_rollouts.txt" | tail -6
     ;;
+  83f)  # an H100, the device time left: the issue's benchmark on the 7B layers' forward at decode M
+    device_name
+    timeout 150 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b --ms 1,16,64,128 --dirs fwd \
+      --out "$out/gemm" 2>&1 | grep -v Warning | tail -20 | tee "$out/log_gemm.txt"
+    ;;
 esac
