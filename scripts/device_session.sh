@@ -4380,4 +4380,11 @@ atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
     timeout 150 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b --ms 1,16,64,128 --dirs fwd \
       --out "$out/gemm" 2>&1 | grep -v Warning | tail -20 | tee "$out/log_gemm.txt"
     ;;
+  83g)  # an H100, the device time left: the 14B / 32B forward and the 7B / 32B input gradient at decode M
+    device_name
+    timeout 100 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 14b,32b --ms 1,16,64,128 --dirs fwd \
+      --out "$out/fwd" 2>&1 | grep -v Warning | tail -6 | tee "$out/log_fwd.txt"
+    timeout 80 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,32b --ms 1,16,64,128 --dirs bwd \
+      --out "$out/bwd" 2>&1 | grep -v Warning | tail -6 | tee "$out/log_bwd.txt"
+    ;;
 esac
