@@ -4387,4 +4387,9 @@ atomic_128_bm16,atomic_512_bm16 --out "$out" 2>&1 | grep -v Warning | tail -5
     timeout 80 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,32b --ms 1,16,64,128 --dirs bwd \
       --out "$out/bwd" 2>&1 | grep -v Warning | tail -6 | tee "$out/log_bwd.txt"
     ;;
+  83h)  # an H100, the device time left: the 7B / 32B forward and input gradient at M = 1024
+    device_name
+    timeout 100 python3 benchmarks/gemm_nvfp4.py --no-marlin --models 7b,32b --ms 1024 --dirs fwd,bwd \
+      --out "$out/m1024" 2>&1 | grep -v Warning | tail -12 | tee "$out/log_m1024.txt"
+    ;;
 esac
