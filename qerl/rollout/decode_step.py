@@ -26,9 +26,10 @@ the Triton kernels, where "words" runs the warp-specialized ones: 7B rollouts 8-
 with a rank-32 one (benchmarks/RESULTS.md, run 45). "auto" (the default) takes "words" on a Hopper GPU where the
 copy takes at most a quarter of the free memory (the KV cache and the training step need the rest), else "pairs".
 
-The adapters' A is read where it lives (updated in place by the optimizer), so a step captured in a CUDA graph
-keeps using the current adapter; the adapter configuration (which adapter is active) is read when the step is
-built. With ``adapter_kernels`` (the default) two things change around the adapter:
+The adapter is read where it lives (updated in place by the optimizer), or from the step's copies of it, refreshed
+in place before every generation, so a step captured in a CUDA graph keeps using the current adapter; the adapter
+configuration (which adapter is active) is read when the step is built. With ``adapter_kernels`` (the default)
+three things change around the adapter:
 - where B's dtype is not the model's (peft keeps trained adapters in fp32; the NVFP4 epilogue and the dense path's
   expand take the model's bf16), the step keeps its own copies of B in the model's dtype, refreshed in place before
   every generation (``refresh_adapters``), as vLLM's engine receives an adapter in its own dtype. On NVFP4 that is
@@ -36,13 +37,14 @@ built. With ``adapter_kernels`` (the default) two things change around the adapt
   runs in bf16 where it ran in fp32;
 - at decode batches of 17-128 rows the shrink ``u = scale * x @ A^T`` of each group is one launch of
   ``qerl.kernels.lora_shrink``, which reads A in its own dtype and writes u where the expand reads it (fewer rows
-  keep the multiply-sum below, which is faster there). With ``a_copies`` (off by default) that kernel reads copies of
-  A in the model's dtype, refreshed as B's are: half the bytes, one 16-bit product per step instead of three tf32
-  ones, the rounding vLLM's engine makes of a pushed adapter; the torch shrinks keep reading A itself. All 28 layers'
-  shrinks of a 7B step at M = 64 alone: 777 us on fp32 A, 549 on the copies; rollouts at batch 64 with a rank-32
-  adapter: NVFP4 +4.9%, BF16 +2.9% (benchmarks/RESULTS.md, run 48). Off until the GPU test of an adapter updated in
-  place (tests/test_rollout_hf.py, 20 rows: within 0.02 of the torch shrink's log-probabilities) has run with it;
-  the trainer's ``--hf_adapter_a_copies`` turns it on.
+  keep the multiply-sum below, which is faster there);
+- where A's dtype is not the model's, the kernel and the multiply-sum read the step's copies of A in the model's
+  dtype (``a_copies``, on by default with the adapter kernels), refreshed as B's are: half the bytes, exact fp32
+  products of x and A's rounding (one 16-bit product in the kernel instead of three tf32 ones), the rounding vLLM's
+  engine makes of a pushed adapter; above 128 rows the matmul reads A itself. All 28 layers' shrinks of a 7B step
+  at M = 64 alone: 777 us on fp32 A, 549 on the copies; rollouts with a rank-32 adapter: at batch 64 NVFP4 +4.9%,
+  BF16 +2.9% (an H200, benchmarks/RESULTS.md, run 48); at batch 8 NVFP4 +1.0%, BF16 +0.4% (an H100, run 49).
+  ``a_copies=False`` (the trainer's ``--hf_adapter_a_copies false``) reads peft's A itself.
 7B-shaped rollouts with a rank-32 adapter, NVFP4: 12% more tokens a second at batch 8 (the copies of B), 22% at
 batch 64 (both; benchmarks/RESULTS.md, run 46). Adapter dropout is not applied: rollouts run in eval mode.
 """
