@@ -61,7 +61,7 @@ QWEN7B = QWEN_COMMON | SHAPES["7b"]
 # model again under a switch ``timed`` sets by the name ('nvfp4_<suffix>'): what the table calls them.
 STEP_VARIANTS = {"torchadapter": "the adapter's shrink in torch, B cast each step",
                  "atomic": "the shrink's K-splits summed by atomic adds",
-                 "acopies": "the shrink kernel on bf16 copies of A",  # runs 48's name, when off by default
+                 "acopies": "the shrink kernel on bf16 copies of A",  # run 48's name, when off by default
                  "fp32a": "the shrinks on the adapter's fp32 A (no copies)"}
 NVFP4_VARIANTS = {"twolaunch": "the split sum and the epilogue in two launches",
                   "pdl": "programmatic dependent launch"}

@@ -312,7 +312,7 @@ class DecodeStep:
         if shrink_reduce not in SHRINK_REDUCES:
             raise ValueError(f"shrink_reduce {shrink_reduce!r}: use one of {SHRINK_REDUCES}")
         if a_copies and not adapter_kernels:
-            raise ValueError("a_copies are read by the shrink kernel: pass adapter_kernels=True with it")
+            raise ValueError("a_copies come with the adapter kernels: pass adapter_kernels=True with it")
         self.layout = auto_layout(model) if layout == "auto" else layout
         b_dtype = model.get_input_embeddings().weight.dtype if adapter_kernels else None
         a_dtype = b_dtype if a_copies is not False else None  # default: copies wherever B has them
