@@ -222,18 +222,17 @@ class ProjectionGroup:
             return None
         a_list, b_list, scales = self.lora
         bs = [b.to(torch.bfloat16) if cast_b else b for b in b_list]  # no kernel where B is bf16 (its copies)
+        held = a_list if self.a_copies is None else self.a_copies[1]  # the A the kernel and the multiply-sum read
         if self.shrink_kernel and SHRINK_REDUCTION_MAX_M < x.shape[0] <= SHRINK_KERNEL_MAX_M:
             from qerl.kernels.ops import lora_shrink_op
 
-            kernel_a = a_list if self.a_copies is None else self.a_copies[1]
-            return lora_shrink_op(x, kernel_a, scales, self.shrink_reduce), bs
+            return lora_shrink_op(x, held, scales, self.shrink_reduce), bs
         if x.shape[0] <= SHRINK_REDUCTION_MAX_M:
             # A product this skinny ([M, K] x [K, S r], K in the thousands) gets a handful of CTAs from cuBLAS: ~9 us
             # each at M = 8 on an H200, ~1 ms a 7B step with a rank-32 adapter (benchmarks/RESULTS.md, run 19). As a
             # multiply-sum, torch.compile makes it one reduction kernel with a program per output block. It reads
             # the copies of A where the step keeps them (half the bytes of fp32 A); the products are fp32 either
             # way (a bf16 x bf16 product is exact in fp32), as the kernel's.
-            held = a_list if self.a_copies is None else self.a_copies[1]
             a = torch.cat(held) if len(held) > 1 else held[0]  # [S * r, K], in place of S small products
             u = (x.float()[:, None, :] * a.float()[None]).sum(-1)
         else:
